@@ -1,0 +1,41 @@
+//! `#[repr(C)]` copies of the two LIKWID 5.2 structs we read fields from (likwid.h).
+
+use std::ffi::{c_char, c_int};
+
+/// `CpuInfo` (likwid.h 5.2.2, `get_cpuInfo()`); we read `short_name` (the perfgroup arch).
+#[repr(C)]
+pub struct CpuInfo {
+    pub family: u32,
+    pub model: u32,
+    pub stepping: u32,
+    pub vendor: u32,
+    pub part: u32,
+    pub clock: u64,
+    pub turbo: c_int,
+    pub osname: *mut c_char,
+    pub name: *mut c_char,
+    pub short_name: *mut c_char,
+    pub features: *mut c_char,
+    pub is_intel: c_int,
+    pub architecture: [c_char; 20],
+    pub support_uncore: c_int,
+    pub support_clientmem: c_int,
+    pub feature_flags: u64,
+    pub perf_version: u32,
+    pub perf_num_ctr: u32,
+    pub perf_width_ctr: u32,
+    pub perf_num_fixed_ctr: u32,
+}
+
+/// `Likwid_Configuration` (likwid.h 5.2.2, `get_configuration()`); we read `group_path`.
+#[repr(C)]
+pub struct LikwidConfiguration {
+    pub config_file_name: *mut c_char,
+    pub topology_cfg_file_name: *mut c_char,
+    pub daemon_path: *mut c_char,
+    pub group_path: *mut c_char,
+    /// `AccessMode` enum (int).
+    pub daemon_mode: c_int,
+    pub max_num_threads: c_int,
+    pub max_num_nodes: c_int,
+}

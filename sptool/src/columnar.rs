@@ -1,0 +1,115 @@
+//! Schemas 2 and 3, written by the Python package: one table of region
+//! names, a (rank, region) index into shared event columns, and the columns
+//! themselves (absolute start/end times in schema 2, start gaps and
+//! durations in schema 3). Also the aggregate-only layout, where the index
+//! holds counts, totals, minima and maxima instead of events.
+
+use hdf5::Group;
+
+use crate::error::{self, Error, Result};
+use crate::h5util::{self, has};
+use crate::model::{Layout, RegionRank};
+use crate::stats::Stats;
+
+fn need<'a>(file: &'a Group, name: &str, schema: i64) -> Result<Group> {
+    if !has(file, name) {
+        return Err(Error::new(format!(
+            "has scope_profiler_schema {schema} but no {name} group; the file is damaged or not a \
+             scope_profiler profile"
+        )));
+    }
+    file.group(name).map_err(|e| Error::new(format!("cannot open {name}: {}", error::h5(&e))))
+}
+
+/// Read every (rank, region) row of a schema-2/3 file.
+pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank>)> {
+    let names = h5util::read_strings(&need(file, "region_table", schema)?, "names")?;
+    let index = need(file, "rank_region_index", schema)?;
+    let region_ids = h5util::read_i64(&index, "region_ids")?;
+    let ranks = h5util::read_i64(&index, "ranks")?;
+    if ranks.len() != region_ids.len() {
+        return Err(damaged(format!(
+            "rank_region_index has {} region_ids but {} ranks",
+            region_ids.len(),
+            ranks.len()
+        )));
+    }
+    let aggregate = h5util::attr_string(file, "storage_layout").as_deref() == Some("aggregate");
+    let (layout, stats) = if aggregate {
+        (Layout::Aggregate, aggregate_stats(&index, region_ids.len())?)
+    } else {
+        event_stats(file, &index, region_ids.len(), schema)?
+    };
+
+    let mut out = Vec::with_capacity(region_ids.len());
+    for (row, stats) in stats.into_iter().enumerate() {
+        let id = region_ids[row];
+        let name = usize::try_from(id)
+            .ok()
+            .and_then(|i| names.get(i))
+            .ok_or_else(|| damaged(format!("rank_region_index row {row} names region {id}, but there are {}", names.len())))?;
+        let rank = u32::try_from(ranks[row])
+            .map_err(|_| damaged(format!("rank_region_index row {row} has rank {}", ranks[row])))?;
+        out.push(RegionRank { rank, name: name.clone(), stats, open_calls: 0 });
+    }
+    Ok((layout, out))
+}
+
+fn damaged(message: String) -> Error {
+    Error::new(format!("is damaged or truncated: {message}"))
+}
+
+fn aggregate_stats(index: &Group, rows: usize) -> Result<Vec<Stats>> {
+    let counts = h5util::read_i64(index, "aggregate_counts")?;
+    let totals = h5util::read_i64(index, "aggregate_totals")?;
+    let minimums = h5util::read_i64(index, "aggregate_minimums")?;
+    let maximums = h5util::read_i64(index, "aggregate_maximums")?;
+    if [counts.len(), totals.len(), minimums.len(), maximums.len()].iter().any(|&n| n != rows) {
+        return Err(damaged(format!("the aggregate columns do not all have {rows} rows")));
+    }
+    Ok((0..rows)
+        .map(|i| Stats::from_aggregate(counts[i].max(0) as u64, totals[i], minimums[i], maximums[i]))
+        .collect())
+}
+
+fn event_stats(file: &Group, index: &Group, rows: usize, schema: i64) -> Result<(Layout, Vec<Stats>)> {
+    let offsets = h5util::read_i64(index, "event_offsets")?;
+    let counts = h5util::read_i64(index, "event_counts")?;
+    if offsets.len() != rows || counts.len() != rows {
+        return Err(damaged(format!("rank_region_index event_offsets/event_counts do not have {rows} rows")));
+    }
+    let events = need(file, "events", schema)?;
+    // Which encoding is visible from the column names, as in the Python reader.
+    let deltas = has(&events, "start_deltas");
+    let (first, second, layout) = if deltas {
+        ("start_deltas", "durations", Layout::ColumnarDeltas)
+    } else {
+        ("start_times", "end_times", Layout::Columnar)
+    };
+    let a = h5util::read_i64(&events, first)?;
+    let b = h5util::read_i64(&events, second)?;
+    if a.len() != b.len() {
+        return Err(damaged(format!("events/{first} has {} entries but events/{second} {}", a.len(), b.len())));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for row in 0..rows {
+        let (offset, count) = (offsets[row], counts[row]);
+        let end = offset.checked_add(count).filter(|_| offset >= 0 && count >= 0);
+        let range = match end {
+            Some(end) if end as u64 <= a.len() as u64 => offset as usize..end as usize,
+            _ => {
+                return Err(damaged(format!(
+                    "rank_region_index row {row} claims events {offset}..{} but the event columns hold {}",
+                    offset.saturating_add(count),
+                    a.len()
+                )));
+            }
+        };
+        out.push(if deltas {
+            Stats::from_deltas(&a[range.clone()], &b[range])
+        } else {
+            Stats::from_intervals(&a[range.clone()], &b[range])
+        });
+    }
+    Ok((layout, out))
+}

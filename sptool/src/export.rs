@@ -1,0 +1,227 @@
+//! `sptool export`: per-rank region statistics joined with the LIKWID
+//! results in one tidy table, one row per (rank, region, hardware thread),
+//! one column per event label and metric; written as JSON or CSV.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::model::{Attrs, LikwidRegion, Profile, RegionRank};
+use crate::stats::Stats;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Json,
+    Csv,
+}
+
+/// Columns every row has, in order. Event and metric columns follow.
+pub const FIXED: &[&str] = &[
+    "rank",
+    "region",
+    "cpu",
+    "calls",
+    "total_s",
+    "mean_s",
+    "min_s",
+    "max_s",
+    "std_s",
+    "open_calls",
+    "likwid_group",
+    "likwid_source",
+    "likwid_call_count",
+    "likwid_runtime_s",
+];
+
+pub struct TidyTable {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+fn num(v: Option<f64>) -> Value {
+    v.and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number)
+}
+
+fn stats_values(s: Option<&Stats>, open: Option<i64>) -> Vec<Value> {
+    let Some(s) = s else { return vec![Value::Null; 7] };
+    let has = s.count > 0;
+    vec![
+        Value::from(s.count),
+        num(Some(s.total_s())),
+        num(s.mean_s()),
+        num(if has { s.min_s() } else { None }),
+        num(s.max_s()),
+        num(s.std_s()),
+        open.map_or(Value::Null, Value::from),
+    ]
+}
+
+/// Build the tidy table for the selected ranks and regions, sorted by rank,
+/// then region name, then hardware thread.
+pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
+    type Key<'a> = (u32, &'a str);
+    let mut timing: BTreeMap<Key, (Stats, i64)> = BTreeMap::new();
+    for r in profile.regions.iter().filter(|r| filter.rank(r.rank) && filter.name(&r.name)) {
+        let RegionRank { rank, name, stats, open_calls } = r;
+        let entry = timing.entry((*rank, name.as_str())).or_insert((Stats::default(), 0));
+        entry.0.merge(stats);
+        entry.1 += open_calls;
+    }
+    let mut likwid: BTreeMap<Key, &LikwidRegion> = BTreeMap::new();
+    for l in profile.likwid.iter().filter(|l| filter.rank(l.rank) && filter.name(&l.tag)) {
+        likwid.insert((l.rank, l.tag.as_str()), l);
+    }
+
+    // Event and metric columns, first seen first; a label that clashes with
+    // an existing column gets an `event:` or `metric:` prefix.
+    let mut columns: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
+    let mut event_col: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut metric_col: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut labels: BTreeMap<Key, Vec<String>> = BTreeMap::new();
+    for (key, l) in &likwid {
+        labels.insert(*key, l.event_labels());
+    }
+    let mut add = |columns: &mut Vec<String>, name: &str, prefix: &str| {
+        let label = if columns.iter().any(|c| c == name) { format!("{prefix}:{name}") } else { name.to_string() };
+        columns.push(label);
+        columns.len() - 1
+    };
+    for (key, l) in &likwid {
+        for label in &labels[key] {
+            if !event_col.contains_key(label.as_str()) {
+                let i = add(&mut columns, label, "event");
+                event_col.insert(label, i);
+            }
+        }
+        for name in &l.metric_names {
+            if !metric_col.contains_key(name.as_str()) {
+                let i = add(&mut columns, name, "metric");
+                metric_col.insert(name, i);
+            }
+        }
+    }
+
+    let mut keys: Vec<Key> = timing.keys().chain(likwid.keys()).copied().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut rows = Vec::new();
+    for key in keys {
+        let t = timing.get(&key);
+        let base = |cpu: Value| {
+            let mut row = vec![Value::from(key.0), Value::from(key.1), cpu];
+            row.extend(stats_values(t.map(|(s, _)| s), t.map(|(_, o)| *o)));
+            row
+        };
+        match likwid.get(&key) {
+            None => {
+                let mut row = base(Value::Null);
+                row.resize(columns.len(), Value::Null);
+                rows.push(row);
+            }
+            Some(l) => {
+                for th in 0..l.nthreads() {
+                    let mut row = base(Value::from(l.cpus[th]));
+                    row.extend([
+                        Value::from(l.group_name.as_str()),
+                        Value::from(l.source.as_str()),
+                        Value::from(l.call_counts[th]),
+                        num(Some(l.times[th])),
+                    ]);
+                    row.resize(columns.len(), Value::Null);
+                    for (label, values) in labels[&key].iter().zip(&l.events) {
+                        row[event_col[label.as_str()]] = num(values.get(th).copied());
+                    }
+                    for (name, values) in l.metric_names.iter().zip(&l.metrics) {
+                        row[metric_col[name.as_str()]] = num(values.get(th).copied());
+                    }
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    TidyTable { columns, rows }
+}
+
+fn attrs_json(attrs: &Attrs) -> Value {
+    Value::Object(attrs.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+}
+
+/// The JSON document: the file, its metadata, the ranks and the tidy rows.
+pub fn to_json(profile: &Profile, filter: &Filter) -> Value {
+    let table = tidy(profile, filter);
+    let ranks: Vec<Value> = profile
+        .ranks
+        .iter()
+        .filter(|r| filter.rank(r.rank))
+        .map(|r| {
+            let mut m = Map::new();
+            m.insert("rank".into(), Value::from(r.rank));
+            m.insert("attributes".into(), attrs_json(&r.attrs));
+            m.insert("likwid_attributes".into(), attrs_json(&r.likwid_attrs));
+            Value::Object(m)
+        })
+        .collect();
+    let rows: Vec<Value> = table
+        .rows
+        .into_iter()
+        .map(|row| Value::Object(table.columns.iter().cloned().zip(row).collect()))
+        .collect();
+    let mut doc = Map::new();
+    doc.insert("file".into(), Value::from(profile.path.display().to_string()));
+    doc.insert("schema".into(), Value::from(profile.schema));
+    doc.insert("layout".into(), Value::from(profile.layout.describe()));
+    doc.insert("metadata".into(), attrs_json(&profile.metadata));
+    doc.insert("ranks".into(), Value::Array(ranks));
+    doc.insert("columns".into(), Value::from(table.columns));
+    doc.insert("rows".into(), Value::Array(rows));
+    Value::Object(doc)
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Write the export to `out` (`-` for standard output).
+pub fn write(profile: &Profile, filter: &Filter, format: Format, out: &Path) -> Result<()> {
+    let mut bytes = Vec::new();
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut bytes, &to_json(profile, filter))
+                .map_err(|e| Error::in_file(out, format!("cannot encode JSON: {e}")))?;
+            bytes.push(b'\n');
+        }
+        Format::Csv => {
+            let table = tidy(profile, filter);
+            let mut w = csv::Writer::from_writer(&mut bytes);
+            let fail = |e: csv::Error| Error::in_file(out, format!("cannot encode CSV: {e}"));
+            w.write_record(&table.columns).map_err(fail)?;
+            for row in &table.rows {
+                w.write_record(row.iter().map(cell)).map_err(fail)?;
+            }
+            w.flush().map_err(|e| Error::in_file(out, format!("cannot encode CSV: {e}")))?;
+        }
+    }
+    write_output(out, &bytes)
+}
+
+/// Write `bytes` to the file `out`, or to standard output for `-`.
+pub fn write_output(out: &Path, bytes: &[u8]) -> Result<()> {
+    if out.as_os_str() == "-" {
+        let mut stdout = std::io::stdout().lock();
+        return match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(Error::new(format!("cannot write to standard output: {e}")))
+            }
+            _ => Ok(()),
+        };
+    }
+    std::fs::write(out, bytes).map_err(|e| Error::in_file(out, format!("cannot write the output: {e}")))
+}

@@ -1,0 +1,148 @@
+//! Read a profile file into a [`Profile`]: detect the schema, then read the
+//! metadata, the ranks, the regions (schema 1 here, 2 and 3 in
+//! [`crate::columnar`]) and the LIKWID groups ([`crate::likwid`]).
+
+use std::path::Path;
+
+use hdf5::Group;
+
+use crate::error::{self, Error, Result};
+use crate::h5util::{self, has};
+use crate::model::{Layout, Profile, RankInfo, RegionRank};
+use crate::stats::Stats;
+use crate::{columnar, likwid};
+
+pub const SCHEMA_ATTR: &str = "scope_profiler_schema";
+pub const SUPPORTED: &str = "sptool reads schema 1 (per-rank groups, written by the scope_profiler \
+library) and schemas 2 and 3 (columnar, written by the Python package scope-profiler)";
+
+/// Read the whole profile at `path`. Every error names the file.
+pub fn read_profile(path: &Path) -> Result<Profile> {
+    let (file, size) = h5util::open(path)?;
+    read_open(&file, path, size).map_err(|e| e.or_file(path))
+}
+
+fn h5err(what: &str) -> impl FnOnce(hdf5::Error) -> Error + '_ {
+    move |e| Error::new(format!("cannot read {what}: {}", error::h5(&e)))
+}
+
+/// `rank<N>` groups of the root, sorted by N.
+fn rank_groups(file: &Group) -> Result<Vec<(u32, String)>> {
+    let mut out = Vec::new();
+    for name in h5util::subgroups(file).map_err(h5err("the root group"))? {
+        if let Some(n) = name.strip_prefix("rank").and_then(|d| d.parse::<u32>().ok()) {
+            if name == format!("rank{n}") {
+                out.push((n, name));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
+    let ranks_in_file = rank_groups(file)?;
+    let schema = match h5util::attr(file, SCHEMA_ATTR) {
+        Some(value) => value.as_i64().ok_or_else(|| {
+            Error::new(format!("the {SCHEMA_ATTR} attribute is not an integer ({value}); {SUPPORTED}"))
+        })?,
+        None => {
+            // Files written before the attribute existed are schema 1.
+            let has_regions = ranks_in_file
+                .iter()
+                .any(|(_, name)| file.group(name).is_ok_and(|g| has(&g, "regions")));
+            if !has_regions {
+                return Err(Error::new(format!(
+                    "is not a scope_profiler profile: no {SCHEMA_ATTR} attribute and no \
+                     rank<N>/regions groups; {SUPPORTED}"
+                )));
+            }
+            1
+        }
+    };
+    if !(1..=3).contains(&schema) {
+        return Err(Error::new(format!("has {SCHEMA_ATTR} = {schema}, which is not supported; {SUPPORTED}")));
+    }
+
+    let metadata = if has(file, "metadata") {
+        let group = file.group("metadata").map_err(h5err("metadata"))?;
+        h5util::read_attrs(&group).map_err(h5err("metadata"))?
+    } else {
+        Vec::new()
+    };
+
+    let mut ranks = Vec::new();
+    let mut regions = Vec::new();
+    let mut likwid_regions = Vec::new();
+    for (rank, name) in &ranks_in_file {
+        let group = file.group(name).map_err(h5err(name))?;
+        let attrs = h5util::read_attrs(&group).map_err(h5err(name))?;
+        let mut likwid_attrs = Vec::new();
+        if has(&group, likwid::GROUP) {
+            let (attrs, found) = likwid::read_rank(&group, *rank)?;
+            likwid_attrs = attrs;
+            likwid_regions.extend(found);
+        }
+        if schema == 1 {
+            regions.extend(read_rank_regions(&group, *rank)?);
+        }
+        ranks.push(RankInfo { rank: *rank, attrs, likwid_attrs });
+    }
+
+    let layout = if schema == 1 {
+        Layout::PerRank
+    } else {
+        let (layout, found) = columnar::read_regions(file, schema)?;
+        regions = found;
+        for r in &regions {
+            if !ranks.iter().any(|k| k.rank == r.rank) {
+                ranks.push(RankInfo { rank: r.rank, attrs: Vec::new(), likwid_attrs: Vec::new() });
+            }
+        }
+        ranks.sort_by_key(|r| r.rank);
+        layout
+    };
+
+    Ok(Profile {
+        path: path.to_path_buf(),
+        file_size: size,
+        schema,
+        layout,
+        metadata,
+        ranks,
+        regions,
+        likwid: likwid_regions,
+    })
+}
+
+/// Schema 1: `rank<N>/regions/<name>/{start_times,end_times}` plus attributes.
+fn read_rank_regions(rank_group: &Group, rank: u32) -> Result<Vec<RegionRank>> {
+    if !has(rank_group, "regions") {
+        return Ok(Vec::new());
+    }
+    let where_ = format!("rank{rank}/regions");
+    let group = rank_group.group("regions").map_err(h5err(&where_))?;
+    let mut out = Vec::new();
+    for member in h5util::subgroups(&group).map_err(h5err(&where_))? {
+        let region = group.group(&member).map_err(h5err(&where_))?;
+        // '/' cannot appear in a group name; it is stored as '|' and the
+        // `tag` attribute holds the real name.
+        let name = h5util::attr_string(&region, "tag").unwrap_or_else(|| member.replace('|', "/"));
+        let starts = h5util::read_i64(&region, "start_times")?;
+        let ends = h5util::read_i64(&region, "end_times")?;
+        if starts.len() != ends.len() {
+            return Err(Error::new(format!(
+                "{where_}/{member} is damaged: {} start_times but {} end_times",
+                starts.len(),
+                ends.len()
+            )));
+        }
+        out.push(RegionRank {
+            rank,
+            name,
+            stats: Stats::from_intervals(&starts, &ends),
+            open_calls: h5util::attr_i64(&region, "open_calls").unwrap_or(0),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,173 @@
+//! Settings of a run: defaults, overridden by the environment, overridden by explicit options.
+
+use std::path::PathBuf;
+
+pub const DEFAULT_FILE: &str = "profiling_data.h5";
+
+/// What `sp_setup` was given explicitly; `None` means "not set, ask the environment".
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub file_path: Option<PathBuf>,
+    pub use_likwid: Option<bool>,
+    pub verbosity: Option<u32>,
+    pub language: Option<String>,
+    /// Fortran handle (`MPI_Fint`) of the communicator to profile over.
+    pub mpi_comm: Option<i32>,
+}
+
+/// Which metadata to record: `Full` adds host, user, paths, modules and SLURM_* variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataDetail {
+    Minimal,
+    Full,
+}
+
+/// The settings in force for this run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub file_path: PathBuf,
+    pub use_likwid: bool,
+    /// 0 silent, 1 summary table at finalize (default), 2 also notes about the write.
+    pub verbosity: u32,
+    pub disabled: bool,
+    pub language: String,
+    pub metadata_detail: MetadataDetail,
+    pub mpi_comm: Option<i32>,
+}
+
+/// Environment variables read at setup (documented in the README).
+pub mod env {
+    pub const FILE: &str = "SCOPE_PROFILER_FILE";
+    pub const VERBOSE: &str = "SCOPE_PROFILER_VERBOSE";
+    pub const DISABLE: &str = "SCOPE_PROFILER_DISABLE";
+    pub const LIKWID: &str = "SCOPE_PROFILER_LIKWID";
+    pub const METADATA: &str = "SCOPE_PROFILER_METADATA";
+}
+
+/// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+impl Config {
+    /// Resolve the settings from `options` and an environment lookup (`std::env::var` in
+    /// production; a map in tests). Unparseable values warn once and fall back to the default.
+    pub fn resolve(options: &Options, env: impl Fn(&str) -> Option<String>) -> Config {
+        let bool_env = |name: &str| {
+            env(name).and_then(|v| {
+                let parsed = parse_bool(&v);
+                if parsed.is_none() {
+                    crate::warn::once(
+                        &format!("env:{name}"),
+                        &format!("ignoring {name}={v:?}: expected 0 or 1"),
+                    );
+                }
+                parsed
+            })
+        };
+        let verbosity_env = env(env::VERBOSE).and_then(|v| match v.trim().parse::<u32>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                crate::warn::once("env:verbose", &format!("ignoring {}={v:?}: expected 0, 1 or 2", env::VERBOSE));
+                None
+            }
+        });
+        let metadata_detail = match env(env::METADATA).as_deref().map(str::trim) {
+            Some("minimal") => MetadataDetail::Minimal,
+            None | Some("full") | Some("") => MetadataDetail::Full,
+            Some(other) => {
+                crate::warn::once(
+                    "env:metadata",
+                    &format!("ignoring {}={other:?}: expected minimal or full", env::METADATA),
+                );
+                MetadataDetail::Full
+            }
+        };
+        let file_path = options
+            .file_path
+            .clone()
+            .or_else(|| env(env::FILE).filter(|s| !s.is_empty()).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
+        Config {
+            file_path,
+            use_likwid: options.use_likwid.or_else(|| bool_env(env::LIKWID)).unwrap_or(false),
+            verbosity: options.verbosity.or(verbosity_env).unwrap_or(1),
+            disabled: bool_env(env::DISABLE).unwrap_or(false),
+            language: options.language.clone().unwrap_or_else(|| "C".to_string()),
+            metadata_detail,
+            mpi_comm: options.mpi_comm,
+        }
+    }
+
+    pub fn from_process_env(options: &Options) -> Config {
+        Config::resolve(options, |name| std::env::var(name).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(options: &Options, pairs: &[(&str, &str)]) -> Config {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::resolve(options, |k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = resolve(&Options::default(), &[]);
+        assert_eq!(c.file_path, PathBuf::from("profiling_data.h5"));
+        assert!(!c.use_likwid && !c.disabled);
+        assert_eq!(c.verbosity, 1);
+        assert_eq!(c.language, "C");
+        assert_eq!(c.metadata_detail, MetadataDetail::Full);
+    }
+
+    #[test]
+    fn environment_overrides_defaults() {
+        let c = resolve(
+            &Options::default(),
+            &[
+                ("SCOPE_PROFILER_FILE", "/tmp/x.h5"),
+                ("SCOPE_PROFILER_VERBOSE", "0"),
+                ("SCOPE_PROFILER_LIKWID", "yes"),
+                ("SCOPE_PROFILER_DISABLE", "1"),
+                ("SCOPE_PROFILER_METADATA", "minimal"),
+            ],
+        );
+        assert_eq!(c.file_path, PathBuf::from("/tmp/x.h5"));
+        assert_eq!(c.verbosity, 0);
+        assert!(c.use_likwid && c.disabled);
+        assert_eq!(c.metadata_detail, MetadataDetail::Minimal);
+    }
+
+    #[test]
+    fn options_override_environment() {
+        let o = Options {
+            file_path: Some("mine.h5".into()),
+            use_likwid: Some(false),
+            verbosity: Some(2),
+            language: Some("Fortran".into()),
+            mpi_comm: None,
+        };
+        let c = resolve(&o, &[("SCOPE_PROFILER_FILE", "/tmp/x.h5"), ("SCOPE_PROFILER_LIKWID", "1"), ("SCOPE_PROFILER_VERBOSE", "0")]);
+        assert_eq!(c.file_path, PathBuf::from("mine.h5"));
+        assert!(!c.use_likwid);
+        assert_eq!(c.verbosity, 2);
+        assert_eq!(c.language, "Fortran");
+    }
+
+    #[test]
+    fn bad_values_fall_back() {
+        let c = resolve(&Options::default(), &[("SCOPE_PROFILER_VERBOSE", "loud"), ("SCOPE_PROFILER_DISABLE", "maybe"), ("SCOPE_PROFILER_FILE", "")]);
+        assert_eq!(c.verbosity, 1);
+        assert!(!c.disabled);
+        assert_eq!(c.file_path, PathBuf::from("profiling_data.h5"));
+    }
+}

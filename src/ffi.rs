@@ -1,0 +1,395 @@
+//! The C ABI: argument checks, the panic boundary and status codes over `profiler`.
+//! Every exported function returns a status (0 success, > 0 harmless notice, < 0 error);
+//! `sp_last_error()` explains the last error of the calling thread.
+
+#![allow(non_camel_case_types)]
+
+use crate::config::Options;
+use crate::profiler;
+use crate::status::{Error, Status};
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Success.
+pub const SP_OK: c_int = 0;
+/// Notice: sp_setup was already called; the second call changed nothing.
+pub const SP_ALREADY_SET_UP: c_int = 1;
+/// Notice: sp_finalize was already called; the second call changed nothing.
+pub const SP_ALREADY_FINALIZED: c_int = 2;
+/// Error: sp_setup has not been called; the call was ignored.
+pub const SP_ERR_NOT_INITIALIZED: c_int = -1;
+/// Error: sp_finalize has been called; the call was ignored.
+pub const SP_ERR_FINALIZED: c_int = -2;
+/// Error: a required pointer is NULL.
+pub const SP_ERR_NULL_ARGUMENT: c_int = -3;
+/// Error: an argument is invalid (for example an sp_options not prepared by sp_options_init).
+pub const SP_ERR_INVALID_ARGUMENT: c_int = -4;
+/// Error: the region name is empty.
+pub const SP_ERR_EMPTY_NAME: c_int = -5;
+/// Error: the region name is longer than SP_MAX_NAME_LEN bytes.
+pub const SP_ERR_NAME_TOO_LONG: c_int = -6;
+/// Error: the region name is not valid UTF-8 or contains a NUL byte.
+pub const SP_ERR_INVALID_UTF8: c_int = -7;
+/// Error: the handle was not returned by sp_region_register.
+pub const SP_ERR_INVALID_HANDLE: c_int = -8;
+/// Error: more than SP_MAX_REGIONS distinct region names.
+pub const SP_ERR_TOO_MANY_REGIONS: c_int = -9;
+/// Error: more than SP_MAX_DEPTH regions open on this thread; the start was refused.
+pub const SP_ERR_NESTING_TOO_DEEP: c_int = -10;
+/// Error: stop of a region that is not open on this thread; nothing changed.
+pub const SP_ERR_UNMATCHED_STOP: c_int = -11;
+/// Error: stop of a region that is not the innermost open one. The region was recorded;
+/// the calls opened inside it were closed without being recorded (counted as dropped_calls).
+pub const SP_ERR_NOT_INNERMOST: c_int = -12;
+/// Error: the profile file could not be written (see sp_last_error and stderr).
+pub const SP_ERR_WRITE_FAILED: c_int = -13;
+/// Error: an MPI operation failed.
+pub const SP_ERR_MPI: c_int = -14;
+/// Error: an internal error was caught; the host program is unaffected.
+pub const SP_ERR_INTERNAL: c_int = -99;
+
+/// Longest region name accepted, in bytes of UTF-8.
+pub const SP_MAX_NAME_LEN: usize = 1024;
+/// Most regions open at once on one thread.
+pub const SP_MAX_DEPTH: usize = 4096;
+/// Most distinct region names per process.
+pub const SP_MAX_REGIONS: u32 = 1048576;
+
+/// Options of sp_setup. Always prepare it with sp_options_init, then set what you need:
+/// fields added in later versions go at the end, and `struct_size` tells the library which
+/// fields the caller knows, so programs built against an older header keep working.
+#[repr(C)]
+pub struct sp_options {
+    /// sizeof(sp_options) as the caller was compiled; set by sp_options_init.
+    pub struct_size: usize,
+    /// Output file (NUL-terminated UTF-8 path), or NULL for $SCOPE_PROFILER_FILE, else
+    /// "profiling_data.h5" in the working directory. A directory means <dir>/profiling_data.h5.
+    pub file_path: *const c_char,
+    /// Collect LIKWID counters: 1 on, 0 off, -1 unset ($SCOPE_PROFILER_LIKWID decides; default off).
+    pub use_likwid: i32,
+    /// 0 silent, 1 summary table at finalize, 2 more notes; -1 unset ($SCOPE_PROFILER_VERBOSE, default 1).
+    pub verbosity: i32,
+    /// Language of the host code recorded in the metadata ("C", "C++", "Fortran"), or NULL for "C".
+    pub language: *const c_char,
+    /// Fortran handle (from MPI_Comm_c2f) of the communicator to profile over; read only when
+    /// has_comm is 1. See scope_profiler_mpi.h for helpers taking an MPI_Comm.
+    pub comm: i32,
+    /// 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
+    pub has_comm: i32,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    let c = CString::new(message.replace('\0', "")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Record `e` for sp_last_error, warn once per kind, return its code.
+#[cold]
+fn fail(e: Error) -> c_int {
+    set_last_error(&e.message);
+    // Region mismatches warn per region in the core; everything else warns once per kind.
+    if !matches!(e.status, Status::UnmatchedStop | Status::NotInnermost | Status::NestingTooDeep) {
+        crate::warn::once(&format!("status:{}", e.status.code()), &e.message);
+    }
+    e.status.code()
+}
+
+/// The panic boundary: no unwinding ever crosses into the host.
+#[inline(always)]
+fn guard(f: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(code) => code,
+        Err(_) => fail(Error::new(Status::Panic, "internal error in scope_profiler (a panic was caught); the call was ignored")),
+    }
+}
+
+#[inline(always)]
+fn code(r: crate::status::Result<()>) -> c_int {
+    match r {
+        Ok(()) => SP_OK,
+        Err(e) => fail(e),
+    }
+}
+
+/// A NUL-terminated name as bytes, reading at most SP_MAX_NAME_LEN + 1 bytes.
+#[inline(always)]
+unsafe fn c_name<'a>(name: *const c_char) -> Result<&'a [u8], Error> {
+    if name.is_null() {
+        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+    }
+    // SAFETY: the caller passes a readable string; strnlen stops at the limit.
+    let len = unsafe { libc::strnlen(name, SP_MAX_NAME_LEN + 1) };
+    if len > SP_MAX_NAME_LEN {
+        return Err(Error::new(Status::NameTooLong, format!("region name is longer than {SP_MAX_NAME_LEN} bytes")));
+    }
+    Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
+}
+
+/// A name given as pointer and length (need not be NUL-terminated).
+#[inline(always)]
+unsafe fn counted_name<'a>(name: *const c_char, len: usize) -> Result<&'a [u8], Error> {
+    if name.is_null() {
+        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+    }
+    if len > SP_MAX_NAME_LEN {
+        return Err(Error::new(Status::NameTooLong, format!("region name of {len} bytes is longer than {SP_MAX_NAME_LEN}")));
+    }
+    // SAFETY: the caller passes `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
+}
+
+unsafe fn optional_str(p: *const c_char, what: &str) -> Result<Option<String>, Error> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: caller passes a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map(|s| Some(s.to_string()))
+        .map_err(|_| Error::new(Status::InvalidUtf8, format!("{what} is not valid UTF-8")))
+}
+
+/// Fill `options` with "unset" values: every field then defers to the environment and the
+/// defaults. Returns SP_OK, or SP_ERR_NULL_ARGUMENT.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_options_init(options: *mut sp_options) -> c_int {
+    guard(|| {
+        if options.is_null() {
+            return fail(Error::new(Status::NullArgument, "sp_options_init: options is NULL"));
+        }
+        // SAFETY: non-null pointer to caller storage of at least sizeof(sp_options).
+        unsafe {
+            options.write(sp_options {
+                struct_size: std::mem::size_of::<sp_options>(),
+                file_path: std::ptr::null(),
+                use_likwid: -1,
+                verbosity: -1,
+                language: std::ptr::null(),
+                comm: 0,
+                has_comm: 0,
+            })
+        };
+        SP_OK
+    })
+}
+
+unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
+    let mut out = Options::default();
+    if o.is_null() {
+        return Ok(out);
+    }
+    // SAFETY: non-null; struct_size is the first field and always present.
+    let size = unsafe { (*o).struct_size };
+    let min = std::mem::offset_of!(sp_options, language);
+    if size < min || size > 65_536 {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("sp_options.struct_size is {size}: prepare the options with sp_options_init"),
+        ));
+    }
+    // SAFETY: the caller's struct holds at least `size` bytes; fields past it are not read.
+    let o = unsafe { &*o };
+    let has = |end: usize| size >= end;
+    out.file_path = unsafe { optional_str(o.file_path, "sp_options.file_path") }?.map(Into::into);
+    out.use_likwid = match o.use_likwid {
+        -1 => None,
+        0 => Some(false),
+        1 => Some(true),
+        v => return Err(Error::new(Status::InvalidArgument, format!("sp_options.use_likwid is {v}: use -1, 0 or 1"))),
+    };
+    out.verbosity = match o.verbosity {
+        -1 => None,
+        v if v >= 0 => Some(v as u32),
+        v => return Err(Error::new(Status::InvalidArgument, format!("sp_options.verbosity is {v}: use -1 or >= 0"))),
+    };
+    if has(std::mem::offset_of!(sp_options, language) + std::mem::size_of::<*const c_char>()) {
+        out.language = unsafe { optional_str(o.language, "sp_options.language") }?;
+    }
+    if has(std::mem::offset_of!(sp_options, has_comm) + 4) && o.has_comm == 1 {
+        out.mpi_comm = Some(o.comm);
+    }
+    Ok(out)
+}
+
+/// Start profiling. `options` may be NULL: defaults, then the environment
+/// (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
+/// SCOPE_PROFILER_METADATA); explicit options override the environment.
+/// Call once, from the main thread, before worker threads record. A second call while
+/// profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
+/// returns SP_ERR_FINALIZED (one profile per process).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_setup(options: *const sp_options) -> c_int {
+    guard(|| match unsafe { read_options(options) }.and_then(|o| profiler::setup(&o)) {
+        Ok(s) => s.code(),
+        Err(e) => fail(e),
+    })
+}
+
+/// Register a region name (NUL-terminated UTF-8, at most SP_MAX_NAME_LEN bytes) and return its
+/// handle (>= 0) for sp_region_start_id/sp_region_stop_id, or a negative status.
+/// Registering the same name again returns the same handle. Thread-safe.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_register(name: *const c_char) -> i32 {
+    guard(|| match unsafe { c_name(name) }.and_then(profiler::register) {
+        Ok(id) => id as i32,
+        Err(e) => fail(e),
+    })
+}
+
+/// sp_region_register for a name of `len` bytes that need not be NUL-terminated (Fortran).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -> i32 {
+    guard(|| match unsafe { counted_name(name, len) }.and_then(profiler::register) {
+        Ok(id) => id as i32,
+        Err(e) => fail(e),
+    })
+}
+
+/// Start a call of the region with this handle on the calling thread. The hot-loop form:
+/// no string work, no lock, no allocation in the steady state. Regions nest and recurse.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
+    guard(|| {
+        if handle < 0 {
+            return fail(Error::new(Status::InvalidHandle, format!("region handle {handle} is negative (a failed sp_region_register?)")));
+        }
+        code(profiler::start_id(handle as u32))
+    })
+}
+
+/// Stop the innermost call of the region with this handle on the calling thread.
+/// See sp_region_stop for mismatched stops.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
+    guard(|| {
+        if handle < 0 {
+            return fail(Error::new(Status::InvalidHandle, format!("region handle {handle} is negative (a failed sp_region_register?)")));
+        }
+        code(profiler::stop_id(handle as u32))
+    })
+}
+
+/// Start a call of the region `name` (registered on first use) on the calling thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
+    guard(|| code(unsafe { c_name(name) }.and_then(profiler::start_name)))
+}
+
+/// Stop the innermost call of region `name` on the calling thread. A stop of a region that is
+/// not open returns SP_ERR_UNMATCHED_STOP and changes nothing; a stop of a region that is open
+/// but not innermost records it, closes the calls inside it unrecorded and returns
+/// SP_ERR_NOT_INNERMOST. Either warns once per region on stderr.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_stop(name: *const c_char) -> c_int {
+    guard(|| code(unsafe { c_name(name) }.and_then(profiler::stop_name)))
+}
+
+/// sp_region_start for a name of `len` bytes that need not be NUL-terminated (Fortran).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_start_n(name: *const c_char, len: usize) -> c_int {
+    guard(|| code(unsafe { counted_name(name, len) }.and_then(profiler::start_name)))
+}
+
+/// sp_region_stop for a name of `len` bytes that need not be NUL-terminated (Fortran).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_stop_n(name: *const c_char, len: usize) -> c_int {
+    guard(|| code(unsafe { counted_name(name, len) }.and_then(profiler::stop_name)))
+}
+
+/// Stop profiling and write the file: one HDF5 file per run, written under a temporary name
+/// and renamed (or to a fallback location named on stderr when the target is not writable).
+/// Prints the summary table unless verbosity is 0. Calls still open are reported and counted.
+/// Later start/stop calls return SP_ERR_FINALIZED; a second sp_finalize returns
+/// SP_ALREADY_FINALIZED. If never called, the file is written at process exit.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_finalize() -> c_int {
+    guard(|| match profiler::finalize() {
+        Ok(s) => s.code(),
+        Err(e) => fail(e),
+    })
+}
+
+/// The message of the last error on the calling thread ("" if none). The pointer stays valid
+/// until the next failing call on this thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_last_error() -> *const c_char {
+    catch_unwind(|| LAST_ERROR.with(|e| e.borrow().as_ptr())).unwrap_or(c"internal error".as_ptr())
+}
+
+/// A static description of a status code (never NULL).
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
+    const fn z(s: Status) -> &'static CStr {
+        match s {
+            Status::Ok => c"success",
+            Status::AlreadySetUp => c"profiling was already set up; the second sp_setup was ignored",
+            Status::AlreadyFinalized => c"profiling was already finalized; the second sp_finalize was ignored",
+            Status::NotInitialized => c"sp_setup has not been called: the call was ignored",
+            Status::Finalized => c"profiling has been finalized: the call was ignored",
+            Status::NullArgument => c"a required pointer argument is NULL",
+            Status::InvalidArgument => c"an argument is invalid",
+            Status::EmptyName => c"the region name is empty",
+            Status::NameTooLong => c"the region name is longer than SP_MAX_NAME_LEN bytes",
+            Status::InvalidUtf8 => c"the region name is not valid UTF-8 or contains a NUL byte",
+            Status::InvalidHandle => c"the region handle was not returned by sp_region_register",
+            Status::TooManyRegions => c"too many distinct regions (limit SP_MAX_REGIONS)",
+            Status::NestingTooDeep => c"regions nest deeper than SP_MAX_DEPTH on this thread (missing stops?)",
+            Status::UnmatchedStop => c"stop of a region that is not open on this thread",
+            Status::NotInnermost => c"stop of a region that is not the innermost open one; inner regions were closed unrecorded",
+            Status::WriteFailed => c"the profile file could not be written",
+            Status::Mpi => c"an MPI operation failed",
+            Status::Panic => c"internal error (a panic was caught); the host program is unaffected",
+        }
+    }
+    match Status::from_code(status) {
+        Some(s) => z(s).as_ptr(),
+        None => c"unknown status code".as_ptr(),
+    }
+}
+
+/// The library version, e.g. "0.1.0".
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_constants_match_the_core() {
+        let pairs = [
+            (SP_OK, Status::Ok), (SP_ALREADY_SET_UP, Status::AlreadySetUp), (SP_ALREADY_FINALIZED, Status::AlreadyFinalized),
+            (SP_ERR_NOT_INITIALIZED, Status::NotInitialized), (SP_ERR_FINALIZED, Status::Finalized),
+            (SP_ERR_NULL_ARGUMENT, Status::NullArgument), (SP_ERR_INVALID_ARGUMENT, Status::InvalidArgument),
+            (SP_ERR_EMPTY_NAME, Status::EmptyName), (SP_ERR_NAME_TOO_LONG, Status::NameTooLong),
+            (SP_ERR_INVALID_UTF8, Status::InvalidUtf8), (SP_ERR_INVALID_HANDLE, Status::InvalidHandle),
+            (SP_ERR_TOO_MANY_REGIONS, Status::TooManyRegions), (SP_ERR_NESTING_TOO_DEEP, Status::NestingTooDeep),
+            (SP_ERR_UNMATCHED_STOP, Status::UnmatchedStop), (SP_ERR_NOT_INNERMOST, Status::NotInnermost),
+            (SP_ERR_WRITE_FAILED, Status::WriteFailed), (SP_ERR_MPI, Status::Mpi), (SP_ERR_INTERNAL, Status::Panic),
+        ];
+        assert_eq!(pairs.len(), Status::ALL.len());
+        for (c, s) in pairs {
+            assert_eq!(c, s.code(), "{s:?}");
+        }
+        assert_eq!(SP_MAX_NAME_LEN, crate::registry::MAX_NAME_LEN);
+        assert_eq!(SP_MAX_DEPTH, crate::recorder::MAX_DEPTH);
+        assert_eq!(SP_MAX_REGIONS, crate::registry::MAX_REGIONS);
+    }
+
+    #[test]
+    fn status_strings_match_core_descriptions() {
+        for s in Status::ALL {
+            let text = unsafe { CStr::from_ptr(sp_status_string(s.code())) }.to_str().unwrap();
+            assert_eq!(text, s.describe());
+        }
+        let unknown = unsafe { CStr::from_ptr(sp_status_string(777)) };
+        assert_eq!(unknown.to_str().unwrap(), "unknown status code");
+    }
+}

@@ -1,0 +1,235 @@
+//! Describing the run: the attributes of `metadata/` and this process's `rank<N>/` attributes.
+//! Names follow the Python package (shared/specs/hdf5-layout.md).
+
+use crate::config::{Config, MetadataDetail};
+use crate::profile::RankInfo;
+
+/// An HDF5 attribute value as we write it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrValue {
+    Str(String),
+    Int(i64),
+    StrList(Vec<String>),
+    IntList(Vec<i64>),
+}
+
+/// HDF5 attributes are limited to 64 KiB; longer values are cut (as the Python package does).
+pub const MAX_VALUE_CHARS: usize = 60_000;
+const TRUNCATION_MARKER: &str = "...[truncated]";
+
+pub fn truncate(value: &str) -> String {
+    if value.chars().count() <= MAX_VALUE_CHARS {
+        return value.to_string();
+    }
+    let keep = MAX_VALUE_CHARS - TRUNCATION_MARKER.len();
+    value.chars().take(keep).collect::<String>() + TRUNCATION_MARKER
+}
+
+/// Facts gathered at setup that stay fixed for the run.
+#[derive(Debug, Clone)]
+pub struct RunFacts {
+    /// UTC ISO 8601 time of `sp_setup`.
+    pub timestamp: String,
+    pub omp_num_threads: i64,
+}
+
+impl RunFacts {
+    pub fn now() -> RunFacts {
+        RunFacts { timestamp: iso8601_utc(std::time::SystemTime::now()), omp_num_threads: omp_num_threads() }
+    }
+}
+
+/// The `metadata/` attributes of the file.
+pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes: i64) -> Vec<(String, AttrValue)> {
+    let uts = uname();
+    let mut out: Vec<(String, AttrValue)> = vec![
+        ("timestamp".into(), AttrValue::Str(facts.timestamp.clone())),
+        ("platform".into(), AttrValue::Str(format!("{}-{}-{}", uts.sysname, uts.release, uts.machine))),
+        ("chip_information".into(), AttrValue::Str(chip_information())),
+        ("scope_profiler_version".into(), AttrValue::Str(env!("CARGO_PKG_VERSION").to_string())),
+        ("writer".into(), AttrValue::Str(format!("scope_profiler C ABI library {}", env!("CARGO_PKG_VERSION")))),
+        ("omp_num_threads".into(), AttrValue::Int(facts.omp_num_threads)),
+        ("mpi_size".into(), AttrValue::Int(mpi_size)),
+        ("total_cores".into(), AttrValue::Int(mpi_size * facts.omp_num_threads)),
+        ("num_nodes".into(), AttrValue::Int(num_nodes)),
+        ("language".into(), AttrValue::Str(config.language.clone())),
+    ];
+    if config.metadata_detail == MetadataDetail::Full {
+        out.push(("hostname".into(), AttrValue::Str(uts.nodename.clone())));
+        out.push((
+            "uname".into(),
+            AttrValue::Str(format!("{} {} {} {} {}", uts.sysname, uts.nodename, uts.release, uts.version, uts.machine)),
+        ));
+        if let Ok(dir) = std::env::current_dir() {
+            out.push(("working_directory".into(), AttrValue::Str(truncate(&dir.to_string_lossy()))));
+        }
+        out.push(("user".into(), AttrValue::Str(user_name())));
+        let modules = std::env::var("LOADEDMODULES").unwrap_or_default();
+        let modules: Vec<String> = modules.split(':').filter(|m| !m.is_empty()).map(truncate).collect();
+        out.push(("modules".into(), AttrValue::StrList(modules)));
+        let mut vars: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+            .filter(|(k, v)| {
+                !v.is_empty()
+                    && (matches!(k.as_str(), "PATH" | "LD_LIBRARY_PATH" | "LOADEDMODULES" | "MODULEPATH")
+                        || k.starts_with("SLURM_")
+                        || k.starts_with("SLURMD_"))
+            })
+            .collect();
+        vars.sort();
+        out.extend(vars.into_iter().map(|(k, v)| (k, AttrValue::Str(truncate(&v)))));
+    }
+    out
+}
+
+/// This process's `rank<N>/` attributes (threads are filled in at finalize).
+pub fn local_rank_info() -> RankInfo {
+    RankInfo {
+        hostname: uname().nodename,
+        pid: std::process::id() as i64,
+        cpus: affinity(),
+        thread_os_ids: Vec::new(),
+        extra: Vec::new(),
+    }
+}
+
+pub struct Uname {
+    pub sysname: String,
+    pub nodename: String,
+    pub release: String,
+    pub version: String,
+    pub machine: String,
+}
+
+pub fn uname() -> Uname {
+    // SAFETY: zeroed utsname is a valid out-buffer; fields are NUL-terminated on success.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::uname(&mut u) } == 0;
+    let field = |f: &[libc::c_char]| -> String {
+        if !ok {
+            return "unknown".into();
+        }
+        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Uname {
+        sysname: field(&u.sysname),
+        nodename: field(&u.nodename),
+        release: field(&u.release),
+        version: field(&u.version),
+        machine: field(&u.machine),
+    }
+}
+
+pub fn hostname() -> String {
+    uname().nodename
+}
+
+fn chip_information() -> String {
+    if let Ok(text) = std::fs::read_to_string("/proc/cpuinfo") {
+        for line in text.lines() {
+            if let Some((key, value)) = line.split_once(':') {
+                let key = key.trim().to_ascii_lowercase();
+                if key == "model name" || key == "cpu model" {
+                    return value.trim().to_string();
+                }
+            }
+        }
+    }
+    uname().machine
+}
+
+fn user_name() -> String {
+    // SAFETY: getpwuid returns NULL or a pointer to static storage valid until the next call.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if !pw.is_null() && !(*pw).pw_name.is_null() {
+            return std::ffi::CStr::from_ptr((*pw).pw_name).to_string_lossy().into_owned();
+        }
+    }
+    std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+}
+
+/// The CPUs this process may run on.
+pub fn affinity() -> Vec<i64> {
+    // SAFETY: zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).map(|c| c as i64).collect()
+    }
+}
+
+/// OpenMP threads: ask the OpenMP runtime if the host has one loaded, else `OMP_NUM_THREADS`.
+fn omp_num_threads() -> i64 {
+    // SAFETY: dlsym on RTLD_DEFAULT only looks the symbol up; it is called only if present,
+    // with the signature the OpenMP standard gives it.
+    unsafe {
+        let sym = libc::dlsym(libc::RTLD_DEFAULT, c"omp_get_max_threads".as_ptr());
+        if !sym.is_null() {
+            let f: extern "C" fn() -> libc::c_int = std::mem::transmute(sym);
+            return f().max(1) as i64;
+        }
+    }
+    std::env::var("OMP_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.split(',').next().and_then(|s| s.trim().parse::<i64>().ok()))
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`, like Python's `datetime.now(timezone.utc).isoformat()`.
+pub fn iso8601_utc(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (H. Hinnant).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn iso8601() {
+        assert_eq!(iso8601_utc(UNIX_EPOCH), "1970-01-01T00:00:00.000000+00:00");
+        let t = UNIX_EPOCH + Duration::from_micros(1_709_210_096_123_456); // 2024-02-29 (leap day)
+        assert_eq!(iso8601_utc(t), "2024-02-29T12:34:56.123456+00:00");
+    }
+
+    #[test]
+    fn truncation_keeps_values_storable() {
+        assert_eq!(truncate("short"), "short");
+        let long = "x".repeat(70_000);
+        let t = truncate(&long);
+        assert_eq!(t.chars().count(), MAX_VALUE_CHARS);
+        assert!(t.ends_with("...[truncated]"));
+    }
+
+    #[test]
+    fn local_facts() {
+        let info = local_rank_info();
+        assert_eq!(info.pid, std::process::id() as i64);
+        assert!(!info.cpus.is_empty());
+        assert!(!info.hostname.is_empty());
+    }
+}

@@ -1,0 +1,347 @@
+//! The process-wide profiler: its state machine (set up -> running -> finalized), the
+//! start/stop entry points of the hot path, and finalize, which turns the threads' buffers
+//! into one `RankProfile` and hands it to `output`.
+
+use crate::clock::now_ns;
+use crate::config::{Config, Options};
+use crate::likwid;
+use crate::metadata::RunFacts;
+use crate::profile::{RankInfo, RankProfile, ThreadRecord};
+use crate::recorder::{MAX_DEPTH, Mismatch, ThreadBuffer, ThreadData};
+use crate::registry::Registry;
+use crate::status::{Error, Result, Status};
+use crate::{output, quiesce, warn};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const UNINIT: u8 = 0;
+const RUNNING: u8 = 1;
+const DISABLED: u8 = 2;
+const FINALIZED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+static REGISTRY: Registry = Registry::new();
+/// Every thread that ever recorded. Entries are never removed: a thread's `CURRENT` pointer
+/// must stay valid for the life of the process (only the data inside is freed at finalize).
+static THREADS: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+/// The LIKWID session, or null. Set at setup, taken at finalize once all threads are quiesced.
+static LIKWID: AtomicPtr<likwid::Session> = AtomicPtr::new(std::ptr::null_mut());
+static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// What setup fixed for the run.
+pub struct Session {
+    pub config: Config,
+    pub facts: RunFacts,
+    pub info: RankInfo,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const ThreadBuffer> = const { Cell::new(std::ptr::null()) };
+}
+
+fn session() -> MutexGuard<'static, Option<Session>> {
+    SESSION.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The calling thread's buffer, created on its first call.
+#[inline(always)]
+fn current_thread() -> &'static ThreadBuffer {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() { new_thread_buffer() } else { unsafe { &*p } }
+}
+
+#[cold]
+fn new_thread_buffer() -> &'static ThreadBuffer {
+    let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed)));
+    let p = Arc::as_ptr(&tb);
+    THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(tb);
+    CURRENT.with(|c| c.set(p));
+    // SAFETY: THREADS keeps the Arc alive for the rest of the process.
+    unsafe { &*p }
+}
+
+#[cold]
+fn inactive(state: u8) -> Result<()> {
+    match state {
+        DISABLED => Ok(()),
+        UNINIT => Err(Status::NotInitialized.into()),
+        _ => Err(Status::Finalized.into()),
+    }
+}
+
+/// Run `f` on the calling thread's data inside the quiescence window.
+#[inline(always)]
+fn with_thread<R>(f: impl FnOnce(&mut ThreadData) -> Result<R>) -> Result<R>
+where
+    R: Default,
+{
+    let state = STATE.load(Ordering::Relaxed);
+    if state != RUNNING {
+        return inactive(state).map(|_| R::default());
+    }
+    let tb = current_thread();
+    tb.seq.enter();
+    let state = STATE.load(Ordering::Relaxed);
+    let result = if state == RUNNING {
+        // SAFETY: owner thread, inside enter/leave.
+        f(unsafe { tb.data() })
+    } else {
+        inactive(state).map(|_| R::default())
+    };
+    tb.seq.leave();
+    result
+}
+
+#[inline(always)]
+fn likwid_session() -> Option<&'static likwid::Session> {
+    let p = LIKWID.load(Ordering::Acquire);
+    // SAFETY: non-null only between setup and finalize; finalize frees it only after every
+    // thread is quiesced, and callers use it only inside the quiescence window.
+    if p.is_null() { None } else { Some(unsafe { &*p }) }
+}
+
+#[inline(always)]
+fn open_call(data: &mut ThreadData, id: u32) -> Result<()> {
+    if data.open.len() >= MAX_DEPTH {
+        return Err(too_deep(id));
+    }
+    if let Some(l) = likwid_session() {
+        l.start(id);
+    }
+    // The timestamp is the last thing taken, so our own work is outside the region.
+    data.open(id, now_ns());
+    Ok(())
+}
+
+#[inline(always)]
+fn close_call(data: &mut ThreadData, id: u32, end: i64) -> Result<()> {
+    let outcome = data.close(id, end);
+    if let Some(l) = likwid_session() {
+        if let Err(Mismatch::ClosedInner(inner)) = &outcome {
+            inner.iter().for_each(|&i| l.stop(i));
+        }
+        if !matches!(outcome, Err(Mismatch::NotOpen)) {
+            l.stop(id);
+        }
+    }
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(m) => Err(mismatch_error(id, m)),
+    }
+}
+
+fn region_name(id: u32) -> String {
+    REGISTRY.name(id).unwrap_or_else(|| format!("#{id}"))
+}
+
+#[cold]
+fn too_deep(id: u32) -> Error {
+    let name = region_name(id);
+    let msg = format!("start of region '{name}' refused: more than {MAX_DEPTH} regions open on this thread (missing stops?)");
+    warn::once(&format!("deep:{name}"), &msg);
+    Error::new(Status::NestingTooDeep, msg)
+}
+
+#[cold]
+fn mismatch_error(id: u32, m: Mismatch) -> Error {
+    let name = region_name(id);
+    match m {
+        Mismatch::NotOpen => {
+            let msg = format!("stop of region '{name}' which is not open on this thread: ignored");
+            warn::once(&format!("unmatched:{name}"), &msg);
+            Error::new(Status::UnmatchedStop, msg)
+        }
+        Mismatch::ClosedInner(inner) => {
+            let inner: Vec<String> = inner.iter().map(|&i| format!("'{}'", region_name(i))).collect();
+            let msg = format!(
+                "stop of region '{name}' while {} still open inside it: '{name}' was recorded, the inner call(s) were closed unrecorded",
+                inner.join(", ")
+            );
+            warn::once(&format!("innermost:{name}"), &msg);
+            Error::new(Status::NotInnermost, msg)
+        }
+    }
+}
+
+#[cold]
+fn invalid_handle(id: u32) -> Error {
+    Error::new(Status::InvalidHandle, format!("region handle {id} was not returned by sp_region_register"))
+}
+
+fn register_name(bytes: &[u8]) -> Result<u32> {
+    REGISTRY.register(bytes, |id, name| {
+        if let Some(l) = likwid_session() {
+            l.region_created(id, name);
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Public entry points (the FFI layer wraps these).
+
+/// Start profiling with `options` over environment over defaults.
+pub fn setup(options: &Options) -> Result<Status> {
+    let mut guard = session();
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | DISABLED => return Ok(Status::AlreadySetUp),
+        FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
+        _ => {}
+    }
+    let config = Config::from_process_env(options);
+    if config.disabled {
+        STATE.store(DISABLED, Ordering::Release);
+        return Ok(Status::Ok);
+    }
+    quiesce::prepare();
+    let facts = RunFacts::now();
+    let info = crate::metadata::local_rank_info();
+    if let Some(l) = likwid::Session::begin(config.use_likwid) {
+        LIKWID.store(Box::into_raw(Box::new(l)), Ordering::Release);
+    }
+    *guard = Some(Session { config, facts, info });
+    STATE.store(RUNNING, Ordering::Release);
+    if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
+        // SAFETY: registering a plain extern "C" fn.
+        unsafe { libc::atexit(finalize_at_exit) };
+    }
+    Ok(Status::Ok)
+}
+
+/// Register `name` and return its handle.
+pub fn register(name: &[u8]) -> Result<u32> {
+    match STATE.load(Ordering::Acquire) {
+        RUNNING => register_name(name),
+        DISABLED => Ok(0),
+        s => inactive(s).map(|_| 0),
+    }
+}
+
+#[inline]
+pub fn start_id(id: u32) -> Result<()> {
+    with_thread(|data| {
+        if id >= REGISTRY.count() {
+            return Err(invalid_handle(id));
+        }
+        open_call(data, id)
+    })
+}
+
+#[inline]
+pub fn stop_id(id: u32) -> Result<()> {
+    let end = now_ns();
+    with_thread(|data| {
+        if id >= REGISTRY.count() {
+            return Err(invalid_handle(id));
+        }
+        close_call(data, id, end)
+    })
+}
+
+#[inline]
+pub fn start_name(name: &[u8]) -> Result<()> {
+    with_thread(|data| {
+        let id = match data.names.get(name) {
+            Some(&id) => id,
+            None => cache_name(data, name, true)?,
+        };
+        open_call(data, id)
+    })
+}
+
+#[inline]
+pub fn stop_name(name: &[u8]) -> Result<()> {
+    let end = now_ns();
+    with_thread(|data| {
+        let id = match data.names.get(name) {
+            Some(&id) => id,
+            None => cache_name(data, name, false)?,
+        };
+        close_call(data, id, end)
+    })
+}
+
+/// Thread-cache miss: find (or, for a start, register) the name's id.
+#[cold]
+fn cache_name(data: &mut ThreadData, name: &[u8], create: bool) -> Result<u32> {
+    let id = if create {
+        register_name(name)?
+    } else {
+        let valid = crate::registry::validate_name(name)?;
+        match REGISTRY.names().iter().position(|n| n == valid) {
+            Some(id) => id as u32,
+            None => {
+                let msg = format!("stop of region '{valid}' which was never started: ignored");
+                warn::once(&format!("unmatched:{valid}"), &msg);
+                return Err(Error::new(Status::UnmatchedStop, msg));
+            }
+        }
+    };
+    data.names.insert(name.into(), id);
+    Ok(id)
+}
+
+/// Stop recording, merge, write the file, print the summary.
+pub fn finalize() -> Result<Status> {
+    let mut guard = session();
+    match STATE.load(Ordering::Acquire) {
+        UNINIT => return Err(Error::new(Status::NotInitialized, "sp_finalize before sp_setup: nothing to write")),
+        DISABLED => {
+            STATE.store(FINALIZED, Ordering::SeqCst);
+            return Ok(Status::Ok);
+        }
+        FINALIZED => return Ok(Status::AlreadyFinalized),
+        _ => {}
+    }
+    let session = guard.take().expect("a running profiler has a session");
+    let profile = take_local_profile(session.info.clone());
+    output::write_run(&session, profile)
+}
+
+/// Stop every thread's recording and merge what they recorded (the local part of finalize).
+fn take_local_profile(mut info: RankInfo) -> RankProfile {
+    STATE.store(FINALIZED, Ordering::SeqCst);
+    quiesce::barrier();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut records = Vec::with_capacity(buffers.len());
+    let mut busy = 0;
+    for tb in &buffers {
+        if tb.seq.wait_idle(deadline) {
+            // SAFETY: the owner is outside any call and will see FINALIZED on its next entry.
+            let data = std::mem::take(unsafe { tb.data() });
+            records.push(ThreadRecord { index: tb.index, os_tid: tb.os_tid, data });
+        } else {
+            busy += 1;
+        }
+    }
+    if busy > 0 {
+        warn::always(&format!("{busy} thread(s) were still inside a start/stop call at finalize; their calls are not in the file"));
+    }
+    let likwid = {
+        let p = LIKWID.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: set by Box::into_raw in setup; no thread is inside a call any more.
+        if p.is_null() { likwid::LikwidRun::default() } else { unsafe { Box::from_raw(p) }.finish() }
+    };
+    let (regions, thread_os_ids) = crate::profile::merge(&REGISTRY.names(), records);
+    for r in regions.iter().filter(|r| r.open_calls > 0) {
+        warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
+    }
+    info.thread_os_ids = thread_os_ids;
+    RankProfile { info, regions, likwid }
+}
+
+/// A program that set up profiling but never finalized still gets its file.
+extern "C" fn finalize_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if STATE.load(Ordering::Acquire) == RUNNING {
+            warn::always("sp_finalize was not called: writing the profile at exit");
+            if let Err(e) = finalize() {
+                warn::always(&format!("writing the profile at exit failed: {e}"));
+            }
+        }
+    });
+}

@@ -1,0 +1,189 @@
+//! Per-thread recording: the stack of open calls and the completed-call logs of one thread.
+//!
+//! Only the owning thread touches a `ThreadData`, always between `CallSeq::enter` and
+//! `leave`; finalize reads it only after the quiescence protocol of `quiesce.rs`.
+
+use crate::calllog::{Call, CallLog};
+use crate::quiesce::CallSeq;
+use rustc_hash::FxHashMap;
+use std::cell::UnsafeCell;
+
+/// Deepest nesting accepted per thread; a start beyond it is refused (a stop is missing
+/// somewhere, and the stack must not grow without bound in a loop).
+pub const MAX_DEPTH: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+pub struct OpenCall {
+    pub id: u32,
+    pub start: i64,
+}
+
+/// How a stop went when it did not match the innermost open call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// The region is not open on this thread: nothing changed.
+    NotOpen,
+    /// The region was open further out: it was recorded, and the calls opened inside it
+    /// (region ids, innermost first) were closed without being recorded.
+    ClosedInner(Vec<u32>),
+}
+
+#[derive(Default)]
+pub struct ThreadData {
+    /// Completed calls, indexed by region id (grown on first use of an id).
+    pub logs: Vec<CallLog>,
+    /// Calls discarded by a stop of an outer region, indexed by region id.
+    pub dropped: Vec<u64>,
+    pub open: Vec<OpenCall>,
+    /// Name -> id cache in front of the shared registry, for the name-based calls.
+    pub names: FxHashMap<Box<[u8]>, u32>,
+}
+
+impl ThreadData {
+    /// Open a call of `id` that started at `start`. False if nesting is too deep.
+    #[inline(always)]
+    pub fn open(&mut self, id: u32, start: i64) -> bool {
+        if self.open.len() >= MAX_DEPTH {
+            return false;
+        }
+        self.open.push(OpenCall { id, start });
+        true
+    }
+
+    /// Close the innermost call of `id` at `end` and record it.
+    #[inline(always)]
+    pub fn close(&mut self, id: u32, end: i64) -> Result<(), Mismatch> {
+        match self.open.last() {
+            Some(top) if top.id == id => {
+                let start = top.start;
+                self.open.pop();
+                self.log(id).push(Call { start, end });
+                Ok(())
+            }
+            _ => Err(self.close_out_of_order(id, end)),
+        }
+    }
+
+    #[inline(always)]
+    fn log(&mut self, id: u32) -> &mut CallLog {
+        let i = id as usize;
+        if i >= self.logs.len() {
+            self.grow(i);
+        }
+        // SAFETY: `grow` made `logs.len() > i`.
+        unsafe { self.logs.get_unchecked_mut(i) }
+    }
+
+    #[cold]
+    fn grow(&mut self, i: usize) {
+        self.logs.resize_with(i + 1, CallLog::default);
+    }
+
+    #[cold]
+    fn close_out_of_order(&mut self, id: u32, end: i64) -> Mismatch {
+        let Some(pos) = self.open.iter().rposition(|c| c.id == id) else {
+            return Mismatch::NotOpen;
+        };
+        let inner: Vec<u32> = self.open.drain(pos + 1..).rev().map(|c| c.id).collect();
+        for &d in &inner {
+            if self.dropped.len() <= d as usize {
+                self.dropped.resize(d as usize + 1, 0);
+            }
+            self.dropped[d as usize] += 1;
+        }
+        let start = self.open.pop().map(|c| c.start).unwrap_or(end);
+        self.log(id).push(Call { start, end });
+        Mismatch::ClosedInner(inner)
+    }
+}
+
+/// One recording thread: identity, call sequence number and its data.
+pub struct ThreadBuffer {
+    /// 0, 1, 2, ... in the order threads first recorded (the `thread_ids` of the file).
+    pub index: u32,
+    /// Linux thread id, for matching with other tools.
+    pub os_tid: i64,
+    pub seq: CallSeq,
+    data: UnsafeCell<ThreadData>,
+}
+
+// SAFETY: `data` is only touched by the owning thread inside enter/leave, or by finalize after
+// the quiescence protocol established that the owner is outside any call.
+unsafe impl Sync for ThreadBuffer {}
+unsafe impl Send for ThreadBuffer {}
+
+impl ThreadBuffer {
+    pub fn new(index: u32) -> ThreadBuffer {
+        // SAFETY: gettid has no preconditions.
+        let os_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i64;
+        let data = ThreadData { open: Vec::with_capacity(64), ..ThreadData::default() };
+        ThreadBuffer { index, os_tid, seq: CallSeq::default(), data: UnsafeCell::new(data) }
+    }
+
+    /// The owner's data.
+    ///
+    /// # Safety
+    /// Call only from the owning thread between `seq.enter()` and `seq.leave()`, or after the
+    /// owner has been quiesced (see `quiesce.rs`), and never hold two of these at once.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn data(&self) -> &mut ThreadData {
+        unsafe { &mut *self.data.get() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(d: &mut ThreadData, id: u32) -> Vec<Call> {
+        std::mem::take(d.log(id)).into_chunks().flatten().collect()
+    }
+
+    #[test]
+    fn nesting_and_recursion() {
+        let mut d = ThreadData::default();
+        assert!(d.open(0, 1));
+        assert!(d.open(1, 2));
+        assert!(d.open(1, 3));
+        assert_eq!(d.close(1, 4), Ok(()));
+        assert_eq!(d.close(1, 5), Ok(()));
+        assert_eq!(d.close(0, 6), Ok(()));
+        assert_eq!(calls(&mut d, 1), vec![Call { start: 3, end: 4 }, Call { start: 2, end: 5 }]);
+        assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 6 }]);
+        assert!(d.open.is_empty());
+    }
+
+    #[test]
+    fn unmatched_stop_changes_nothing() {
+        let mut d = ThreadData::default();
+        assert!(d.open(0, 1));
+        assert_eq!(d.close(7, 2), Err(Mismatch::NotOpen));
+        assert_eq!(d.open.len(), 1);
+        assert_eq!(d.close(0, 3), Ok(()));
+        assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 3 }]);
+    }
+
+    #[test]
+    fn stop_of_outer_region_closes_inner_unrecorded() {
+        let mut d = ThreadData::default();
+        assert!(d.open(0, 1));
+        assert!(d.open(1, 2));
+        assert!(d.open(2, 3));
+        assert_eq!(d.close(0, 9), Err(Mismatch::ClosedInner(vec![2, 1])));
+        assert!(d.open.is_empty());
+        assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 9 }]);
+        assert!(calls(&mut d, 1).is_empty());
+        assert_eq!(d.dropped, vec![0, 1, 1]);
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let mut d = ThreadData::default();
+        for i in 0..MAX_DEPTH {
+            assert!(d.open(0, i as i64));
+        }
+        assert!(!d.open(0, 0));
+        assert_eq!(d.open.len(), MAX_DEPTH);
+    }
+}

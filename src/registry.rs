@@ -1,0 +1,119 @@
+//! Region names and their dense ids, shared by all threads.
+//!
+//! Registration takes a lock; it happens once per name (per thread, for the name-based calls,
+//! which keep a thread-local cache in front of this). The hot path only reads `count()`.
+
+use crate::status::{Error, Result, Status};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Longest accepted region name, in bytes of UTF-8.
+pub const MAX_NAME_LEN: usize = 1024;
+/// Most distinct regions per process.
+pub const MAX_REGIONS: u32 = 1 << 20;
+
+/// Check a raw name: non-empty, at most `MAX_NAME_LEN` bytes, UTF-8 without NUL bytes.
+pub fn validate_name(bytes: &[u8]) -> Result<&str> {
+    if bytes.is_empty() {
+        return Err(Status::EmptyName.into());
+    }
+    if bytes.len() > MAX_NAME_LEN {
+        return Err(Error::new(
+            Status::NameTooLong,
+            format!("region name of {} bytes is longer than the limit of {MAX_NAME_LEN}", bytes.len()),
+        ));
+    }
+    let name = std::str::from_utf8(bytes).map_err(|e| {
+        Error::new(Status::InvalidUtf8, format!("region name is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))
+    })?;
+    if name.contains('\0') {
+        return Err(Error::new(Status::InvalidUtf8, "region name contains a NUL byte"));
+    }
+    Ok(name)
+}
+
+#[derive(Default)]
+struct Names {
+    ids: HashMap<Box<str>, u32>,
+    names: Vec<Box<str>>,
+}
+
+/// All region names of the process, indexed by id.
+pub struct Registry {
+    names: Mutex<Option<Names>>,
+    count: AtomicU32,
+}
+
+impl Registry {
+    pub const fn new() -> Registry {
+        Registry { names: Mutex::new(None), count: AtomicU32::new(0) }
+    }
+
+    /// Number of registered regions; every id below it is valid.
+    #[inline(always)]
+    pub fn count(&self) -> u32 {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// The id of `bytes`, registering it if new. `on_new(id, name)` runs under the lock for a
+    /// new name, so observers (LIKWID) see ids in creation order.
+    pub fn register(&self, bytes: &[u8], on_new: impl FnOnce(u32, &str)) -> Result<u32> {
+        let name = validate_name(bytes)?;
+        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let names = guard.get_or_insert_with(Names::default);
+        if let Some(&id) = names.ids.get(name) {
+            return Ok(id);
+        }
+        let id = names.names.len() as u32;
+        if id >= MAX_REGIONS {
+            return Err(Error::new(Status::TooManyRegions, format!("more than {MAX_REGIONS} distinct region names")));
+        }
+        names.ids.insert(name.into(), id);
+        names.names.push(name.into());
+        on_new(id, name);
+        self.count.store(id + 1, Ordering::Release);
+        Ok(id)
+    }
+
+    /// All names, indexed by id.
+    pub fn names(&self) -> Vec<String> {
+        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().map(|n| n.names.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
+    }
+
+    pub fn name(&self, id: u32) -> Option<String> {
+        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().and_then(|n| n.names.get(id as usize)).map(|s| s.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation() {
+        assert_eq!(validate_name(b"solve").unwrap(), "solve");
+        assert_eq!(validate_name("a/b c é".as_bytes()).unwrap(), "a/b c é");
+        assert_eq!(validate_name(b"").unwrap_err().status, Status::EmptyName);
+        assert_eq!(validate_name(&[b'x'; MAX_NAME_LEN]).unwrap().len(), MAX_NAME_LEN);
+        assert_eq!(validate_name(&[b'x'; MAX_NAME_LEN + 1]).unwrap_err().status, Status::NameTooLong);
+        assert_eq!(validate_name(&[0xff, 0xfe]).unwrap_err().status, Status::InvalidUtf8);
+        assert_eq!(validate_name(b"a\0b").unwrap_err().status, Status::InvalidUtf8);
+    }
+
+    #[test]
+    fn ids_are_dense_and_stable() {
+        let r = Registry::new();
+        let mut created = Vec::new();
+        assert_eq!(r.register(b"a", |id, n| created.push((id, n.to_string()))).unwrap(), 0);
+        assert_eq!(r.register(b"b", |id, n| created.push((id, n.to_string()))).unwrap(), 1);
+        assert_eq!(r.register(b"a", |id, n| created.push((id, n.to_string()))).unwrap(), 0);
+        assert_eq!(r.count(), 2);
+        assert_eq!(created, vec![(0, "a".to_string()), (1, "b".to_string())]);
+        assert_eq!(r.names(), vec!["a", "b"]);
+        assert!(r.register(b"", |_, _| {}).is_err());
+        assert_eq!(r.count(), 2);
+    }
+}

@@ -1,0 +1,125 @@
+//! The compact table rank 0 prints at finalize: region, calls, total, mean, min, max,
+//! costliest first.
+
+use crate::profile::RegionData;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionStats {
+    pub name: String,
+    pub calls: u64,
+    pub total_ns: i64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    pub open_calls: u64,
+}
+
+impl RegionStats {
+    pub fn mean_ns(&self) -> f64 {
+        if self.calls == 0 { 0.0 } else { self.total_ns as f64 / self.calls as f64 }
+    }
+
+    pub fn of(region: &RegionData) -> RegionStats {
+        let mut s = RegionStats {
+            name: region.name.clone(),
+            calls: region.calls() as u64,
+            total_ns: 0,
+            min_ns: if region.calls() == 0 { 0 } else { i64::MAX },
+            max_ns: 0,
+            open_calls: region.open_calls,
+        };
+        for (a, b) in region.starts.iter().zip(&region.ends) {
+            let d = b - a;
+            s.total_ns += d;
+            s.min_ns = s.min_ns.min(d);
+            s.max_ns = s.max_ns.max(d);
+        }
+        s
+    }
+
+    /// Pool the same region over several ranks.
+    pub fn merge(&mut self, other: &RegionStats) {
+        if other.calls > 0 {
+            self.min_ns = if self.calls == 0 { other.min_ns } else { self.min_ns.min(other.min_ns) };
+            self.max_ns = self.max_ns.max(other.max_ns);
+        }
+        self.calls += other.calls;
+        self.total_ns += other.total_ns;
+        self.open_calls += other.open_calls;
+    }
+}
+
+/// Seconds with a unit that keeps three significant digits readable.
+pub fn format_duration(ns: f64) -> String {
+    let abs = ns.abs();
+    if abs >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if abs >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if abs >= 1e3 {
+        format!("{:.3} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn clip(name: &str, width: usize) -> String {
+    if name.chars().count() <= width {
+        name.to_string()
+    } else {
+        name.chars().take(width - 3).collect::<String>() + "..."
+    }
+}
+
+/// Render the table; `stats` in any order, `ranks` pooled into them.
+pub fn render(mut stats: Vec<RegionStats>, ranks: usize) -> String {
+    stats.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
+    let width = stats.iter().map(|s| s.name.chars().count()).max().unwrap_or(6).clamp(6, 40);
+    let mut out = String::new();
+    let scope = if ranks > 1 { format!(" (pooled over {ranks} ranks)") } else { String::new() };
+    out.push_str(&format!("scope_profiler summary{scope}\n"));
+    out.push_str(&format!(
+        "{:<width$}  {:>10}  {:>12}  {:>12}  {:>12}  {:>12}\n",
+        "region", "calls", "total", "mean", "min", "max"
+    ));
+    for s in &stats {
+        let open = if s.open_calls > 0 { format!("  ({} left open)", s.open_calls) } else { String::new() };
+        out.push_str(&format!(
+            "{:<width$}  {:>10}  {:>12}  {:>12}  {:>12}  {:>12}{open}\n",
+            clip(&s.name, width),
+            s.calls,
+            format_duration(s.total_ns as f64),
+            format_duration(s.mean_ns()),
+            format_duration(s.min_ns as f64),
+            format_duration(s.max_ns as f64),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_and_order() {
+        let a = RegionData { name: "a".into(), starts: vec![0, 10], ends: vec![5, 30], thread_ids: vec![0, 0], ..Default::default() };
+        let b = RegionData { name: "b".into(), starts: vec![0], ends: vec![100], thread_ids: vec![0], open_calls: 2, ..Default::default() };
+        let sa = RegionStats::of(&a);
+        assert_eq!((sa.calls, sa.total_ns, sa.min_ns, sa.max_ns), (2, 25, 5, 20));
+        assert_eq!(sa.mean_ns(), 12.5);
+        let text = render(vec![sa, RegionStats::of(&b)], 1);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("b ") && lines[2].contains("(2 left open)"), "{text}");
+        assert!(lines[3].starts_with("a "), "{text}");
+        assert_eq!(format_duration(1.5e9), "1.500 s");
+        assert_eq!(format_duration(2500.0), "2.500 us");
+    }
+
+    #[test]
+    fn merge_pools_ranks() {
+        let mut a = RegionStats { name: "x".into(), calls: 0, total_ns: 0, min_ns: 0, max_ns: 0, open_calls: 0 };
+        a.merge(&RegionStats { name: "x".into(), calls: 2, total_ns: 10, min_ns: 3, max_ns: 7, open_calls: 1 });
+        a.merge(&RegionStats { name: "x".into(), calls: 1, total_ns: 2, min_ns: 2, max_ns: 2, open_calls: 0 });
+        assert_eq!((a.calls, a.total_ns, a.min_ns, a.max_ns, a.open_calls), (3, 12, 2, 7, 1));
+    }
+}

@@ -1,0 +1,20 @@
+//! Warnings to stderr, each at most once, prefixed `[scope_profiler]`.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Print `message` once per distinct `key` (for example "unmatched-stop:solve").
+pub fn once(key: &str, message: &str) {
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.get_or_insert_with(HashSet::new).insert(key.to_string()) {
+        always(message);
+    }
+}
+
+/// Print `message` now (for messages that are by nature one-off, like where the file went).
+pub fn always(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "[scope_profiler] {message}");
+}

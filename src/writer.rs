@@ -1,0 +1,232 @@
+//! The HDF5 file (schema 1 of shared/specs/hdf5-layout.md): written under a temporary name and
+//! renamed into place, or written to a fallback location when the target is not writable.
+
+use crate::metadata::AttrValue;
+use crate::profile::{RankProfile, RegionData};
+use crate::status::{Error, Result, Status};
+use hdf5::types::VarLenUnicode;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Group name of a region: `/` separates HDF5 groups, so it becomes `|` (the `tag` attribute
+/// keeps the real name); `.`/`..` are reserved link names; clashes get a ` #2` suffix.
+pub fn group_name(name: &str, used: &mut HashSet<String>) -> String {
+    let mut base = name.replace('/', "|");
+    if base == "." || base == ".." {
+        base = format!("|{base}");
+    }
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while !used.insert(candidate.clone()) {
+        candidate = format!("{base} #{n}");
+        n += 1;
+    }
+    candidate
+}
+
+fn var_str(value: &str) -> VarLenUnicode {
+    // VarLenUnicode rejects interior NULs; names were validated, other values are cleaned here.
+    value.replace('\0', "").parse().unwrap_or_default()
+}
+
+pub fn put_attr(loc: &hdf5::Location, name: &str, value: &AttrValue) -> hdf5::Result<()> {
+    match value {
+        AttrValue::Str(s) => loc.new_attr::<VarLenUnicode>().create(name)?.write_scalar(&var_str(s)),
+        AttrValue::Int(i) => loc.new_attr::<i64>().create(name)?.write_scalar(i),
+        AttrValue::StrList(list) => {
+            let v: Vec<VarLenUnicode> = list.iter().map(|s| var_str(s)).collect();
+            loc.new_attr::<VarLenUnicode>().shape(v.len()).create(name)?.write(&v)
+        }
+        AttrValue::IntList(list) => loc.new_attr::<i64>().shape(list.len()).create(name)?.write(list),
+    }
+}
+
+pub fn put_str(loc: &hdf5::Location, name: &str, value: &str) -> hdf5::Result<()> {
+    put_attr(loc, name, &AttrValue::Str(value.to_string()))
+}
+
+pub fn put_int(loc: &hdf5::Location, name: &str, value: i64) -> hdf5::Result<()> {
+    put_attr(loc, name, &AttrValue::Int(value))
+}
+
+pub fn put_i64_dataset(group: &hdf5::Group, name: &str, data: &[i64]) -> hdf5::Result<()> {
+    let ds = group.new_dataset::<i64>().shape(data.len()).create(name)?;
+    if !data.is_empty() {
+        ds.write(data)?;
+    }
+    Ok(())
+}
+
+/// Where the file finally went, and why it is not where it was asked to go (if so).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub path: PathBuf,
+    pub fallback_reason: Option<String>,
+}
+
+/// An open profile file being written.
+pub struct ProfileFile {
+    file: hdf5::File,
+    tmp: PathBuf,
+    dest: PathBuf,
+    fallback_reason: Option<String>,
+}
+
+/// Directories tried, in order, when the target directory is not writable.
+fn fallback_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("TMPDIR").filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.push(PathBuf::from("/tmp"));
+    if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(h));
+    }
+    dirs
+}
+
+fn tmp_name(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(format!(".tmp.{}", std::process::id()));
+    dest.with_file_name(name)
+}
+
+impl ProfileFile {
+    /// Create the temporary file next to `target`, or in a fallback directory.
+    pub fn create(target: &Path) -> Result<ProfileFile> {
+        let mut dest = target.to_path_buf();
+        if dest.is_dir() {
+            dest.push(crate::config::DEFAULT_FILE);
+        }
+        let first_error = match hdf5::File::create(tmp_name(&dest)) {
+            Ok(file) => return Ok(ProfileFile { file, tmp: tmp_name(&dest), dest, fallback_reason: None }),
+            Err(e) => describe_create_error(&dest, e),
+        };
+        let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
+        for dir in fallback_dirs() {
+            let alt = dir.join(format!("{stem}.{}.{}.h5", crate::metadata::hostname(), std::process::id()));
+            if let Ok(file) = hdf5::File::create(tmp_name(&alt)) {
+                return Ok(ProfileFile { file, tmp: tmp_name(&alt), dest: alt, fallback_reason: Some(first_error) });
+            }
+        }
+        Err(Error::new(Status::WriteFailed, format!("{first_error}, and no fallback directory ($TMPDIR, /tmp, $HOME) was writable")))
+    }
+
+    pub fn write_metadata(&self, attrs: &[(String, AttrValue)]) -> hdf5::Result<()> {
+        put_int(&self.file, "scope_profiler_schema", SCHEMA_VERSION)?;
+        let meta = self.file.create_group("metadata")?;
+        for (name, value) in attrs {
+            put_attr(&meta, name, value)?;
+        }
+        Ok(())
+    }
+
+    /// Write one process's data as `rank<rank>/`.
+    pub fn write_rank(&self, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
+        let g = self.file.create_group(&format!("rank{rank}"))?;
+        let info = &profile.info;
+        put_str(&g, "hostname", &info.hostname)?;
+        put_int(&g, "pid", info.pid)?;
+        put_attr(&g, "cpus", &AttrValue::IntList(info.cpus.clone()))?;
+        put_int(&g, "num_threads", profile.num_threads() as i64)?;
+        put_attr(&g, "thread_os_ids", &AttrValue::IntList(info.thread_os_ids.clone()))?;
+        for (name, value) in &info.extra {
+            put_attr(&g, name, value)?;
+        }
+        let regions = g.create_group("regions")?;
+        let mut used = HashSet::new();
+        for region in &profile.regions {
+            write_region(&regions, region, &mut used)?;
+        }
+        crate::likwid::write_group(&g, &profile.likwid)?;
+        Ok(())
+    }
+
+    /// Close the file and move it into place.
+    pub fn finish(self) -> Result<Written> {
+        let ProfileFile { file, tmp, dest, fallback_reason } = self;
+        file.close().map_err(|e| Error::new(Status::WriteFailed, format!("closing {}: {e}", tmp.display())))?;
+        std::fs::rename(&tmp, &dest).map_err(|e| {
+            Error::new(Status::WriteFailed, format!("renaming {} to {}: {e} (the data is in {})", tmp.display(), dest.display(), tmp.display()))
+        })?;
+        Ok(Written { path: dest, fallback_reason })
+    }
+
+    /// Give up on a half-written file: remove the temporary.
+    pub fn abandon(self) {
+        let tmp = self.tmp.clone();
+        drop(self.file);
+        let _ = std::fs::remove_file(tmp);
+    }
+}
+
+fn describe_create_error(dest: &Path, e: hdf5::Error) -> String {
+    let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let why = match std::fs::metadata(dir) {
+        Err(io) => format!("{}: {io}", dir.display()),
+        Ok(m) if m.permissions().readonly() => format!("{} is read-only", dir.display()),
+        Ok(_) => e.to_string(),
+    };
+    format!("cannot write {} ({why})", dest.display())
+}
+
+fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<()> {
+    let g = parent.create_group(&group_name(&region.name, used))?;
+    put_str(&g, "tag", &region.name)?;
+    put_int(&g, "open_calls", region.open_calls as i64)?;
+    put_int(&g, "dropped_calls", region.dropped_calls as i64)?;
+    put_i64_dataset(&g, "start_times", &region.starts)?;
+    put_i64_dataset(&g, "end_times", &region.ends)?;
+    put_i64_dataset(&g, "thread_ids", &region.thread_ids)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_names() {
+        let mut used = HashSet::new();
+        assert_eq!(group_name("a/b", &mut used), "a|b");
+        assert_eq!(group_name("a|b", &mut used), "a|b #2");
+        assert_eq!(group_name("a|b", &mut used), "a|b #3");
+        assert_eq!(group_name(".", &mut used), "|.");
+        assert_eq!(group_name("é x", &mut used), "é x");
+    }
+
+    #[test]
+    fn writes_and_falls_back() {
+        let dir = std::env::temp_dir().join(format!("sp_writer_test_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("out.h5");
+        let f = ProfileFile::create(&target).unwrap();
+        f.write_metadata(&[("mpi_size".into(), AttrValue::Int(1))]).unwrap();
+        let mut p = RankProfile::default();
+        p.info.thread_os_ids = vec![42];
+        p.regions.push(RegionData { name: "x/y".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 0], open_calls: 1, dropped_calls: 0 });
+        p.regions.push(RegionData { name: "only open".into(), open_calls: 2, ..Default::default() });
+        f.write_rank(0, &p).unwrap();
+        let w = f.finish().unwrap();
+        assert_eq!(w.path, target);
+        assert!(w.fallback_reason.is_none());
+        let file = hdf5::File::open(&target).unwrap();
+        assert_eq!(file.attr("scope_profiler_schema").unwrap().read_scalar::<i64>().unwrap(), 1);
+        let r = file.group("rank0/regions/x|y").unwrap();
+        assert_eq!(r.attr("tag").unwrap().read_scalar::<VarLenUnicode>().unwrap().as_str(), "x/y");
+        assert_eq!(r.dataset("end_times").unwrap().read_raw::<i64>().unwrap(), vec![3, 4]);
+        assert_eq!(file.group("rank0/regions/only open").unwrap().dataset("start_times").unwrap().size(), 0);
+        assert!(!dir.join("out.h5.tmp.".to_string() + &std::process::id().to_string()).exists());
+
+        // A target in a directory that does not exist goes to the fallback location.
+        let f = ProfileFile::create(&dir.join("missing/sub/out.h5")).unwrap();
+        f.write_metadata(&[]).unwrap();
+        let w = f.finish().unwrap();
+        assert!(w.fallback_reason.as_deref().unwrap().contains("missing/sub/out.h5"), "{w:?}");
+        assert!(w.path.exists());
+        std::fs::remove_file(&w.path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
