@@ -1,0 +1,279 @@
+//! Turning raw per-CPU records (from the marker file or a marker-API snapshot) into a
+//! `RegionResult`: event and counter names from the event set, metrics evaluated from
+//! the group file's formulas. This is what lets a crashed helper still yield named
+//! events and derived metrics.
+
+use super::env::EventSet;
+use super::formula::{self, FormulaError};
+use super::marker_file::Record;
+use super::perfgroup::{self, PerfGroup};
+use super::result::RegionResult;
+use std::path::PathBuf;
+
+/// What one event set (group id) of `LIKWID_EVENTS` programs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetInfo {
+    /// Group name, or `Custom` like `perfmon_getGroupName`.
+    pub group_name: String,
+    /// `(counter, event)` in slot order.
+    pub events: Vec<(String, String)>,
+    /// `(name, formula)`; empty for custom sets.
+    pub metrics: Vec<(String, String)>,
+    pub custom: bool,
+}
+
+/// Fixed counters `perfgroup_customGroup` appends to custom sets on Intel (spec 4.3).
+const INTEL_FIXED: [(&str, &str); 4] = [
+    ("FIXC0", "INSTR_RETIRED_ANY"),
+    ("FIXC1", "CPU_CLK_UNHALTED_CORE"),
+    ("FIXC2", "CPU_CLK_UNHALTED_REF"),
+    ("FIXC3", "TOPDOWN_SLOTS"),
+];
+
+/// Describe every event set; a group whose file cannot be read gets no names (`None`).
+pub fn describe_sets(sets: &[EventSet], group_dirs: &[PathBuf], arch: &str) -> Vec<Option<SetInfo>> {
+    sets.iter()
+        .map(|s| match s {
+            EventSet::Group(name) => perfgroup::load(group_dirs, arch, name).map(|g: PerfGroup| SetInfo {
+                group_name: name.clone(),
+                events: g.events,
+                metrics: g.metrics,
+                custom: false,
+            }),
+            EventSet::Custom(entries) => {
+                Some(SetInfo { group_name: "Custom".into(), events: entries.clone(), metrics: Vec::new(), custom: true })
+            }
+        })
+        .collect()
+}
+
+/// Inputs of a metric formula other than the counters (spec 4.4).
+#[derive(Debug, Clone, Copy)]
+pub struct MetricInputs {
+    /// TSC frequency in Hz (`timer_getCycleClock`); `inverseClock` = 1 / this.
+    pub clock_hz: f64,
+    pub num_sockets: Option<f64>,
+    pub num_numadomains: Option<f64>,
+    pub is_intel: bool,
+}
+
+/// `(counter, event)` names for `n` slots, or `None` when they cannot be matched.
+fn slot_names(info: &SetInfo, n: usize, is_intel: bool) -> Option<Vec<(String, String)>> {
+    if info.events.len() == n {
+        return Some(info.events.clone());
+    }
+    if info.custom && is_intel && n > info.events.len() {
+        let mut ev = info.events.clone();
+        for (c, e) in INTEL_FIXED {
+            if ev.len() < n && !ev.iter().any(|(have, _)| have.split(':').next() == Some(c)) {
+                ev.push((c.to_string(), e.to_string()));
+            }
+        }
+        if ev.len() == n {
+            return Some(ev);
+        }
+    }
+    None
+}
+
+/// Build a region from records (sorted by CPU). Errors of individual metrics are
+/// returned as text (the metric keeps NaN values); they never fail the region.
+pub fn region_from_records(
+    tag: &str,
+    gid: i64,
+    records: &[Record],
+    info: Option<&SetInfo>,
+    inputs: &MetricInputs,
+    source: &str,
+) -> (RegionResult, Vec<String>) {
+    let n = records.iter().map(|r| r.values.len()).max().unwrap_or(0);
+    let nthreads = records.len();
+    let value = |r: &Record, e: usize| r.values.get(e).copied().unwrap_or(f64::NAN);
+    let events: Vec<Vec<f64>> = (0..n).map(|e| records.iter().map(|r| value(r, e)).collect()).collect();
+    let mut res = RegionResult {
+        tag: tag.to_string(),
+        group_id: gid,
+        group_name: info.map(|i| i.group_name.clone()).unwrap_or_default(),
+        source: source.to_string(),
+        cpus: records.iter().map(|r| r.cpu).collect(),
+        times: records.iter().map(|r| r.time).collect(),
+        call_counts: records.iter().map(|r| r.count.min(i64::MAX as u64) as i64).collect(),
+        events,
+        ..Default::default()
+    };
+    let mut errors = Vec::new();
+    let names = info.and_then(|i| slot_names(i, n, inputs.is_intel));
+    match (&names, info) {
+        (Some(names), Some(info)) => {
+            res.counter_names = names.iter().map(|(c, _)| c.clone()).collect();
+            res.event_names = names.iter().map(|(_, e)| e.clone()).collect();
+            for (mname, f) in &info.metrics {
+                let mut row = Vec::with_capacity(nthreads);
+                let mut err: Option<FormulaError> = None;
+                for (t, r) in records.iter().enumerate() {
+                    let lookup = |id: &str| -> Option<f64> {
+                        if let Some(k) = res.counter_names.iter().position(|c| c == id) {
+                            return Some(formula::likwid_input(res.events[k][t]));
+                        }
+                        match id {
+                            "time" => Some(r.time),
+                            "inverseClock" => (inputs.clock_hz > 0.0).then(|| 1.0 / inputs.clock_hz),
+                            "true" => Some(1.0),
+                            "false" => Some(0.0),
+                            "num_sockets" => inputs.num_sockets,
+                            "num_numadomains" => inputs.num_numadomains,
+                            _ => None,
+                        }
+                    };
+                    match formula::eval(f, &lookup) {
+                        Ok(v) => row.push(v),
+                        Err(e) => {
+                            err.get_or_insert(e);
+                            row.push(f64::NAN);
+                        }
+                    }
+                }
+                if let Some(e) = err {
+                    errors.push(format!("metric {mname:?} of group {}: {e}", info.group_name));
+                }
+                res.metric_names.push(mname.clone());
+                res.metrics.push(row);
+            }
+        }
+        _ => {
+            // Positional names: the event set is unknown or its size does not match.
+            res.event_names = (0..n).map(|k| format!("EVENT{k}")).collect();
+            if let Some(i) = info {
+                errors.push(format!("group {}: {} events in the records, {} in the event set; events named by position", i.group_name, n, i.events.len()));
+            }
+        }
+    }
+    (res, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::likwid::perfgroup::parse;
+
+    const ZEN3_FLOPS_DP_EVENTS_METRICS: &str = "SHORT Double Precision MFLOP/s
+
+EVENTSET
+FIXC1 ACTUAL_CPU_CLOCK
+FIXC2 MAX_CPU_CLOCK
+PMC0  RETIRED_INSTRUCTIONS
+PMC1  CPU_CLOCKS_UNHALTED
+PMC2  RETIRED_SSE_AVX_FLOPS_ALL
+PMC3  MERGE
+
+METRICS
+Runtime (RDTSC) [s] time
+Runtime unhalted [s]   FIXC1*inverseClock
+Clock [MHz]  1.E-06*(FIXC1/FIXC2)/inverseClock
+CPI   PMC1/PMC0
+DP [MFLOP/s]   1.0E-06*(PMC2)/time
+
+LONG
+x
+";
+
+    fn flops_dp() -> SetInfo {
+        let g = parse("FLOPS_DP", ZEN3_FLOPS_DP_EVENTS_METRICS);
+        SetInfo { group_name: "FLOPS_DP".into(), events: g.events, metrics: g.metrics, custom: false }
+    }
+
+    fn inputs(clock_hz: f64) -> MetricInputs {
+        MetricInputs { clock_hz, num_sockets: Some(1.0), num_numadomains: Some(1.0), is_intel: false }
+    }
+
+    fn close(a: f64, b: f64, rel: f64) -> bool {
+        ((a - b) / b).abs() <= rel
+    }
+
+    /// Spec 4.4 [verified]: zen3 FLOPS_DP with FIXC1=2e7, FIXC2=1.8e7, PMC0=1e7, PMC1=2e7,
+    /// PMC2=4e6, time=0.01 gives Runtime unhalted 0.00817876 s, Clock 2717.06 MHz, CPI 2,
+    /// DP 400 MFLOP/s. The spec rounds the TSC to "2.4455 GHz"; the printed digits
+    /// correspond to 2.445357 GHz (2e7/0.00817876), which is what we use here.
+    #[test]
+    fn zen3_flops_dp_verified_numbers() {
+        let rec = Record { cpu: 0, count: 1, time: 0.01, values: vec![2e7, 1.8e7, 1e7, 2e7, 4e6, 0.0] };
+        let (r, errs) = region_from_records("r", 0, &[rec], Some(&flops_dp()), &inputs(2.445357e9), "marker_file");
+        assert!(errs.is_empty(), "{errs:?}");
+        assert!(r.is_consistent());
+        assert_eq!(r.counter_names, ["FIXC1", "FIXC2", "PMC0", "PMC1", "PMC2", "PMC3"]);
+        assert_eq!(r.event_names[4], "RETIRED_SSE_AVX_FLOPS_ALL");
+        let m = |name: &str| r.metrics[r.metric_names.iter().position(|n| n == name).unwrap()][0];
+        assert_eq!(m("Runtime (RDTSC) [s]"), 0.01);
+        assert!(close(m("Runtime unhalted [s]"), 0.00817876, 5e-7), "{}", m("Runtime unhalted [s]"));
+        assert!(close(m("Clock [MHz]"), 2717.06, 2e-6), "{}", m("Clock [MHz]"));
+        assert_eq!(m("CPI"), 2.0);
+        assert!(close(m("DP [MFLOP/s]"), 400.0, 1e-12));
+        // With the rounded 2.4455 GHz the first two figures move in the 5th digit only.
+        let (r2, _) = region_from_records("r", 0, &[Record { cpu: 0, count: 1, time: 0.01, values: vec![2e7, 1.8e7, 1e7, 2e7, 4e6, 0.0] }], Some(&flops_dp()), &inputs(2.4455e9), "marker_file");
+        assert!(close(r2.metrics[1][0], 0.00817876, 1e-4));
+    }
+
+    #[test]
+    fn zero_counters_give_inf_and_nan_like_likwid() {
+        let rec = Record { cpu: 1, count: 3, time: 0.5, values: vec![0.0, 0.0, 0.0, 0.0, 0.0, f64::NAN] };
+        let (r, errs) = region_from_records("r", 0, &[rec], Some(&flops_dp()), &inputs(2.4e9), "marker_file");
+        assert!(errs.is_empty());
+        let cpi = r.metrics[3][0];
+        assert!(cpi.is_nan(), "0/0 -> NaN, printed '-' by likwid-perfctr");
+        assert_eq!(r.metrics[4][0], 0.0);
+        assert_eq!(r.call_counts, vec![3]);
+        assert!(r.events[5][0].is_nan(), "raw values are kept as they are");
+    }
+
+    #[test]
+    fn unknown_identifier_is_reported_not_zeroed() {
+        let mut info = flops_dp();
+        info.metrics.push(("Broken".into(), "PMC9*2".into()));
+        let rec = Record { cpu: 0, count: 1, time: 1.0, values: vec![1.0; 6] };
+        let (r, errs) = region_from_records("r", 0, &[rec], Some(&info), &inputs(2e9), "marker_file");
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].contains("PMC9"), "{errs:?}");
+        assert!(r.metrics.last().unwrap()[0].is_nan());
+        assert_eq!(r.metric_names.last().unwrap(), "Broken");
+    }
+
+    #[test]
+    fn mismatched_event_count_gives_positional_names() {
+        let rec = Record { cpu: 0, count: 1, time: 1.0, values: vec![1.0; 3] };
+        let (r, errs) = region_from_records("r", 0, &[rec.clone()], Some(&flops_dp()), &inputs(2e9), "marker_file");
+        assert_eq!(r.event_names, ["EVENT0", "EVENT1", "EVENT2"]);
+        assert!(r.metric_names.is_empty() && r.counter_names.is_empty());
+        assert_eq!(errs.len(), 1);
+        assert!(r.is_consistent());
+        let (r, errs) = region_from_records("r", 0, &[rec], None, &inputs(2e9), "marker_api");
+        assert_eq!(r.event_names.len(), 3);
+        assert!(errs.is_empty());
+    }
+
+    #[test]
+    fn custom_sets_and_intel_fixed_counters() {
+        let custom = SetInfo { group_name: "Custom".into(), events: vec![("PMC0".into(), "EV_A".into())], metrics: vec![], custom: true };
+        let rec = Record { cpu: 0, count: 1, time: 1.0, values: vec![1.0, 2.0, 3.0, 4.0] };
+        let mut inp = inputs(2e9);
+        inp.is_intel = true;
+        let (r, _) = region_from_records("r", 1, &[rec.clone()], Some(&custom), &inp, "marker_file");
+        assert_eq!(r.counter_names, ["PMC0", "FIXC0", "FIXC1", "FIXC2"]);
+        assert_eq!(r.event_names[3], "CPU_CLK_UNHALTED_REF");
+        assert_eq!(r.group_name, "Custom");
+        assert!(r.metrics.is_empty());
+        // AMD: nothing is appended, so 4 values for 1 event cannot be named.
+        let (r, _) = region_from_records("r", 1, &[rec], Some(&custom), &inputs(2e9), "marker_file");
+        assert_eq!(r.event_names[0], "EVENT0");
+    }
+
+    #[test]
+    fn threads_share_the_axis() {
+        let a = Record { cpu: 0, count: 2, time: 1.0, values: vec![1.0; 6] };
+        let b = Record { cpu: 1, count: 2, time: 2.0, values: vec![2.0; 6] };
+        let (r, _) = region_from_records("r", 0, &[a, b], Some(&flops_dp()), &inputs(2e9), "marker_file");
+        assert_eq!(r.cpus, vec![0, 1]);
+        assert_eq!(r.events[2], vec![1.0, 2.0]);
+        assert_eq!(r.metrics[0], vec![1.0, 2.0]);
+        assert!(r.is_consistent());
+    }
+}

@@ -1,0 +1,61 @@
+"""Print what the PyPI package scope-profiler reads from a profile, as JSON.
+
+{"num_ranks": N, "has_likwid": bool, "metadata": {...},
+ "regions": {name: {rank: {"calls": n, "total_ns": t, "durations_ns": [...]}}},
+ "likwid": {rank: {tag: {"group_name", "source", "event_names", "metric_names", "call_counts", "events", "metrics"}}}}
+"""
+import json
+import sys
+
+import numpy as np
+from scope_profiler import read_h5
+
+
+def plain(value):
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+results = read_h5(sys.argv[1])
+out = {
+    "num_ranks": int(results.num_ranks),
+    "has_likwid": bool(results.has_likwid),
+    "metadata": {k: plain(v) for k, v in results.metadata.items()},
+    "regions": {},
+    "likwid": {},
+}
+for name in results.region_names:
+    per_rank = {}
+    for rank, region in results[name].regions.items():
+        durations = np.asarray(region.durations_ns, dtype=np.int64)
+        per_rank[str(rank)] = {
+            "calls": int(region.num_calls),
+            "total_ns": int(durations.sum()),
+            "durations_ns": durations.tolist() if len(durations) <= 100 else None,
+        }
+    out["regions"][name] = per_rank
+for rank, regions in getattr(results, "likwid", {}).items():
+    out["likwid"][str(rank)] = {
+        tag: {
+            "group_name": r.group_name,
+            "source": r.source,
+            "event_names": list(r.event_names),
+            "counter_names": list(r.counter_names),
+            "metric_names": list(r.metric_names),
+            "cpus": plain(r.cpus),
+            "call_counts": plain(r.call_counts),
+            "events": plain(r.events),
+            "metrics": plain(r.metrics),
+        }
+        for tag, r in regions.items()
+    }
+json.dump(out, sys.stdout)

@@ -1,0 +1,177 @@
+//! Shared by the integration tests: building C/C++ test programs against the freshly built
+//! library and the committed header, running them, and finding the Python oracle.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// target/<profile>, where cargo put libscope_profiler.so for this test run.
+pub fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf(); // .../deps/.. 
+    assert!(dir.join("libscope_profiler.so").exists(), "libscope_profiler.so not found in {}", dir.display());
+    dir
+}
+
+/// A fresh directory for one test's files.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = lib_dir().join("test-scratch").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[derive(Clone, Copy)]
+pub enum Lang {
+    C,
+    Cxx,
+}
+
+/// Compile `sources` (relative to the repo root) into `out_dir/name` with strict warnings,
+/// linked to libscope_profiler.so with an rpath. `extra` goes last (libraries, defines).
+pub fn compile(lang: Lang, name: &str, sources: &[&str], out_dir: &Path, extra: &[&str]) -> PathBuf {
+    let (compiler, std) = match lang {
+        Lang::C => (std::env::var("CC").unwrap_or_else(|_| "cc".into()), "-std=c99"),
+        Lang::Cxx => (std::env::var("CXX").unwrap_or_else(|_| "c++".into()), "-std=c++11"),
+    };
+    compile_with(&compiler, &[std, "-D_GNU_SOURCE"], name, sources, out_dir, extra)
+}
+
+pub fn compile_with(compiler: &str, flags: &[&str], name: &str, sources: &[&str], out_dir: &Path, extra: &[&str]) -> PathBuf {
+    let out = out_dir.join(name);
+    let lib = lib_dir();
+    let root = repo_root();
+    let mut cmd = Command::new(compiler);
+    cmd.args(flags)
+        .args(["-O2", "-g", "-Wall", "-Wextra", "-Wpedantic", "-Werror"])
+        .arg(format!("-I{}", root.join("include").display()))
+        .args(sources.iter().map(|s| root.join(s)))
+        .arg("-o")
+        .arg(&out)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lscope_profiler")
+        .args(extra);
+    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "compiling {name} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// Run a command to completion, failing the test on a timeout.
+pub fn run(cmd: &mut Command) -> Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(300)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{cmd:?} timed out");
+        }
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The Python interpreter with scope-profiler from PyPI: $SCOPE_PROFILER_PYTHON, else
+/// <repo>/.venv/bin/python. Missing is a failure, not a skip: the interop check is required.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("SCOPE_PROFILER_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = repo_root().join(".venv/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with scope-profiler: run scripts/setup-python.sh or set SCOPE_PROFILER_PYTHON"
+    );
+    venv
+}
+
+/// `EXPECT\t<calls>\t<name>` lines a test program prints about what it did.
+pub fn expectations(stdout: &str) -> std::collections::BTreeMap<String, u64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("EXPECT\t"))
+        .map(|l| {
+            let (calls, name) = l.split_once('\t').unwrap();
+            (name.to_string(), calls.parse().unwrap())
+        })
+        .collect()
+}
+
+/// A region as read back with the hdf5 crate.
+#[derive(Debug, Clone)]
+pub struct ReadRegion {
+    pub group: String,
+    pub tag: String,
+    pub starts: Vec<i64>,
+    pub ends: Vec<i64>,
+    pub thread_ids: Vec<i64>,
+    pub open_calls: i64,
+    pub dropped_calls: i64,
+}
+
+pub fn str_attr(loc: &hdf5::Location, name: &str) -> String {
+    loc.attr(name)
+        .unwrap_or_else(|e| panic!("attribute {name}: {e}"))
+        .read_scalar::<hdf5::types::VarLenUnicode>()
+        .unwrap()
+        .as_str()
+        .to_string()
+}
+
+pub fn int_attr(loc: &hdf5::Location, name: &str) -> i64 {
+    loc.attr(name).unwrap_or_else(|e| panic!("attribute {name}: {e}")).read_scalar::<i64>().unwrap()
+}
+
+pub fn int_list_attr(loc: &hdf5::Location, name: &str) -> Vec<i64> {
+    loc.attr(name).unwrap_or_else(|e| panic!("attribute {name}: {e}")).read_raw::<i64>().unwrap()
+}
+
+/// All regions of `rank<rank>/`, keyed by their real name (the `tag` attribute).
+pub fn read_regions(file: &hdf5::File, rank: usize) -> std::collections::BTreeMap<String, ReadRegion> {
+    let regions = file.group(&format!("rank{rank}/regions")).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for group in regions.member_names().unwrap() {
+        let g = regions.group(&group).unwrap();
+        let r = ReadRegion {
+            tag: str_attr(&g, "tag"),
+            starts: g.dataset("start_times").unwrap().read_raw().unwrap(),
+            ends: g.dataset("end_times").unwrap().read_raw().unwrap(),
+            thread_ids: g.dataset("thread_ids").unwrap().read_raw().unwrap(),
+            open_calls: int_attr(&g, "open_calls"),
+            dropped_calls: int_attr(&g, "dropped_calls"),
+            group,
+        };
+        assert_eq!(r.starts.len(), r.ends.len());
+        assert_eq!(r.starts.len(), r.thread_ids.len());
+        assert!(r.starts.iter().zip(&r.ends).all(|(s, e)| e >= s), "end before start in {}", r.tag);
+        assert!(r.starts.is_sorted(), "starts not sorted in {}", r.tag);
+        out.insert(r.tag.clone(), r);
+    }
+    out
+}
+
+/// What scope_profiler.read_h5 (the PyPI package) sees: rank -> region -> (calls, total ns).
+pub fn python_view(file: &Path) -> serde_json::Value {
+    let out = run(Command::new(python()).arg(repo_root().join("tests/python/read_profile.py")).arg(file));
+    assert!(out.status.success(), "read_profile.py failed:\n{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bad JSON from read_profile.py: {e}\n{}", text(&out.stdout)))
+}
