@@ -16,7 +16,6 @@ const MAX_CHUNK: usize = 1 << 16; // 1 MiB of calls per chunk
 pub struct CallLog {
     full: Vec<Vec<Call>>,
     current: Vec<Call>,
-    len: usize,
 }
 
 impl CallLog {
@@ -26,7 +25,6 @@ impl CallLog {
             self.new_chunk();
         }
         self.current.push(call);
-        self.len += 1;
     }
 
     #[cold]
@@ -39,11 +37,11 @@ impl CallLog {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.full.iter().map(Vec::len).sum::<usize>() + self.current.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.current.is_empty() && self.full.is_empty()
     }
 
     /// Bytes held, for the memory-per-call benchmark.

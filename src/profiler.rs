@@ -11,7 +11,6 @@ use crate::recorder::{MAX_DEPTH, Mismatch, ThreadBuffer, ThreadData};
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, warn};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ const FINALIZED: u8 = 3;
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static REGISTRY: Registry = Registry::new();
-/// Every thread that ever recorded. Entries are never removed: a thread's `CURRENT` pointer
+/// Every thread that ever recorded. Entries are never removed: a thread's TLS pointer
 /// must stay valid for the life of the process (only the data inside is freed at finalize).
 static THREADS: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
@@ -39,8 +38,11 @@ pub struct Session {
     pub info: RankInfo,
 }
 
-thread_local! {
-    static CURRENT: Cell<*const ThreadBuffer> = const { Cell::new(std::ptr::null()) };
+// The calling thread's buffer pointer lives in initial-exec TLS (src/tls.c): one load instead
+// of the __tls_get_addr call a Rust thread_local! costs in a shared library.
+unsafe extern "C" {
+    fn scope_profiler_tls_get() -> *const std::ffi::c_void;
+    fn scope_profiler_tls_set(p: *const std::ffi::c_void);
 }
 
 fn session() -> MutexGuard<'static, Option<Session>> {
@@ -50,7 +52,8 @@ fn session() -> MutexGuard<'static, Option<Session>> {
 /// The calling thread's buffer, created on its first call.
 #[inline(always)]
 fn current_thread() -> &'static ThreadBuffer {
-    let p = CURRENT.with(|c| c.get());
+    // SAFETY: reads this thread's own TLS slot.
+    let p = unsafe { scope_profiler_tls_get() } as *const ThreadBuffer;
     if p.is_null() { new_thread_buffer() } else { unsafe { &*p } }
 }
 
@@ -59,7 +62,8 @@ fn new_thread_buffer() -> &'static ThreadBuffer {
     let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed)));
     let p = Arc::as_ptr(&tb);
     THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(tb);
-    CURRENT.with(|c| c.set(p));
+    // SAFETY: writes this thread's own TLS slot.
+    unsafe { scope_profiler_tls_set(p.cast()) };
     // SAFETY: THREADS keeps the Arc alive for the rest of the process.
     unsafe { &*p }
 }
@@ -119,19 +123,23 @@ fn open_call(data: &mut ThreadData, id: u32) -> Result<()> {
 
 #[inline(always)]
 fn close_call(data: &mut ThreadData, id: u32, end: i64) -> Result<()> {
-    let outcome = data.close(id, end);
-    if let Some(l) = likwid_session() {
-        if let Err(Mismatch::ClosedInner(inner)) = &outcome {
-            inner.iter().for_each(|&i| l.stop(i));
-        }
-        if !matches!(outcome, Err(Mismatch::NotOpen)) {
+    if data.close(id, end) {
+        if let Some(l) = likwid_session() {
             l.stop(id);
         }
+        return Ok(());
     }
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(m) => Err(mismatch_error(id, m)),
+    close_mismatched(data, id, end)
+}
+
+#[cold]
+fn close_mismatched(data: &mut ThreadData, id: u32, end: i64) -> Result<()> {
+    let outcome = data.close_out_of_order(id, end);
+    if let (Some(l), Mismatch::ClosedInner(inner)) = (likwid_session(), &outcome) {
+        inner.iter().for_each(|&i| l.stop(i));
+        l.stop(id);
     }
+    Err(mismatch_error(id, outcome))
 }
 
 fn region_name(id: u32) -> String {

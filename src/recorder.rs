@@ -50,17 +50,18 @@ impl ThreadData {
         true
     }
 
-    /// Close the innermost call of `id` at `end` and record it.
+    /// Close the innermost call of `id` at `end` and record it. False if `id` is not the
+    /// innermost open call: then nothing changed, and `close_out_of_order` decides.
     #[inline(always)]
-    pub fn close(&mut self, id: u32, end: i64) -> Result<(), Mismatch> {
+    pub fn close(&mut self, id: u32, end: i64) -> bool {
         match self.open.last() {
             Some(top) if top.id == id => {
                 let start = top.start;
                 self.open.pop();
                 self.log(id).push(Call { start, end });
-                Ok(())
+                true
             }
-            _ => Err(self.close_out_of_order(id, end)),
+            _ => false,
         }
     }
 
@@ -79,8 +80,10 @@ impl ThreadData {
         self.logs.resize_with(i + 1, CallLog::default);
     }
 
+    /// A stop that is not of the innermost call: record `id` if it is open further out,
+    /// closing the calls inside it unrecorded.
     #[cold]
-    fn close_out_of_order(&mut self, id: u32, end: i64) -> Mismatch {
+    pub fn close_out_of_order(&mut self, id: u32, end: i64) -> Mismatch {
         let Some(pos) = self.open.iter().rposition(|c| c.id == id) else {
             return Mismatch::NotOpen;
         };
@@ -146,9 +149,9 @@ mod tests {
         assert!(d.open(0, 1));
         assert!(d.open(1, 2));
         assert!(d.open(1, 3));
-        assert_eq!(d.close(1, 4), Ok(()));
-        assert_eq!(d.close(1, 5), Ok(()));
-        assert_eq!(d.close(0, 6), Ok(()));
+        assert!(d.close(1, 4));
+        assert!(d.close(1, 5));
+        assert!(d.close(0, 6));
         assert_eq!(calls(&mut d, 1), vec![Call { start: 3, end: 4 }, Call { start: 2, end: 5 }]);
         assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 6 }]);
         assert!(d.open.is_empty());
@@ -158,9 +161,10 @@ mod tests {
     fn unmatched_stop_changes_nothing() {
         let mut d = ThreadData::default();
         assert!(d.open(0, 1));
-        assert_eq!(d.close(7, 2), Err(Mismatch::NotOpen));
+        assert!(!d.close(7, 2));
+        assert_eq!(d.close_out_of_order(7, 2), Mismatch::NotOpen);
         assert_eq!(d.open.len(), 1);
-        assert_eq!(d.close(0, 3), Ok(()));
+        assert!(d.close(0, 3));
         assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 3 }]);
     }
 
@@ -170,7 +174,8 @@ mod tests {
         assert!(d.open(0, 1));
         assert!(d.open(1, 2));
         assert!(d.open(2, 3));
-        assert_eq!(d.close(0, 9), Err(Mismatch::ClosedInner(vec![2, 1])));
+        assert!(!d.close(0, 9));
+        assert_eq!(d.close_out_of_order(0, 9), Mismatch::ClosedInner(vec![2, 1]));
         assert!(d.open.is_empty());
         assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 9 }]);
         assert!(calls(&mut d, 1).is_empty());

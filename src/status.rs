@@ -108,21 +108,35 @@ impl Status {
 }
 
 /// A failed call: its status plus a message for `sp_last_error`.
+///
+/// Boxed so that `Result<(), Error>` is one register wide: the hot path returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+pub struct Error(Box<ErrorInner>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInner {
     pub status: Status,
     pub message: String,
 }
 
+impl std::ops::Deref for Error {
+    type Target = ErrorInner;
+    fn deref(&self) -> &ErrorInner {
+        &self.0
+    }
+}
+
 impl Error {
+    #[cold]
     pub fn new(status: Status, message: impl Into<String>) -> Error {
-        Error { status, message: message.into() }
+        Error(Box::new(ErrorInner { status, message: message.into() }))
     }
 }
 
 impl From<Status> for Error {
+    #[cold]
     fn from(status: Status) -> Error {
-        Error { status, message: status.describe().to_string() }
+        Error::new(status, status.describe())
     }
 }
 
@@ -148,6 +162,7 @@ mod tests {
         codes.sort();
         codes.dedup();
         assert_eq!(codes.len(), Status::ALL.len());
+        assert_eq!(std::mem::size_of::<Result<()>>(), 8, "the hot path returns this in a register");
         assert_eq!(Status::from_code(12345), None);
     }
 }

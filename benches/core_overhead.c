@@ -1,0 +1,97 @@
+/* Cost of a region start/stop pair against its floor, in one process.
+ *
+ *   floor       two bare clock_gettime(CLOCK_MONOTONIC) calls (what any timer must pay)
+ *   handle pair sp_region_start_id + sp_region_stop_id
+ *   name pair   sp_region_start("...") + sp_region_stop("...")
+ *
+ * Rounds alternate between the three so frequency changes and noise hit all alike; the
+ * reported time per pair is the median over rounds. Also reports resident memory per
+ * recorded call and the time of sp_finalize for all recorded calls (written to a file).
+ * Usage: core_overhead [calls_per_round=1000000] [rounds=5] [output.h5] */
+#include <scope_profiler.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static long rss_bytes(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    const char *out = argc > 3 ? argv[3] : "/tmp/sp_bench_core.h5";
+    if (rounds > 64) rounds = 64;
+    sp_options o;
+    sp_options_init(&o);
+    o.file_path = out;
+    o.verbosity = 0;
+    if (sp_setup(&o) != SP_OK) {
+        fprintf(stderr, "setup failed: %s\n", sp_last_error());
+        return 1;
+    }
+    int32_t h = sp_region_register("bench_handle");
+    double floor_ns[64], handle_ns[64], name_ns[64];
+    volatile long sink = 0;
+    long rss0 = rss_bytes();
+    for (int r = 0; r < rounds; r++) {
+        double t0 = now_s();
+        for (long i = 0; i < n; i++) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            sink += b.tv_nsec - a.tv_nsec;
+        }
+        double t1 = now_s();
+        for (long i = 0; i < n; i++) {
+            sp_region_start_id(h);
+            sp_region_stop_id(h);
+        }
+        double t2 = now_s();
+        for (long i = 0; i < n; i++) {
+            sp_region_start("bench_name");
+            sp_region_stop("bench_name");
+        }
+        double t3 = now_s();
+        floor_ns[r] = (t1 - t0) / n * 1e9;
+        handle_ns[r] = (t2 - t1) / n * 1e9;
+        name_ns[r] = (t3 - t2) / n * 1e9;
+    }
+    long rss1 = rss_bytes();
+    long calls = 2L * n * rounds;
+    double f = median(floor_ns, rounds), hp = median(handle_ns, rounds), np = median(name_ns, rounds);
+    double t_fin0 = now_s();
+    int rc = sp_finalize();
+    double t_fin = now_s() - t_fin0;
+    printf("calls recorded        %ld (%ld per kind x %d rounds)\n", calls, n, rounds);
+    printf("floor (2x clock_gettime) %8.2f ns\n", f);
+    printf("handle pair           %8.2f ns   ratio %.3f (target <= 1.15)\n", hp, hp / f);
+    printf("name pair             %8.2f ns   ratio %.3f (target <= 1.50)\n", np, np / f);
+    printf("memory per call       %8.2f bytes (resident growth / calls, target 16)\n", (double)(rss1 - rss0) / calls);
+    printf("finalize              %8.3f s for %ld calls (status %d, target < 2 s for 10M)\n", t_fin, calls, rc);
+    return rc == SP_OK ? 0 : 1;
+}

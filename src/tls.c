@@ -1,0 +1,11 @@
+/* The calling thread's recorder pointer, in initial-exec TLS.
+ *
+ * Rust's thread_local! in a shared library uses the general-dynamic TLS model: every access
+ * calls __tls_get_addr. Initial-exec is one %fs-relative load, which matters on the start/stop
+ * hot path. It takes 8 bytes of the static TLS block, which glibc reserves surplus space for
+ * even when the library is dlopen'ed (Python ctypes, for example). */
+static __thread void *current_thread_buffer __attribute__((tls_model("initial-exec")));
+
+__attribute__((visibility("hidden"))) void *scope_profiler_tls_get(void) { return current_thread_buffer; }
+
+__attribute__((visibility("hidden"))) void scope_profiler_tls_set(void *p) { current_thread_buffer = p; }
