@@ -352,6 +352,34 @@ pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
     }
 }
 
+/// Combine the per-rank files (`<stem>.rank<N>.h5`) that ranks write when MPI is not usable at
+/// finalize into one profile at `output`, as if the run had gathered over MPI. `inputs` holds
+/// `n_inputs` NUL-terminated paths. The command `scope_profiler_merge` does the same.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_merge_rank_files(output: *const c_char, inputs: *const *const c_char, n_inputs: usize) -> c_int {
+    guard(|| {
+        if output.is_null() || (inputs.is_null() && n_inputs > 0) {
+            return fail(Error::new(Status::NullArgument, "sp_merge_rank_files: output or inputs is NULL"));
+        }
+        let path = |p: *const c_char| -> Result<std::path::PathBuf, Error> {
+            match unsafe { optional_str(p, "path") }? {
+                Some(s) => Ok(s.into()),
+                None => Err(Error::new(Status::NullArgument, "sp_merge_rank_files: an input path is NULL")),
+            }
+        };
+        let run = || -> Result<(), Error> {
+            let out = path(output)?;
+            let mut list = Vec::with_capacity(n_inputs);
+            for i in 0..n_inputs {
+                // SAFETY: the caller passes n_inputs readable pointers.
+                list.push(path(unsafe { *inputs.add(i) })?);
+            }
+            crate::merge::merge_rank_files(&out, &list).map(|_| ())
+        };
+        code(run())
+    })
+}
+
 /// The library version, e.g. "0.1.0".
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_version() -> *const c_char {

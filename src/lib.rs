@@ -6,9 +6,13 @@
 pub mod calllog;
 pub mod clock;
 pub mod config;
+pub mod encode;
 pub mod ffi;
+pub mod gather;
 pub mod likwid;
+pub mod merge;
 pub mod metadata;
+pub mod mpi_comm;
 pub mod output;
 pub mod profile;
 pub mod profiler;

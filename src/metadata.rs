@@ -5,7 +5,7 @@ use crate::config::{Config, MetadataDetail};
 use crate::profile::RankInfo;
 
 /// An HDF5 attribute value as we write it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum AttrValue {
     Str(String),
     Int(i64),

@@ -1,15 +1,40 @@
-//! Writing a finished run: the file, the message saying where it went, the summary table.
+//! Writing a finished run: choosing how (one process, collectively over MPI, or one file per
+//! rank when MPI is not usable), the message saying where it went, the summary table.
 
-use crate::metadata::run_metadata;
+use crate::metadata::{AttrValue, run_metadata};
+use crate::mpi_comm::{self, MpiContext};
 use crate::profile::RankProfile;
 use crate::profiler::Session;
 use crate::status::{Error, Result, Status};
 use crate::summary::{RegionStats, render};
 use crate::warn;
 use crate::writer::{ProfileFile, Written};
+use std::path::{Path, PathBuf};
 
-/// Write a single-process run (rank 0 of 1) and report it.
-pub fn write_run(session: &Session, profile: RankProfile) -> Result<Status> {
+/// Write the run the way its MPI situation allows.
+pub fn write_run(session: &Session, mpi: Option<MpiContext>, profile: RankProfile) -> Result<Status> {
+    match mpi {
+        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(session, ctx, profile),
+        Some(ctx) => {
+            let (rank, size) = (ctx.world_rank as i64, ctx.size as i64);
+            // MPI is gone: the communicator can no longer be freed.
+            std::mem::forget(ctx);
+            write_rank_file(session, rank, size, profile, "MPI was finalized before the profile could be gathered").map(|_| Status::Ok)
+        }
+        None if mpi_comm::is_usable() => match mpi_comm::attach(None)? {
+            // MPI was initialized after sp_setup: gather over MPI_COMM_WORLD now.
+            Some(ctx) => crate::gather::write_collective(session, ctx, profile),
+            None => write_single(session, profile),
+        },
+        None => match mpi_comm::launcher_rank() {
+            Some((rank, size)) => write_rank_file(session, rank, size, profile, "MPI is not initialized").map(|_| Status::Ok),
+            None => write_single(session, profile),
+        },
+    }
+}
+
+/// A single-process run: rank 0 of 1.
+pub fn write_single(session: &Session, profile: RankProfile) -> Result<Status> {
     let meta = run_metadata(&session.config, &session.facts, 1, 1);
     let written = write_file(&session.config.file_path, |file| {
         file.write_metadata(&meta)?;
@@ -19,8 +44,43 @@ pub fn write_run(session: &Session, profile: RankProfile) -> Result<Status> {
     Ok(Status::Ok)
 }
 
+/// `<dir>/<stem>.rank<N>.h5` next to the target.
+pub fn rank_file_path(target: &Path, rank: i64) -> PathBuf {
+    let mut target = target.to_path_buf();
+    if target.is_dir() {
+        target.push(crate::config::DEFAULT_FILE);
+    }
+    let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
+    target.with_file_name(format!("{stem}.rank{rank}.h5"))
+}
+
+/// This process's own file, named with its rank, when the ranks cannot write one file together.
+/// `scope_profiler_merge` (or sp_merge_rank_files) combines such files into the normal one.
+pub fn write_rank_file(session: &Session, rank: i64, size: i64, mut profile: RankProfile, why: &str) -> Result<Written> {
+    let target = rank_file_path(&session.config.file_path, rank);
+    let mut meta = run_metadata(&session.config, &session.facts, size, 1);
+    meta.retain(|(k, _)| k != "num_nodes");
+    meta.push(("partial_rank_file".into(), AttrValue::Int(1)));
+    if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
+        profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));
+    }
+    let written = write_file(&target, |file| {
+        file.write_metadata(&meta)?;
+        file.write_rank(rank as usize, &profile)
+    })?;
+    warn::once(
+        "rank-file",
+        &format!(
+            "{why}: rank {rank} wrote its own file {}; combine the ranks' files with `scope_profiler_merge -o {} <files>`",
+            written.path.display(),
+            session.config.file_path.display()
+        ),
+    );
+    Ok(written)
+}
+
 /// Create the file (or its fallback), fill it with `fill`, move it into place.
-pub fn write_file(target: &std::path::Path, fill: impl FnOnce(&ProfileFile) -> hdf5::Result<()>) -> Result<Written> {
+pub fn write_file(target: &Path, fill: impl FnOnce(&ProfileFile) -> hdf5::Result<()>) -> Result<Written> {
     let file = ProfileFile::create(target).inspect_err(|e| warn::always(&format!("profile NOT written: {e}")))?;
     if let Err(e) = fill(&file) {
         file.abandon();

@@ -25,7 +25,7 @@ impl RegionData {
 }
 
 /// Attributes of `rank<N>/`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RankInfo {
     pub hostname: String,
     pub pid: i64,

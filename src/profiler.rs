@@ -36,6 +36,8 @@ pub struct Session {
     pub config: Config,
     pub facts: RunFacts,
     pub info: RankInfo,
+    /// The communicator we gather over, when the host initialized MPI before sp_setup.
+    pub mpi: Option<crate::mpi_comm::MpiContext>,
 }
 
 // The calling thread's buffer pointer lives in initial-exec TLS (src/tls.c): one load instead
@@ -204,13 +206,18 @@ pub fn setup(options: &Options) -> Result<Status> {
         STATE.store(DISABLED, Ordering::Release);
         return Ok(Status::Ok);
     }
+    // Collective when MPI is initialized: every rank calls sp_setup.
+    let mpi = crate::mpi_comm::attach(config.mpi_comm)?;
+    if mpi.is_some() {
+        crate::mpi_comm::install_finalize_hook();
+    }
     quiesce::prepare();
     let facts = RunFacts::now();
     let info = crate::metadata::local_rank_info();
     if let Some(l) = likwid::Session::begin(config.use_likwid) {
         LIKWID.store(Box::into_raw(Box::new(l)), Ordering::Release);
     }
-    *guard = Some(Session { config, facts, info });
+    *guard = Some(Session { config, facts, info, mpi });
     STATE.store(RUNNING, Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
@@ -304,9 +311,20 @@ pub fn finalize() -> Result<Status> {
         FINALIZED => return Ok(Status::AlreadyFinalized),
         _ => {}
     }
-    let session = guard.take().expect("a running profiler has a session");
+    let mut session = guard.take().expect("a running profiler has a session");
     let profile = take_local_profile(session.info.clone());
-    output::write_run(&session, profile)
+    let mpi = session.mpi.take();
+    output::write_run(&session, mpi, profile)
+}
+
+/// Called by the hook on MPI_COMM_SELF from inside MPI_Finalize: the program finalized MPI
+/// without (or before) calling sp_finalize, so gather now while MPI still works.
+pub fn finalize_inside_mpi_finalize() {
+    if STATE.load(Ordering::Acquire) == RUNNING {
+        if let Err(e) = finalize() {
+            warn::always(&format!("finalize inside MPI_Finalize failed: {e}"));
+        }
+    }
 }
 
 /// Stop every thread's recording and merge what they recorded (the local part of finalize).

@@ -114,6 +114,11 @@ impl ProfileFile {
         Err(Error::new(Status::WriteFailed, format!("{first_error}, and no fallback directory ($TMPDIR, /tmp, $HOME) was writable")))
     }
 
+    /// The open HDF5 file (for copying whole groups into it).
+    pub fn file(&self) -> &hdf5::File {
+        &self.file
+    }
+
     pub fn write_metadata(&self, attrs: &[(String, AttrValue)]) -> hdf5::Result<()> {
         put_int(&self.file, "scope_profiler_schema", SCHEMA_VERSION)?;
         let meta = self.file.create_group("metadata")?;

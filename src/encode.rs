@@ -1,0 +1,92 @@
+//! A `RankProfile` as bytes, to send it to rank 0: a JSON header (everything but the call
+//! columns) followed by the columns as raw little-endian i64, region by region.
+
+use crate::likwid::LikwidRun;
+use crate::profile::{RankInfo, RankProfile, RegionData};
+use serde::{Deserialize, Serialize};
+
+const MAGIC: &[u8; 8] = b"SPRANK01";
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    info: RankInfo,
+    regions: Vec<RegionHeader>,
+    likwid: LikwidRun,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RegionHeader {
+    name: String,
+    calls: u64,
+    open_calls: u64,
+    dropped_calls: u64,
+}
+
+pub fn encode(p: &RankProfile) -> Vec<u8> {
+    let header = Header {
+        info: p.info.clone(),
+        regions: p
+            .regions
+            .iter()
+            .map(|r| RegionHeader { name: r.name.clone(), calls: r.calls() as u64, open_calls: r.open_calls, dropped_calls: r.dropped_calls })
+            .collect(),
+        likwid: p.likwid.clone(),
+    };
+    let json = serde_json::to_vec(&header).expect("plain data serializes");
+    let calls: usize = p.regions.iter().map(|r| r.calls()).sum();
+    let mut out = Vec::with_capacity(16 + json.len() + calls * 24);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&json);
+    for r in &p.regions {
+        for col in [&r.starts, &r.ends, &r.thread_ids] {
+            for v in col.iter() {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
+pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
+    let err = |what: &str| format!("malformed rank data: {what}");
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(err("bad magic"));
+    }
+    let hlen = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    let json = bytes.get(16..16 + hlen).ok_or_else(|| err("short header"))?;
+    let header: Header = serde_json::from_slice(json).map_err(|e| err(&e.to_string()))?;
+    let mut rest = &bytes[16 + hlen..];
+    let mut column = |n: usize| -> Result<Vec<i64>, String> {
+        let (head, tail) = rest.split_at_checked(n * 8).ok_or_else(|| err("short columns"))?;
+        rest = tail;
+        Ok(head.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect())
+    };
+    let mut regions = Vec::with_capacity(header.regions.len());
+    for r in header.regions {
+        let n = r.calls as usize;
+        let (starts, ends, thread_ids) = (column(n)?, column(n)?, column(n)?);
+        regions.push(RegionData { name: r.name, starts, ends, thread_ids, open_calls: r.open_calls, dropped_calls: r.dropped_calls });
+    }
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut p = RankProfile::default();
+        p.info.hostname = "node7".into();
+        p.info.thread_os_ids = vec![11, 12];
+        p.info.extra.push(("clock_offset_ns".into(), crate::metadata::AttrValue::Int(-5)));
+        p.regions.push(RegionData { name: "a/β".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 1], open_calls: 1, dropped_calls: 2 });
+        p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
+        let q = decode(&encode(&p)).unwrap();
+        assert_eq!(q.info, p.info);
+        assert_eq!(q.regions, p.regions);
+        assert!(decode(&encode(&p)[..20]).is_err());
+        assert!(decode(b"garbage").is_err());
+    }
+}

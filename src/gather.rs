@@ -1,0 +1,136 @@
+//! Finalize over MPI: every rank's data goes to rank 0, which writes the one file rank by rank
+//! (so its memory holds its own data plus one other rank's at a time), then tells every rank
+//! whether the write succeeded. If it did not, every rank writes its own per-rank file.
+
+use crate::encode::{decode, encode};
+use crate::metadata::{AttrValue, run_metadata};
+use crate::mpi_comm::{MpiContext, receive_bytes, send_bytes, tag};
+use crate::output::{report, write_rank_file};
+use crate::profile::RankProfile;
+use crate::profiler::Session;
+use crate::status::{Error, Result, Status};
+use crate::summary::RegionStats;
+use crate::warn;
+use crate::writer::{ProfileFile, Written};
+use mpi::traits::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Attributes of `rank<N>/` known only to the MPI layer.
+fn mpi_attrs(profile: &mut RankProfile, rank: i32, world_rank: Option<i64>, offset: (i64, i64)) {
+    let extra = &mut profile.info.extra;
+    extra.push(("mpi_rank".into(), AttrValue::Int(rank as i64)));
+    if let Some(w) = world_rank {
+        extra.push(("world_rank".into(), AttrValue::Int(w)));
+    }
+    extra.push(("clock_offset_ns".into(), AttrValue::Int(offset.0)));
+    extra.push(("clock_offset_rtt_ns".into(), AttrValue::Int(offset.1)));
+}
+
+pub fn write_collective(session: &Session, ctx: MpiContext, mut profile: RankProfile) -> Result<Status> {
+    // Every rank tells rank 0 its world rank through the profile itself.
+    profile.info.extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
+    let outcome = if ctx.rank == 0 { gather_and_write(session, &ctx, &profile) } else { send_to_root(&ctx, &profile) };
+    // Everyone learns the result: 0 = written, else the status code.
+    let mut code: i32 = match &outcome {
+        Ok(_) => 0,
+        Err(e) => e.status.code(),
+    };
+    ctx.comm.process_at_rank(0).broadcast_into(&mut code);
+    drop(ctx); // frees our communicator while MPI is still up
+    if code == 0 {
+        return Ok(Status::Ok);
+    }
+    // Nothing is lost: each rank keeps its own data in a per-rank file.
+    let rank = profile_rank(&profile);
+    let size = session_size(session);
+    write_rank_file(session, rank, size, profile, "the collective write on rank 0 failed")?;
+    Err(Error::new(Status::WriteFailed, "rank 0 could not write the profile; every rank wrote its own file instead (see stderr)"))
+}
+
+fn profile_rank(p: &RankProfile) -> i64 {
+    p.info
+        .extra
+        .iter()
+        .find_map(|(k, v)| match (k.as_str(), v) {
+            ("world_rank", AttrValue::Int(r)) => Some(*r),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+fn session_size(_session: &Session) -> i64 {
+    mpi::topology::SimpleCommunicator::world().size() as i64
+}
+
+fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
+    let root = ctx.comm.process_at_rank(0);
+    let (_go, _) = root.receive_with_tag::<u8>(tag::GO);
+    send_bytes(&ctx.comm, 0, &encode(profile));
+    Ok(Written { path: Default::default(), fallback_reason: None })
+}
+
+fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> Result<Written> {
+    let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
+    let mut hosts = BTreeSet::new();
+    let pool = |p: &RankProfile, stats: &mut BTreeMap<String, RegionStats>, hosts: &mut BTreeSet<String>| {
+        hosts.insert(p.info.hostname.clone());
+        for r in &p.regions {
+            let s = RegionStats::of(r);
+            stats.entry(r.name.clone()).and_modify(|a| a.merge(&s)).or_insert(s);
+        }
+    };
+    let file = ProfileFile::create(&session.config.file_path);
+    let mut hdf5_error: Option<String> = None;
+    // After the first error, keep receiving (no rank may be left waiting) but stop writing.
+    let write = |file: &Result<ProfileFile>, rank: usize, p: &RankProfile, error: &mut Option<String>| {
+        if let (Ok(f), None) = (file, &*error) {
+            if let Err(e) = f.write_rank(rank, p) {
+                *error = Some(format!("rank{rank}: {e}"));
+            }
+        }
+    };
+
+    let mut own = own.clone();
+    own.info.extra.retain(|(k, _)| k != "world_rank");
+    mpi_attrs(&mut own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
+    pool(&own, &mut stats, &mut hosts);
+    write(&file, 0, &own, &mut hdf5_error);
+    drop(own);
+
+    // Receive rank by rank, even after a failure, so that no rank is left waiting.
+    for r in 1..ctx.size {
+        ctx.comm.process_at_rank(r).send_with_tag(&1u8, tag::GO);
+        let bytes = receive_bytes(&ctx.comm, r);
+        match decode(&bytes) {
+            Ok(mut p) => {
+                let world = profile_rank(&p);
+                p.info.extra.retain(|(k, _)| k != "world_rank");
+                mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
+                pool(&p, &mut stats, &mut hosts);
+                write(&file, r as usize, &p, &mut hdf5_error);
+            }
+            Err(e) => hdf5_error = hdf5_error.or(Some(format!("rank{r}: {e}"))),
+        }
+    }
+
+    let file = file?;
+    let size = ctx.size as i64;
+    let meta = run_metadata(&session.config, &session.facts, size, hosts.len() as i64);
+    if hdf5_error.is_none() {
+        if let Err(e) = file.write_metadata(&meta) {
+            hdf5_error = Some(format!("metadata: {e}"));
+        }
+    }
+    if let Some(e) = hdf5_error {
+        file.abandon();
+        let msg = format!("profile NOT written: error while writing {}: {e}", session.config.file_path.display());
+        warn::always(&msg);
+        return Err(Error::new(Status::WriteFailed, msg));
+    }
+    let written = file.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}")))?;
+    if let Some(reason) = &written.fallback_reason {
+        warn::always(&format!("{reason}; profile written to {} instead", written.path.display()));
+    }
+    report(session.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize);
+    Ok(written)
+}

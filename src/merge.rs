@@ -1,0 +1,68 @@
+//! Combining per-rank files (written when MPI was not usable at finalize) into the normal
+//! single file: every `rank<N>` group is copied whole (LIKWID results included), and the
+//! metadata of the first file is kept with `mpi_size`, `num_nodes` and `total_cores` redone.
+
+use crate::metadata::AttrValue;
+use crate::status::{Error, Result, Status};
+use crate::writer::{Written, put_attr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn fail(msg: String) -> Error {
+    Error::new(Status::WriteFailed, msg)
+}
+
+/// Merge `inputs` into `output`. Each rank may appear only once.
+pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
+    if inputs.is_empty() {
+        return Err(Error::new(Status::InvalidArgument, "no input files to merge"));
+    }
+    let mut files = BTreeMap::new(); // rank -> (file, group name)
+    for path in inputs {
+        let f = hdf5::File::open(path).map_err(|e| fail(format!("{}: not a readable HDF5 file ({e})", path.display())))?;
+        let ranks: Vec<String> = f
+            .member_names()
+            .map_err(|e| fail(format!("{}: {e}", path.display())))?
+            .into_iter()
+            .filter(|n| n.strip_prefix("rank").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())))
+            .collect();
+        if ranks.is_empty() {
+            return Err(fail(format!("{}: holds no rank<N> group", path.display())));
+        }
+        for g in ranks {
+            let rank: i64 = g[4..].parse().unwrap_or(-1);
+            if files.insert(rank, (path.clone(), g.clone())).is_some() {
+                return Err(Error::new(Status::InvalidArgument, format!("rank {rank} appears in more than one input file")));
+            }
+        }
+    }
+    let mut hosts = BTreeSet::new();
+    let written = crate::output::write_file(output, |out| {
+        let out = out.file();
+        let first = hdf5::File::open(&files.values().next().unwrap().0)?;
+        first.group("metadata")?.copy_to(out, "metadata")?;
+        for (path, group) in files.values() {
+            let f = hdf5::File::open(path)?;
+            let g = f.group(group)?;
+            if let Ok(a) = g.attr("hostname") {
+                hosts.insert(a.read_scalar::<hdf5::types::VarLenUnicode>()?.as_str().to_string());
+            }
+            g.copy_to(out, group)?;
+        }
+        crate::writer::put_int(out, "scope_profiler_schema", crate::writer::SCHEMA_VERSION)?;
+        let meta = out.group("metadata")?;
+        let omp = meta.attr("omp_num_threads").and_then(|a| a.read_scalar::<i64>()).unwrap_or(1);
+        let size = files.keys().max().map(|m| m + 1).unwrap_or(0).max(files.len() as i64);
+        for name in ["mpi_size", "num_nodes", "total_cores", "partial_rank_file"] {
+            if meta.attr(name).is_ok() {
+                meta.delete_attr(name)?;
+            }
+        }
+        put_attr(&meta, "mpi_size", &AttrValue::Int(size))?;
+        put_attr(&meta, "num_nodes", &AttrValue::Int(hosts.len().max(1) as i64))?;
+        put_attr(&meta, "total_cores", &AttrValue::Int(size * omp))?;
+        put_attr(&meta, "merged_from_rank_files", &AttrValue::Int(inputs.len() as i64))?;
+        Ok(())
+    })?;
+    Ok(written)
+}

@@ -1,0 +1,164 @@
+//! MPI runs for real (OpenMPI's mpirun, several ranks): one file per run with every rank,
+//! whatever the order of sp_finalize and MPI_Finalize, a split communicator, and the
+//! per-rank fallback with its merge step.
+
+mod support;
+use support::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn mpirun(np: usize, exe: &Path, args: &[&str], dir: &Path) -> std::process::Output {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &np.to_string()])
+        .arg(exe)
+        .args(args)
+        .current_dir(dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "mpirun -np {np} {exe:?} {args:?} failed\nstdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    out
+}
+
+fn build(dir: &Path) -> PathBuf {
+    compile_with("mpicc", &["-std=c99", "-D_GNU_SOURCE"], "mpi_ranks", &["tests/c/mpi_ranks.c"], dir, &[])
+}
+
+/// The file holds exactly ranks 0..n with each rank's calls, metadata and rank attributes.
+fn check_file(file: &Path, n: usize, world_ranks: &[i64]) {
+    let h5 = hdf5::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut groups: Vec<String> = h5.member_names().unwrap().into_iter().filter(|g| g.starts_with("rank")).collect();
+    groups.sort();
+    let mut want: Vec<String> = (0..n).map(|r| format!("rank{r}")).collect();
+    want.sort();
+    assert_eq!(groups, want);
+    let meta = h5.group("metadata").unwrap();
+    assert_eq!(int_attr(&meta, "mpi_size"), n as i64);
+    assert_eq!(int_attr(&meta, "num_nodes"), 1);
+    assert_eq!(int_attr(&meta, "total_cores"), n as i64 * int_attr(&meta, "omp_num_threads"));
+    let mut pids = std::collections::BTreeSet::new();
+    for r in 0..n {
+        let world = world_ranks[r];
+        let g = h5.group(&format!("rank{r}")).unwrap();
+        pids.insert(int_attr(&g, "pid"));
+        assert_eq!(str_attr(&g, "hostname"), crate_hostname());
+        assert_eq!(int_attr(&g, "num_threads"), 1);
+        assert!(!int_list_attr(&g, "cpus").is_empty());
+        assert_eq!(int_attr(&g, "mpi_rank"), r as i64);
+        let rtt = int_attr(&g, "clock_offset_rtt_ns");
+        let offset = int_attr(&g, "clock_offset_ns");
+        if r == 0 {
+            assert_eq!((offset, rtt), (0, 0));
+        } else {
+            // One host, one clock: the offset is within the probe's round trip.
+            assert!(rtt > 0 && offset.abs() <= rtt, "rank {r}: offset {offset} rtt {rtt}");
+        }
+        let regions = read_regions(&h5, r);
+        assert_eq!(regions["compute"].starts.len() as i64, (world + 1) * 10, "rank {r}");
+        assert_eq!(regions["comm/allreduce"].starts.len(), 5);
+        assert_eq!(regions[&format!("rank {world} only")].starts.len(), 1);
+        assert_eq!(regions.len(), 3);
+    }
+    assert_eq!(pids.len(), n, "every rank group comes from its own process");
+}
+
+fn crate_hostname() -> String {
+    scope_profiler::metadata::hostname()
+}
+
+fn check_python(file: &Path, n: usize, world_ranks: &[i64]) {
+    let py = python_view(file);
+    assert_eq!(py["num_ranks"].as_u64().unwrap() as usize, n);
+    for r in 0..n {
+        let calls = py["regions"]["compute"][r.to_string()]["calls"].as_i64().unwrap();
+        assert_eq!(calls, (world_ranks[r] + 1) * 10);
+        assert_eq!(py["regions"]["comm|allreduce"][r.to_string()]["calls"], 5);
+    }
+}
+
+#[test]
+fn one_file_with_every_rank_for_1_2_and_4_ranks() {
+    let dir = scratch("mpi_sizes");
+    let exe = build(&dir);
+    for n in [1usize, 2, 4] {
+        let file = dir.join(format!("np{n}.h5"));
+        let out = mpirun(n, &exe, &[file.to_str().unwrap(), "normal"], &dir);
+        let stdout = text(&out.stdout);
+        // Rank 0 alone prints the pooled summary.
+        assert_eq!(stdout.matches("scope_profiler summary").count(), 1, "{stdout}");
+        if n > 1 {
+            assert!(stdout.contains(&format!("pooled over {n} ranks")), "{stdout}");
+        }
+        let ranks: Vec<i64> = (0..n as i64).collect();
+        check_file(&file, n, &ranks);
+        check_python(&file, n, &ranks);
+    }
+}
+
+#[test]
+fn mpi_finalize_before_sp_finalize_still_gathers() {
+    let dir = scratch("mpi_order");
+    let exe = build(&dir);
+    for mode in ["mpi_first", "no_finalize", "setup_before_init"] {
+        let file = dir.join(format!("{mode}.h5"));
+        mpirun(3, &exe, &[file.to_str().unwrap(), mode], &dir);
+        check_file(&file, 3, &[0, 1, 2]);
+    }
+}
+
+#[test]
+fn split_communicator_gets_its_own_file() {
+    let dir = scratch("mpi_split");
+    let exe = build(&dir);
+    let file = dir.join("split.h5");
+    mpirun(4, &exe, &[file.to_str().unwrap(), "split"], &dir);
+    // Colour 0 holds world ranks 0 and 2, colour 1 world ranks 1 and 3.
+    for (color, world) in [(0, [0i64, 2]), (1, [1, 3])] {
+        let f = dir.join(format!("split.color{color}.h5"));
+        check_file(&f, 2, &world);
+        let h5 = hdf5::File::open(&f).unwrap();
+        for (r, w) in world.iter().enumerate() {
+            let g = h5.group(&format!("rank{r}")).unwrap();
+            if *w != r as i64 {
+                assert_eq!(int_attr(&g, "world_rank"), *w);
+            }
+        }
+    }
+}
+
+#[test]
+fn without_mpi_each_rank_writes_its_own_file_and_merge_combines_them() {
+    let dir = scratch("mpi_rank_files");
+    // A program that never initializes MPI, started by mpirun: MPI is not usable.
+    let exe = compile(Lang::C, "simple", &["tests/c/simple.c"], &dir, &[]);
+    let out = mpirun(2, &exe, &[], &dir);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("MPI is not initialized: rank 0 wrote its own file"), "{stderr}");
+    let files: Vec<PathBuf> = (0..2).map(|r| dir.join(format!("profiling_data.rank{r}.h5"))).collect();
+    for (r, f) in files.iter().enumerate() {
+        let h5 = hdf5::File::open(f).unwrap();
+        assert_eq!(read_regions(&h5, r)["step"].starts.len(), 3);
+        assert_eq!(int_attr(&h5.group("metadata").unwrap(), "partial_rank_file"), 1);
+    }
+    let merged = dir.join("merged.h5");
+    let out = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(&merged).args(&files));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let h5 = hdf5::File::open(&merged).unwrap();
+    let meta = h5.group("metadata").unwrap();
+    assert_eq!(int_attr(&meta, "mpi_size"), 2);
+    assert_eq!(int_attr(&meta, "num_nodes"), 1);
+    assert!(meta.attr("partial_rank_file").is_err());
+    for r in 0..2 {
+        assert_eq!(read_regions(&h5, r)["step"].starts.len(), 3);
+    }
+    let py = python_view(&merged);
+    assert_eq!(py["num_ranks"], 2);
+    assert_eq!(py["regions"]["step"]["1"]["calls"], 3);
+    // Merging the same rank twice is refused.
+    let out = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(dir.join("bad.h5")).args([&files[0], &files[0]]));
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("rank 0 appears in more than one input file"), "{}", text(&out.stderr));
+}
