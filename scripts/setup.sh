@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install what building and testing scope_profiler needs on Debian 12 (idempotent):
+# system packages, and a Python virtual environment with the PyPI scope-profiler package
+# (the compatibility oracle) in .venv. Rust (cargo >= 1.85) must already be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential pkg-config libhdf5-dev hdf5-tools libopenmpi-dev openmpi-bin gfortran
+          cmake libclang-dev likwid python3-venv fonts-dejavu-core util-linux)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || { echo "[setup] cargo not found: install Rust >= 1.85 (rustup)"; exit 1; }
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import scope_profiler" 2>/dev/null; then
+  echo "[setup] creating .venv with scope-profiler from PyPI"
+  "$PY" -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check "scope-profiler==0.7.5"
+fi
+echo "[setup] ok"

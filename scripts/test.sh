@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh) and run every test: Rust unit tests, C/C++/Fortran programs
+# against the built library, real mpirun runs, LIKWID under fake MSR files, the CMake
+# package, sptool, and the PyPI reader as oracle. This is the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+export SCOPE_PROFILER_PYTHON="$PWD/.venv/bin/python"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cargo build --workspace --all-targets --locked
+cargo test --workspace --locked -- --test-threads=2
