@@ -3,6 +3,8 @@
 //! `sp_last_error()` explains the last error of the calling thread.
 
 #![allow(non_camel_case_types)]
+// The safety contract of every export is the C one stated in the header: valid pointers.
+#![allow(clippy::missing_safety_doc)]
 
 use crate::config::Options;
 use crate::profiler;
@@ -128,6 +130,49 @@ unsafe fn c_name<'a>(name: *const c_char) -> Result<&'a [u8], Error> {
         return Err(Error::new(Status::NameTooLong, format!("region name is longer than {SP_MAX_NAME_LEN} bytes")));
     }
     Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
+}
+
+/// Does the NUL-terminated string at `p` equal `cached` (which holds no NUL)? Reads byte by
+/// byte and stops at the first difference, so it never reads past the caller's terminator.
+#[inline(always)]
+unsafe fn c_name_equals(p: *const c_char, cached: &[u8]) -> bool {
+    let p = p as *const u8;
+    for (i, &b) in cached.iter().enumerate() {
+        // SAFETY: bytes 0..i matched non-NUL bytes, so the string extends at least to i.
+        if unsafe { *p.add(i) } != b {
+            return false;
+        }
+    }
+    // SAFETY: as above, the string extends at least to cached.len().
+    !cached.is_empty() && unsafe { *p.add(cached.len()) } == 0
+}
+
+#[inline(always)]
+fn start_c(name: *const c_char) -> crate::status::Result<()> {
+    if name.is_null() {
+        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+    }
+    profiler::start_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, || unsafe { c_name(name) })
+}
+
+#[inline(always)]
+fn stop_c(name: *const c_char) -> crate::status::Result<()> {
+    if name.is_null() {
+        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+    }
+    profiler::stop_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, || unsafe { c_name(name) })
+}
+
+#[inline(always)]
+fn start_counted(name: *const c_char, len: usize) -> crate::status::Result<()> {
+    let bytes = unsafe { counted_name(name, len) }?;
+    profiler::start_named(name as usize, |cached| cached == bytes, || Ok(bytes))
+}
+
+#[inline(always)]
+fn stop_counted(name: *const c_char, len: usize) -> crate::status::Result<()> {
+    let bytes = unsafe { counted_name(name, len) }?;
+    profiler::stop_named(name as usize, |cached| cached == bytes, || Ok(bytes))
 }
 
 /// A name given as pointer and length (need not be NUL-terminated).
@@ -277,7 +322,7 @@ pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
 /// Start a call of the region `name` (registered on first use) on the calling thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
-    guard(|| code(unsafe { c_name(name) }.and_then(profiler::start_name)))
+    guard(|| code(start_c(name)))
 }
 
 /// Stop the innermost call of region `name` on the calling thread. A stop of a region that is
@@ -286,19 +331,19 @@ pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
 /// SP_ERR_NOT_INNERMOST. Either warns once per region on stderr.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_stop(name: *const c_char) -> c_int {
-    guard(|| code(unsafe { c_name(name) }.and_then(profiler::stop_name)))
+    guard(|| code(stop_c(name)))
 }
 
 /// sp_region_start for a name of `len` bytes that need not be NUL-terminated (Fortran).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_start_n(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(unsafe { counted_name(name, len) }.and_then(profiler::start_name)))
+    guard(|| code(start_counted(name, len)))
 }
 
 /// sp_region_stop for a name of `len` bytes that need not be NUL-terminated (Fortran).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_stop_n(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(unsafe { counted_name(name, len) }.and_then(profiler::stop_name)))
+    guard(|| code(stop_counted(name, len)))
 }
 
 /// Stop profiling and write the file: one HDF5 file per run, written under a temporary name

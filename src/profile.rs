@@ -78,7 +78,7 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>) -> (Vec<RegionDat
         for t in threads.iter_mut() {
             let tid = position.get(&t.index).copied().unwrap_or(-1);
             if let Some(log) = t.data.logs.get_mut(id) {
-                let calls: Vec<Call> = std::mem::take(log).into_chunks().flatten().collect();
+                let calls: Vec<Call> = std::mem::take(log).calls();
                 if !calls.is_empty() {
                     runs.push((tid, calls));
                 }

@@ -7,7 +7,7 @@ use crate::config::{Config, Options};
 use crate::likwid;
 use crate::metadata::RunFacts;
 use crate::profile::{RankInfo, RankProfile, ThreadRecord};
-use crate::recorder::{MAX_DEPTH, Mismatch, ThreadBuffer, ThreadData};
+use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, ThreadData, slot_index};
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, warn};
@@ -258,25 +258,63 @@ pub fn stop_id(id: u32) -> Result<()> {
 
 #[inline]
 pub fn start_name(name: &[u8]) -> Result<()> {
-    with_thread(|data| {
-        let id = match data.names.get(name) {
-            Some(&id) => id,
-            None => cache_name(data, name, true)?,
-        };
-        open_call(data, id)
-    })
+    start_named(name.as_ptr() as usize, |cached| cached == name, || Ok(name))
 }
 
 #[inline]
 pub fn stop_name(name: &[u8]) -> Result<()> {
+    stop_named(name.as_ptr() as usize, |cached| cached == name, || Ok(name))
+}
+
+/// Start a region given by name without hashing it on the common path. `token` identifies
+/// where the caller keeps the name (its address); `same(cached)` says whether the caller's
+/// name still equals `cached`; `read()` reads and checks the name (only on a cache miss).
+#[inline(always)]
+pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<&'a [u8]>) -> Result<()> {
+    with_thread(|data| {
+        let id = lookup_name(data, token, same, read, true)?;
+        open_call(data, id)
+    })
+}
+
+/// The stop counterpart of `start_named`.
+#[inline(always)]
+pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<&'a [u8]>) -> Result<()> {
     let end = now_ns();
     with_thread(|data| {
-        let id = match data.names.get(name) {
-            Some(&id) => id,
-            None => cache_name(data, name, false)?,
-        };
+        let id = lookup_name(data, token, same, read, false)?;
         close_call(data, id, end)
     })
+}
+
+#[inline(always)]
+fn lookup_name<'a>(
+    data: &mut ThreadData,
+    token: usize,
+    same: impl Fn(&[u8]) -> bool,
+    read: impl FnOnce() -> Result<&'a [u8]>,
+    create: bool,
+) -> Result<u32> {
+    if let Some(slot) = data.slots.get(slot_index(token)) {
+        if slot.token == token && same(&slot.name) {
+            return Ok(slot.id);
+        }
+    }
+    let name = read()?;
+    lookup_name_slow(data, token, name, create)
+}
+
+#[cold]
+fn lookup_name_slow(data: &mut ThreadData, token: usize, name: &[u8], create: bool) -> Result<u32> {
+    let id = match data.names.get(name) {
+        Some(&id) => id,
+        None => cache_name(data, name, create)?,
+    };
+    if data.slots.is_empty() {
+        data.slots.resize_with(NAME_SLOTS, NameSlot::default);
+    }
+    data.slots[slot_index(token)] = NameSlot { token, id, name: name.into() };
+    Ok(id)
 }
 
 /// Thread-cache miss: find (or, for a start, register) the name's id.

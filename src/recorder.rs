@@ -28,6 +28,24 @@ pub enum Mismatch {
     ClosedInner(Vec<u32>),
 }
 
+/// Slots of the per-thread cache in front of `ThreadData::names`.
+pub const NAME_SLOTS: usize = 64;
+
+/// A cached name lookup: `token` says where the caller keeps its name string (its address),
+/// `name` what the string held when cached. A hit needs the same token and the same bytes, so
+/// no hashing is needed, and a buffer reused for another name is simply a miss.
+#[derive(Default)]
+pub struct NameSlot {
+    pub token: usize,
+    pub id: u32,
+    pub name: Box<[u8]>,
+}
+
+#[inline(always)]
+pub fn slot_index(token: usize) -> usize {
+    (token ^ (token >> 6)) % NAME_SLOTS
+}
+
 #[derive(Default)]
 pub struct ThreadData {
     /// Completed calls, indexed by region id (grown on first use of an id).
@@ -37,6 +55,8 @@ pub struct ThreadData {
     pub open: Vec<OpenCall>,
     /// Name -> id cache in front of the shared registry, for the name-based calls.
     pub names: FxHashMap<Box<[u8]>, u32>,
+    /// Token-keyed cache in front of `names` (empty until the first name-based call).
+    pub slots: Vec<NameSlot>,
 }
 
 impl ThreadData {
@@ -140,7 +160,7 @@ mod tests {
     use super::*;
 
     fn calls(d: &mut ThreadData, id: u32) -> Vec<Call> {
-        std::mem::take(d.log(id)).into_chunks().flatten().collect()
+        std::mem::take(d.log(id)).calls()
     }
 
     #[test]

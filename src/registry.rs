@@ -45,6 +45,12 @@ pub struct Registry {
     count: AtomicU32,
 }
 
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry::new()
+    }
+}
+
 impl Registry {
     pub const fn new() -> Registry {
         Registry { names: Mutex::new(None), count: AtomicU32::new(0) }

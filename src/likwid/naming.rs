@@ -31,7 +31,10 @@ const INTEL_FIXED: [(&str, &str); 4] = [
 ];
 
 /// Describe every event set; a group whose file cannot be read gets no names (`None`).
+/// A custom set that programs exactly a group's EVENTSET (likwid-mpirun passes `-g GROUP`
+/// on as such a string) is described as that group, so its metrics can be evaluated.
 pub fn describe_sets(sets: &[EventSet], group_dirs: &[PathBuf], arch: &str) -> Vec<Option<SetInfo>> {
+    let mut all_groups: Option<Vec<PerfGroup>> = None;
     sets.iter()
         .map(|s| match s {
             EventSet::Group(name) => perfgroup::load(group_dirs, arch, name).map(|g: PerfGroup| SetInfo {
@@ -41,7 +44,11 @@ pub fn describe_sets(sets: &[EventSet], group_dirs: &[PathBuf], arch: &str) -> V
                 custom: false,
             }),
             EventSet::Custom(entries) => {
-                Some(SetInfo { group_name: "Custom".into(), events: entries.clone(), metrics: Vec::new(), custom: true })
+                let groups = all_groups.get_or_insert_with(|| perfgroup::load_all(group_dirs, arch));
+                Some(match groups.iter().find(|g| &g.events == entries) {
+                    Some(g) => SetInfo { group_name: g.name.clone(), events: g.events.clone(), metrics: g.metrics.clone(), custom: false },
+                    None => SetInfo { group_name: "Custom".into(), events: entries.clone(), metrics: Vec::new(), custom: true },
+                })
             }
         })
         .collect()
@@ -87,7 +94,6 @@ pub fn region_from_records(
     source: &str,
 ) -> (RegionResult, Vec<String>) {
     let n = records.iter().map(|r| r.values.len()).max().unwrap_or(0);
-    let nthreads = records.len();
     let value = |r: &Record, e: usize| r.values.get(e).copied().unwrap_or(f64::NAN);
     let events: Vec<Vec<f64>> = (0..n).map(|e| records.iter().map(|r| value(r, e)).collect()).collect();
     let mut res = RegionResult {
@@ -107,38 +113,7 @@ pub fn region_from_records(
         (Some(names), Some(info)) => {
             res.counter_names = names.iter().map(|(c, _)| c.clone()).collect();
             res.event_names = names.iter().map(|(_, e)| e.clone()).collect();
-            for (mname, f) in &info.metrics {
-                let mut row = Vec::with_capacity(nthreads);
-                let mut err: Option<FormulaError> = None;
-                for (t, r) in records.iter().enumerate() {
-                    let lookup = |id: &str| -> Option<f64> {
-                        if let Some(k) = res.counter_names.iter().position(|c| c == id) {
-                            return Some(formula::likwid_input(res.events[k][t]));
-                        }
-                        match id {
-                            "time" => Some(r.time),
-                            "inverseClock" => (inputs.clock_hz > 0.0).then(|| 1.0 / inputs.clock_hz),
-                            "true" => Some(1.0),
-                            "false" => Some(0.0),
-                            "num_sockets" => inputs.num_sockets,
-                            "num_numadomains" => inputs.num_numadomains,
-                            _ => None,
-                        }
-                    };
-                    match formula::eval(f, &lookup) {
-                        Ok(v) => row.push(v),
-                        Err(e) => {
-                            err.get_or_insert(e);
-                            row.push(f64::NAN);
-                        }
-                    }
-                }
-                if let Some(e) = err {
-                    errors.push(format!("metric {mname:?} of group {}: {e}", info.group_name));
-                }
-                res.metric_names.push(mname.clone());
-                res.metrics.push(row);
-            }
+            errors = add_metrics(&mut res, info, inputs);
         }
         _ => {
             // Positional names: the event set is unknown or its size does not match.
@@ -149,6 +124,47 @@ pub fn region_from_records(
         }
     }
     (res, errors)
+}
+
+/// Evaluate `info`'s METRICS for every thread of `res` (whose `counter_names` must be
+/// set) and append them. Returns one error text per metric that could not be evaluated
+/// (its values are NaN).
+pub fn add_metrics(res: &mut RegionResult, info: &SetInfo, inputs: &MetricInputs) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (mname, f) in &info.metrics {
+        let mut row = Vec::with_capacity(res.cpus.len());
+        let mut err: Option<FormulaError> = None;
+        for t in 0..res.cpus.len() {
+            let time = res.times[t];
+            let lookup = |id: &str| -> Option<f64> {
+                if let Some(k) = res.counter_names.iter().position(|c| c == id) {
+                    return res.events.get(k).and_then(|row| row.get(t)).map(|&v| formula::likwid_input(v));
+                }
+                match id {
+                    "time" => Some(time),
+                    "inverseClock" => (inputs.clock_hz > 0.0).then(|| 1.0 / inputs.clock_hz),
+                    "true" => Some(1.0),
+                    "false" => Some(0.0),
+                    "num_sockets" => inputs.num_sockets,
+                    "num_numadomains" => inputs.num_numadomains,
+                    _ => None,
+                }
+            };
+            match formula::eval(f, &lookup) {
+                Ok(v) => row.push(v),
+                Err(e) => {
+                    err.get_or_insert(e);
+                    row.push(f64::NAN);
+                }
+            }
+        }
+        if let Some(e) = err {
+            errors.push(format!("metric {mname:?} of group {}: {e}", info.group_name));
+        }
+        res.metric_names.push(mname.clone());
+        res.metrics.push(row);
+    }
+    errors
 }
 
 #[cfg(test)]
@@ -204,8 +220,9 @@ x
         assert_eq!(r.event_names[4], "RETIRED_SSE_AVX_FLOPS_ALL");
         let m = |name: &str| r.metrics[r.metric_names.iter().position(|n| n == name).unwrap()][0];
         assert_eq!(m("Runtime (RDTSC) [s]"), 0.01);
-        assert!(close(m("Runtime unhalted [s]"), 0.00817876, 5e-7), "{}", m("Runtime unhalted [s]"));
-        assert!(close(m("Clock [MHz]"), 2717.06, 2e-6), "{}", m("Clock [MHz]"));
+        // Compared at the digits the spec prints.
+        assert_eq!(format!("{:.5e}", m("Runtime unhalted [s]")), "8.17876e-3");
+        assert_eq!(format!("{:.2}", m("Clock [MHz]")), "2717.06");
         assert_eq!(m("CPI"), 2.0);
         assert!(close(m("DP [MFLOP/s]"), 400.0, 1e-12));
         // With the rounded 2.4455 GHz the first two figures move in the 5th digit only.
@@ -264,6 +281,26 @@ x
         // AMD: nothing is appended, so 4 values for 1 event cannot be named.
         let (r, _) = region_from_records("r", 1, &[rec], Some(&custom), &inputs(2e9), "marker_file");
         assert_eq!(r.event_names[0], "EVENT0");
+    }
+
+    #[test]
+    fn custom_set_equal_to_a_group_is_described_as_that_group() {
+        let root = std::env::temp_dir().join(format!("sp_naming_{}", std::process::id()));
+        std::fs::create_dir_all(root.join("zen3")).unwrap();
+        std::fs::write(root.join("zen3/FLOPS_DP.txt"), ZEN3_FLOPS_DP_EVENTS_METRICS).unwrap();
+        let dirs = vec![root.clone()];
+        // What likwid-mpirun puts into LIKWID_EVENTS for `-g FLOPS_DP`.
+        let mpirun = "ACTUAL_CPU_CLOCK:FIXC1,MAX_CPU_CLOCK:FIXC2,RETIRED_INSTRUCTIONS:PMC0,CPU_CLOCKS_UNHALTED:PMC1,RETIRED_SSE_AVX_FLOPS_ALL:PMC2,MERGE:PMC3";
+        let sets = crate::likwid::env::parse_events(&format!("{mpirun}|RETIRED_INSTRUCTIONS:PMC0")).unwrap();
+        let d = describe_sets(&sets, &dirs, "zen3");
+        let g = d[0].as_ref().unwrap();
+        assert_eq!(g.group_name, "FLOPS_DP");
+        assert_eq!(g.metrics.len(), 5);
+        assert!(!g.custom);
+        let c = d[1].as_ref().unwrap();
+        assert_eq!(c.group_name, "Custom");
+        assert!(c.custom && c.metrics.is_empty());
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

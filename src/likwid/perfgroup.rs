@@ -92,6 +92,26 @@ pub fn find_file(dirs: &[PathBuf], arch: &str, name: &str) -> Option<PathBuf> {
     dirs.iter().map(|d| d.join(arch).join(format!("{name}.txt"))).find(|p| p.is_file())
 }
 
+/// Every group of `arch` (first directory wins for a name), parsed, sorted by name.
+pub fn load_all(dirs: &[PathBuf], arch: &str) -> Vec<PerfGroup> {
+    let mut out: Vec<PerfGroup> = Vec::new();
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(d.join(arch)) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
+            if path.extension().is_none_or(|x| x != "txt") || out.iter().any(|g| g.name == name) {
+                continue;
+            }
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                out.push(parse(&name, &text));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 pub fn load(dirs: &[PathBuf], arch: &str, name: &str) -> Option<PerfGroup> {
     let path = find_file(dirs, arch, name)?;
     let text = std::fs::read_to_string(path).ok()?;
