@@ -30,6 +30,8 @@ static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 static LIKWID: AtomicPtr<likwid::Session> = AtomicPtr::new(std::ptr::null_mut());
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
+/// The process that set up profiling: a forked child that exits must not write the file.
+static SETUP_PID: AtomicU32 = AtomicU32::new(0);
 
 /// What setup fixed for the run.
 pub struct Session {
@@ -219,6 +221,7 @@ pub fn setup(options: &Options) -> Result<Status> {
     }
     *guard = Some(Session { config, facts, info, mpi });
     STATE.store(RUNNING, Ordering::Release);
+    SETUP_PID.store(std::process::id(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
         unsafe { libc::atexit(finalize_at_exit) };
@@ -401,7 +404,7 @@ fn take_local_profile(mut info: RankInfo) -> RankProfile {
 /// A program that set up profiling but never finalized still gets its file.
 extern "C" fn finalize_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if STATE.load(Ordering::Acquire) == RUNNING {
+        if STATE.load(Ordering::Acquire) == RUNNING && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
             warn::always("sp_finalize was not called: writing the profile at exit");
             if let Err(e) = finalize() {
                 warn::always(&format!("writing the profile at exit failed: {e}"));

@@ -20,7 +20,7 @@ mod loader;
 mod types;
 
 pub use loader::{LoadError, candidates, library_names};
-pub use types::{CpuInfo, LikwidConfiguration};
+pub use types::{CpuInfo, CpuTopology, LikwidConfiguration, NumaTopology};
 
 use std::ffi::{c_char, c_double, c_int, c_void};
 use std::path::PathBuf;
@@ -86,6 +86,9 @@ likwid_api! {
     fn topology_init() -> c_int;
     fn topology_finalize();
     fn get_cpuInfo() -> *mut CpuInfo;
+    fn get_cpuTopology() -> *mut CpuTopology;
+    /// Valid after `numa_init`.
+    fn get_numaTopology() -> *mut NumaTopology;
     fn numa_init() -> c_int;
     fn numa_finalize();
     fn affinity_init();

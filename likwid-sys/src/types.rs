@@ -39,3 +39,25 @@ pub struct LikwidConfiguration {
     pub max_num_threads: c_int,
     pub max_num_nodes: c_int,
 }
+
+/// `CpuTopology` (likwid.h 5.2.2, `get_cpuTopology()`); the leading fields only.
+#[repr(C)]
+pub struct CpuTopology {
+    pub num_hw_threads: u32,
+    pub active_hw_threads: u32,
+    pub num_sockets: u32,
+    pub num_dies: u32,
+    pub num_cores_per_socket: u32,
+    pub num_threads_per_core: u32,
+    pub num_cache_levels: u32,
+    pub thread_pool: *mut std::ffi::c_void,
+    pub cache_levels: *mut std::ffi::c_void,
+    pub topology_tree: *mut std::ffi::c_void,
+}
+
+/// `NumaTopology` (likwid.h 5.2.2, `get_numaTopology()`).
+#[repr(C)]
+pub struct NumaTopology {
+    pub number_of_nodes: u32,
+    pub nodes: *mut std::ffi::c_void,
+}

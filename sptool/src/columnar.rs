@@ -11,7 +11,7 @@ use crate::h5util::{self, has};
 use crate::model::{Layout, RegionRank};
 use crate::stats::Stats;
 
-fn need<'a>(file: &'a Group, name: &str, schema: i64) -> Result<Group> {
+fn need(file: &Group, name: &str, schema: i64) -> Result<Group> {
     if !has(file, name) {
         return Err(Error::new(format!(
             "has scope_profiler_schema {schema} but no {name} group; the file is damaged or not a \

@@ -32,6 +32,7 @@ pub const FIXED: &[&str] = &[
     "std_s",
     "open_calls",
     "likwid_group",
+    "likwid_group_id",
     "likwid_source",
     "likwid_call_count",
     "likwid_runtime_s",
@@ -85,7 +86,7 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
     for (key, l) in &likwid {
         labels.insert(*key, l.event_labels());
     }
-    let mut add = |columns: &mut Vec<String>, name: &str, prefix: &str| {
+    let add = |columns: &mut Vec<String>, name: &str, prefix: &str| {
         let label = if columns.iter().any(|c| c == name) { format!("{prefix}:{name}") } else { name.to_string() };
         columns.push(label);
         columns.len() - 1
@@ -127,6 +128,7 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
                     let mut row = base(Value::from(l.cpus[th]));
                     row.extend([
                         Value::from(l.group_name.as_str()),
+                        Value::from(l.group_id),
                         Value::from(l.source.as_str()),
                         Value::from(l.call_counts[th]),
                         num(Some(l.times[th])),

@@ -61,7 +61,7 @@ pub fn ranges(values: &[i64]) -> String {
         while j + 1 < values.len() && values[j + 1] == values[j].wrapping_add(1) {
             j += 1;
         }
-        if j >= i + 1 {
+        if j > i {
             out.push(format!("{}-{}", values[i], values[j]));
         } else {
             out.push(values[i].to_string());
@@ -95,11 +95,18 @@ pub enum Line {
 pub struct Table {
     header: Vec<String>,
     lines: Vec<Line>,
+    left_aligned: bool,
 }
 
 impl Table {
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
-        Self { header: header.into_iter().map(Into::into).collect(), lines: Vec::new() }
+        Self { header: header.into_iter().map(Into::into).collect(), lines: Vec::new(), left_aligned: false }
+    }
+
+    /// Left-align every column (for text, not numbers).
+    pub fn left_aligned(mut self) -> Self {
+        self.left_aligned = true;
+        self
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -126,7 +133,10 @@ impl Table {
                 let cell = cells.get(i).map_or("", String::as_str);
                 let pad = w.saturating_sub(width(cell));
                 text.push(' ');
-                if i == 0 {
+                if i == 0 || self.left_aligned {
+                    if i > 0 {
+                        text.push(' ');
+                    }
                     text.push_str(cell);
                     text.push_str(&" ".repeat(pad));
                 } else {
@@ -189,6 +199,6 @@ mod tests {
         t.row(vec!["long name".into(), "100".into()]);
         let mut out = String::new();
         t.render(&mut out);
-        assert_eq!(out, "  name          n\n  a             1\n  Section\n  long name   100\n");
+        assert_eq!(out, "  name         n\n  a            1\n  Section\n  long name  100\n");
     }
 }

@@ -171,7 +171,7 @@ fn metadata(meta: &Attrs, full: bool, out: &mut String) {
         out.push_str(&format!("  {title}\n"));
         for (key, value) in entries {
             let text = value.to_string();
-            let text = if full { text } else { fmt::clip(&text, VALUE_WIDTH) };
+            let text = if full { text } else { fmt::clip(&text.replace(['\n', '\t', '\r'], " "), VALUE_WIDTH) };
             out.push_str(&format!("    {key:<width$} : {text}\n"));
         }
     }
@@ -218,7 +218,7 @@ fn ranks(profile: &Profile, filter: &Filter, out: &mut String) {
     extra.sort_unstable();
     extra.dedup();
     keys.extend(extra);
-    let mut table = Table::new(std::iter::once("rank").chain(keys.iter().copied()));
+    let mut table = Table::new(std::iter::once("rank").chain(keys.iter().copied())).left_aligned();
     for r in &selected {
         let mut cells = vec![r.rank.to_string()];
         for key in &keys {

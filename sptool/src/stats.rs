@@ -142,7 +142,7 @@ impl Stats {
     }
 
     pub fn total_s(&self) -> f64 {
-        self.total_ns as f64 * 1e-9
+        self.total_ns as f64 / 1e9
     }
 
     pub fn mean_ns(&self) -> Option<f64> {
@@ -150,15 +150,15 @@ impl Stats {
     }
 
     pub fn mean_s(&self) -> Option<f64> {
-        self.mean_ns().map(|v| v * 1e-9)
+        (self.count > 0).then(|| self.total_ns as f64 / 1e9 / self.count as f64)
     }
 
     pub fn min_s(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.min_ns as f64 * 1e-9)
+        (self.count > 0).then(|| self.min_ns as f64 / 1e9)
     }
 
     pub fn max_s(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.max_ns as f64 * 1e-9)
+        (self.count > 0).then(|| self.max_ns as f64 / 1e9)
     }
 
     /// Population standard deviation (as numpy's `std`), seconds.
@@ -166,12 +166,12 @@ impl Stats {
         if self.count == 0 {
             return None;
         }
-        self.m2.map(|m2| (m2 / self.count as f64).sqrt() * 1e-9)
+        self.m2.map(|m2| (m2 / self.count as f64).sqrt() / 1e9)
     }
 
     /// Wall-clock span from the first start to the last end, seconds.
     pub fn span_s(&self) -> Option<f64> {
-        Some(self.last_end?.wrapping_sub(self.first_start?) as f64 * 1e-9)
+        Some(self.last_end?.wrapping_sub(self.first_start?) as f64 / 1e9)
     }
 
     /// Pool `other` into `self` (Chan et al.'s parallel variance update).
