@@ -170,3 +170,39 @@ fn header_compiles_as_cxx_with_strict_warnings() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(read_regions(&hdf5::File::open(dir.join("profiling_data.h5")).unwrap(), 0)["step"].starts.len(), 3);
 }
+
+#[test]
+fn c_program_is_clean_under_address_and_undefined_sanitizers() {
+    let dir = scratch("core_c_api_asan");
+    let exe = compile_with(
+        "cc",
+        &["-std=c99", "-D_GNU_SOURCE", "-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"],
+        "core_usage_asan",
+        &["tests/c/core_usage.c"],
+        &dir,
+        &["-lpthread"],
+    );
+    let file = dir.join("asan.h5");
+    // Leak checking is off: HDF5 and the MPI library keep global allocations until exit.
+    let out = run(Command::new(&exe).arg(&file).current_dir(&dir).env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0"));
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(!text(&out.stderr).contains("ERROR: AddressSanitizer"), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("DONE failures=0"));
+}
+
+#[test]
+fn c_program_is_clean_under_valgrind_memcheck() {
+    let dir = scratch("core_c_api_valgrind");
+    let exe = compile(Lang::C, "core_usage", &["tests/c/core_usage.c"], &dir, &["-lpthread"]);
+    let file = dir.join("vg.h5");
+    let out = run(Command::new("valgrind")
+        .args(["--error-exitcode=99", "--errors-for-leak-kinds=none", "--quiet"])
+        .arg(&exe)
+        .arg(&file)
+        .current_dir(&dir)
+        .env("SCOPE_PROFILER_VERBOSE", "0"));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "valgrind reported errors:\n{stderr}");
+    assert!(text(&out.stdout).contains("DONE failures=0"));
+    assert_eq!(read_regions(&hdf5::File::open(&file).unwrap(), 0)["worker"].starts.len(), 1000);
+}
