@@ -1,0 +1,224 @@
+//! Command-line interface: argument definitions and the command runners.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::{Error, Result};
+use crate::export::{self, Format};
+use crate::filter::Filter;
+use crate::inspect::{self, region_rows};
+use crate::plot;
+use crate::read::read_profile;
+use crate::roofline;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sptool",
+    version,
+    about = "Inspect, export and plot scope_profiler HDF5 profiles (no Python needed)",
+    after_help = "Reads schema 1 (written by the scope_profiler library) and schemas 2 and 3 \
+                  (written by the Python package scope-profiler). See docs/sptool.md."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the run's metadata, the region table and the LIKWID counter tables
+    Inspect(InspectArgs),
+    /// Write per-rank region statistics and LIKWID results as tidy JSON or CSV
+    Export(ExportArgs),
+    /// Draw a chart (PNG or SVG, chosen by the output's extension)
+    #[command(subcommand)]
+    Plot(PlotCommand),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct Selection {
+    /// Only regions whose name matches this regular expression (from its
+    /// start, like Python's re.match); repeatable
+    #[arg(long = "include", value_name = "RE")]
+    pub include: Vec<String>,
+    /// Skip regions whose name matches this regular expression; repeatable
+    #[arg(long = "exclude", value_name = "RE")]
+    pub exclude: Vec<String>,
+    /// Only these ranks, e.g. 0,2-3
+    #[arg(long, value_name = "LIST")]
+    pub ranks: Option<String>,
+}
+
+impl Selection {
+    fn filter(&self) -> Result<Filter> {
+        Filter::new(&self.include, &self.exclude, self.ranks.as_deref())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Also show every region's statistics on each rank
+    #[arg(long)]
+    pub per_rank: bool,
+    /// Print long metadata values in full instead of clipping them
+    #[arg(long)]
+    pub full: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Output format
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Output file, or - for standard output
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub selection: Selection,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PlotCommand {
+    /// Place every (rank, region) with a FLOP-rate and a bandwidth metric on a roofline
+    Roofline(RooflineArgs),
+    /// Total time per region and rank, as horizontal bars
+    Regions(RegionsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct Size {
+    /// Image width in pixels
+    #[arg(long, default_value_t = 1200)]
+    pub width: u32,
+    /// Image height in pixels
+    #[arg(long, default_value_t = 800)]
+    pub height: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct RooflineArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Compute ceiling in GFLOP/s (default: the highest observed, labelled empirical)
+    #[arg(long, value_name = "GFLOPS")]
+    pub peak_flops: Option<f64>,
+    /// Memory bandwidth ceiling in GB/s (default: the highest observed, labelled empirical)
+    #[arg(long, value_name = "GBS")]
+    pub peak_bandwidth: Option<f64>,
+    /// LIKWID metric giving the FLOP rate (default: the first with FLOP/s in its name)
+    #[arg(long, value_name = "NAME")]
+    pub flops_metric: Option<String>,
+    /// LIKWID metric giving the bandwidth (default: the first named "... bandwidth [.../s]")
+    #[arg(long, value_name = "NAME")]
+    pub bandwidth_metric: Option<String>,
+    /// Output image: roofline.png or roofline.svg
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    /// Also write the points and the roof as JSON
+    #[arg(long, value_name = "JSON")]
+    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub size: Size,
+}
+
+#[derive(Args, Debug)]
+pub struct RegionsArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Output image: regions.png or regions.svg
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    /// Show at most this many regions (the costliest)
+    #[arg(long, default_value_t = 25)]
+    pub top: usize,
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub size: Size,
+}
+
+/// Write text to standard output; a closed pipe (`| head`) is not an error.
+fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::new(format!("cannot write to standard output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn file_label(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Inspect(args) => {
+            let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
+            let profile = read_profile(&args.file)?;
+            filter.check_ranks(&profile)?;
+            let options = inspect::Options { per_rank: args.per_rank, full: args.full };
+            print(&inspect::render(&profile, &filter, &options))
+        }
+        Command::Export(args) => {
+            let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
+            let profile = read_profile(&args.file)?;
+            filter.check_ranks(&profile)?;
+            export::write(&profile, &filter, args.format, &args.output)
+        }
+        Command::Plot(PlotCommand::Roofline(args)) => {
+            let size = (args.size.width, args.size.height);
+            plot::check_output(&args.output, size)?;
+            let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
+            let profile = read_profile(&args.file)?;
+            filter.check_ranks(&profile)?;
+            let request = roofline::Request {
+                flops_metric: args.flops_metric.as_deref(),
+                bandwidth_metric: args.bandwidth_metric.as_deref(),
+                peak_gflops: args.peak_flops,
+                peak_gbs: args.peak_bandwidth,
+            };
+            let roof = roofline::compute(&profile, &filter, &request)?;
+            if let Some(data) = &args.data {
+                let mut bytes = serde_json::to_vec_pretty(&roofline::to_json(&profile, &roof))
+                    .map_err(|e| Error::in_file(data, format!("cannot encode JSON: {e}")))?;
+                bytes.push(b'\n');
+                export::write_output(data, &bytes)?;
+            }
+            let options = plot::RooflineOptions { out: &args.output, size, file_label: file_label(&args.file) };
+            plot::roofline(&roof, &options)
+        }
+        Command::Plot(PlotCommand::Regions(args)) => {
+            let size = (args.size.width, args.size.height);
+            plot::check_output(&args.output, size)?;
+            let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
+            let profile = read_profile(&args.file)?;
+            filter.check_ranks(&profile)?;
+            let mut rows = region_rows(&profile, &filter);
+            rows.retain(|r| r.pooled.count > 0);
+            if rows.is_empty() {
+                return Err(Error::in_file(&args.file, "no region with recorded calls matches the selection"));
+            }
+            if args.top == 0 {
+                return Err(Error::new("--top must be at least 1"));
+            }
+            rows.truncate(args.top);
+            let ranks = filter.selected_ranks(&profile);
+            let ranks: Vec<u32> =
+                ranks.into_iter().filter(|k| rows.iter().any(|r| r.per_rank.iter().any(|(x, _, _)| x == k))).collect();
+            let options = plot::RegionsOptions { out: &args.output, size, file_label: file_label(&args.file) };
+            plot::regions(&rows, &ranks, &options)
+        }
+    }
+}
