@@ -1,0 +1,163 @@
+/* scope_profiler.hpp: header-only C++ helpers over the C ABI of scope_profiler.h (C++11).
+ *
+ *   #include <scope_profiler.hpp>
+ *
+ *   int main() {
+ *       scope_profiler::Session session("run.h5");      // sp_setup ... sp_finalize
+ *       SP_SCOPE("solve");                               // stopped at the end of the scope
+ *       static const scope_profiler::Region kernel("kernel");
+ *       for (int i = 0; i < n; ++i) {
+ *           SP_SCOPE(kernel);                            // hot loop: handle, no string work
+ *           ...
+ *       }
+ *   }
+ *
+ * A Scope stops its region on every exit path: normal end, return, break, continue and
+ * exceptions (the destructor runs during unwinding). Nothing here throws; a failing call
+ * is reported on stderr by the library and the program carries on.
+ */
+#ifndef SCOPE_PROFILER_HPP
+#define SCOPE_PROFILER_HPP
+
+#include "scope_profiler.h"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace scope_profiler {
+
+/** Options for sp_setup, prepared with sp_options_init and marked as coming from C++. */
+inline sp_options options() noexcept {
+    sp_options o;
+    sp_options_init(&o);
+    o.language = "C++";
+    return o;
+}
+
+/** sp_setup with these options (a NULL language becomes "C++"). Returns the status. */
+inline int setup(sp_options o) noexcept {
+    if (o.language == nullptr) o.language = "C++";
+    return sp_setup(&o);
+}
+
+/** sp_setup: file_path NULL, use_likwid -1 and verbosity -1 defer to the environment. */
+inline int setup(const char* file_path = nullptr, int use_likwid = -1, int verbosity = -1) noexcept {
+    sp_options o = options();
+    o.file_path = file_path;
+    o.use_likwid = use_likwid;
+    o.verbosity = verbosity;
+    return sp_setup(&o);
+}
+
+/** sp_finalize: writes the file. Returns the status. */
+inline int finalize() noexcept { return sp_finalize(); }
+
+/** The last error message of the calling thread. */
+inline std::string last_error() { return std::string(sp_last_error()); }
+
+/** The description of a status code. */
+inline std::string status_string(int status) { return std::string(sp_status_string(status)); }
+
+/** Profiling for the lifetime of the object: sp_setup in the constructor, sp_finalize in
+ *  the destructor (unless setup failed or profiling was set up before). */
+class Session {
+public:
+    explicit Session(const char* file_path = nullptr, int use_likwid = -1, int verbosity = -1) noexcept
+        : status_(setup(file_path, use_likwid, verbosity)) {}
+    explicit Session(const sp_options& o) noexcept : status_(setup(o)) {}
+    ~Session() {
+        if (status_ == SP_OK) sp_finalize();
+    }
+    /** Status of the sp_setup call. */
+    int status() const noexcept { return status_; }
+    /** Finalize now (the destructor then does nothing). Returns the status of sp_finalize,
+     *  or SP_ALREADY_FINALIZED when this session did not set profiling up. */
+    int finalize() noexcept {
+        if (status_ != SP_OK) return SP_ALREADY_FINALIZED;
+        status_ = SP_ALREADY_FINALIZED;
+        return sp_finalize();
+    }
+
+private:
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    int status_;
+};
+
+/** A region registered once, for hot loops: Scope over a Region starts and stops by
+ *  handle. Registration happens on first use after sp_setup, so a Region may be a
+ *  global or a function-local static; it is thread-safe. */
+class Region {
+public:
+    /** `name` must outlive the Region (string literals do). */
+    explicit Region(const char* name) noexcept : name_(name), handle_(-1) {}
+    /** Keeps a copy of the name. */
+    explicit Region(const std::string& name) : owned_(name), name_(nullptr), handle_(-1) {}
+
+    /** The handle, registering the name if needed; negative if that failed. */
+    std::int32_t handle() const noexcept {
+        std::int32_t h = handle_.load(std::memory_order_acquire);
+        if (h >= 0) return h;
+        h = name_ != nullptr ? sp_region_register(name_) : sp_region_register_n(owned_.data(), owned_.size());
+        if (h >= 0) handle_.store(h, std::memory_order_release);
+        return h;
+    }
+    const char* name() const noexcept { return name_ != nullptr ? name_ : owned_.c_str(); }
+
+private:
+    Region(const Region&) = delete;
+    Region& operator=(const Region&) = delete;
+    std::string owned_;
+    const char* name_;
+    mutable std::atomic<std::int32_t> handle_;
+};
+
+/** Times one call of a region from construction to destruction (or stop()). */
+class Scope {
+public:
+    /** By name. `name` must stay valid until the scope ends (string literals do). */
+    explicit Scope(const char* name) noexcept : name_(name), handle_(-1), open_(sp_region_start(name) == SP_OK) {}
+    /** By name, for names built at run time (registers the name, then works by handle). */
+    explicit Scope(const std::string& name) noexcept
+        : name_(nullptr), handle_(sp_region_register_n(name.data(), name.size())), open_(start_id()) {}
+    /** By registered region: the hot-loop form. */
+    explicit Scope(const Region& region) noexcept : name_(nullptr), handle_(region.handle()), open_(start_id()) {}
+
+    ~Scope() { stop(); }
+
+    /** Stop the region now; later calls and the destructor do nothing. */
+    void stop() noexcept {
+        if (!open_) return;
+        open_ = false;
+        if (name_ != nullptr) {
+            sp_region_stop(name_);
+        } else {
+            sp_region_stop_id(handle_);
+        }
+    }
+
+private:
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    bool start_id() const noexcept { return handle_ >= 0 && sp_region_start_id(handle_) == SP_OK; }
+    const char* name_;
+    std::int32_t handle_;
+    bool open_;
+};
+
+} // namespace scope_profiler
+
+#define SP_PP_CAT_(a, b) a##b
+#define SP_PP_CAT(a, b) SP_PP_CAT_(a, b)
+#ifdef __COUNTER__
+#define SP_PP_UNIQUE(prefix) SP_PP_CAT(prefix, SP_PP_CAT(__LINE__, SP_PP_CAT(_, __COUNTER__)))
+#else
+#define SP_PP_UNIQUE(prefix) SP_PP_CAT(prefix, __LINE__)
+#endif
+
+/** Time the rest of the enclosing scope as region `what`: a name (const char* or
+ *  std::string) or a scope_profiler::Region. Several per scope are fine. */
+#define SP_SCOPE(what) ::scope_profiler::Scope SP_PP_UNIQUE(sp_scope_)(what)
+
+#endif /* SCOPE_PROFILER_HPP */

@@ -1,0 +1,303 @@
+//! The CMake project and the installed package, for real: configure, build (cargo is run
+//! by CMake on this repository's target directory, with the profile and target selection
+//! of `cargo test --workspace`, so it reuses what that just built), ctest (the examples),
+//! install to a fresh prefix, then a separate consumer project (tests/cmake_consumer: C, C++ and Fortran, serial and
+//! MPI, shared and static targets) that only knows the prefix is configured, built and
+//! run, and its files read back. Also: the Fortran module compiled from the installed
+//! source, the installed LIKWID helper, the examples built on their own against the prefix,
+//! pkg-config, and examples/run_nbody_mpi.sh.
+//!
+//! One test function: the steps depend on each other and share one build.
+
+mod support;
+use support::*;
+
+#[path = "fortran/support.rs"]
+mod fortran_support;
+use fortran_support::mpirun;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Run a command, failing the test with its output on a non-zero exit; returns stdout.
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{cmd:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    stdout
+}
+
+/// A command for programs built against the installed prefix: no LD_LIBRARY_PATH (cargo
+/// test sets one pointing at target/), so they must find the installed library themselves.
+fn installed(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("LD_LIBRARY_PATH").env("SCOPE_PROFILER_VERBOSE", "0")
+}
+
+/// Shared libraries an executable needs (readelf -d).
+fn needed(exe: &Path) -> Vec<String> {
+    let out = ok(Command::new("readelf").arg("-d").arg(exe));
+    out.lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1).map(|s| s.trim_end_matches(']').to_string()))
+        .collect()
+}
+
+/// Region -> calls of every rank in `file`, after checking the language and rank count.
+fn read_back(file: &Path, language: &str, ranks: usize) -> Vec<std::collections::BTreeMap<String, usize>> {
+    let h5 = hdf5::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let meta = h5.group("metadata").unwrap();
+    assert_eq!(str_attr(&meta, "language"), language, "{}", file.display());
+    assert_eq!(int_attr(&meta, "mpi_size"), ranks as i64, "{}", file.display());
+    (0..ranks).map(|r| read_regions(&h5, r).into_iter().map(|(k, v)| (k, v.starts.len())).collect()).collect()
+}
+
+fn calls(pairs: &[(&str, usize)]) -> std::collections::BTreeMap<String, usize> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+#[test]
+fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
+    let root = repo_root();
+    let lib = lib_dir();
+    let profile_dir = lib.file_name().unwrap().to_str().unwrap().to_string();
+    let cargo_profile = if profile_dir == "debug" { "dev".to_string() } else { profile_dir.clone() };
+    let target_dir = lib.parent().unwrap().to_path_buf();
+    let work = lib.join("cmake-package");
+    let build = work.join("build"); // kept between runs: an incremental build is quicker
+    let prefix = work.join("prefix");
+    let consumer = work.join("consumer");
+    let consumer_src = work.join("consumer-fortran-from-source");
+    let runs = work.join("runs");
+    for d in [&prefix, &consumer, &consumer_src, &runs] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    std::fs::create_dir_all(&runs).unwrap();
+
+    // --- configure, build, ctest, install ----------------------------------------------------
+    ok(Command::new("cmake")
+        .arg("-S")
+        .arg(&root)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display()))
+        .arg(format!("-DSCOPE_PROFILER_CARGO_PROFILE={cargo_profile}"))
+        .arg(format!("-DSCOPE_PROFILER_CARGO_TARGET_DIR={}", target_dir.display()))
+        // What `cargo test --workspace` (scripts/test.sh) has just built: a no-op for cargo,
+        // where the default selection would rebuild the library with other feature sets.
+        .arg("-DSCOPE_PROFILER_CARGO_BUILD_ARGS=--workspace --all-targets")
+        .arg("-DSCOPE_PROFILER_WERROR=ON")
+        .arg("-DCMAKE_BUILD_TYPE=Release"));
+    ok(Command::new("cmake").arg("--build").arg(&build).arg("-j2"));
+    let ctest = ok(Command::new("ctest").arg("--test-dir").arg(&build).arg("--output-on-failure"));
+    assert!(ctest.contains("100% tests passed, 0 tests failed out of 6"), "{ctest}");
+    ok(Command::new("cmake").arg("--install").arg(&build));
+
+    // --- the installed layout -----------------------------------------------------------------
+    // The compiled module sits in a directory named after the compiler that built it.
+    let gfortran_version = ok(Command::new("gfortran").arg("-dumpfullversion")).trim().to_string();
+    let fortran_id = format!("GNU-{gfortran_version}");
+    let module_dirs: Vec<String> = std::fs::read_dir(prefix.join("lib/scope_profiler/fortran"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(module_dirs, std::slice::from_ref(&fortran_id));
+    let expected_files = [
+        "lib/libscope_profiler.so".to_string(),
+        "lib/libscope_profiler.a".to_string(),
+        "include/scope_profiler.h".to_string(),
+        "include/scope_profiler.hpp".to_string(),
+        "include/scope_profiler_mpi.h".to_string(),
+        "share/scope_profiler/fortran/scope_profiler.f90".to_string(),
+        format!("lib/scope_profiler/fortran/{fortran_id}/scope_profiler.mod"),
+        format!("lib/scope_profiler/fortran/{fortran_id}/libscope_profiler_fortran.a"),
+        "lib/cmake/ScopeProfiler/ScopeProfilerConfig.cmake".to_string(),
+        "lib/cmake/ScopeProfiler/ScopeProfilerConfigVersion.cmake".to_string(),
+        "lib/cmake/ScopeProfiler/ScopeProfilerNativeLibs.cmake".to_string(),
+        "lib/pkgconfig/scope_profiler.pc".to_string(),
+        "lib/pkgconfig/scope_profiler-fortran.pc".to_string(),
+    ];
+    for f in &expected_files {
+        assert!(prefix.join(f).is_file(), "{f} not installed");
+    }
+    // The LIKWID helper goes next to the library whenever cargo built it.
+    if lib.join("scope_profiler_likwid_helper").exists() {
+        let helper = prefix.join("lib/scope_profiler_likwid_helper");
+        assert!(helper.is_file(), "the LIKWID helper is not installed next to the library");
+        use std::os::unix::fs::PermissionsExt;
+        assert!(helper.metadata().unwrap().permissions().mode() & 0o111 != 0, "helper not executable");
+    }
+    if lib.join("scope_profiler_merge").exists() {
+        let merge = ok(Command::new(prefix.join("bin/scope_profiler_merge")).arg("--help"));
+        assert!(merge.contains("usage: scope_profiler_merge"), "{merge}");
+    }
+    // The installed files are the ones just built.
+    assert_eq!(
+        std::fs::read(prefix.join("include/scope_profiler.h")).unwrap(),
+        std::fs::read(root.join("include/scope_profiler.h")).unwrap()
+    );
+    // Nothing installed points back into the source tree or the build.
+    for f in [
+        "lib/cmake/ScopeProfiler/ScopeProfilerConfig.cmake",
+        "lib/cmake/ScopeProfiler/ScopeProfilerNativeLibs.cmake",
+        "lib/pkgconfig/scope_profiler.pc",
+        "lib/pkgconfig/scope_profiler-fortran.pc",
+    ] {
+        let content = std::fs::read_to_string(prefix.join(f)).unwrap();
+        assert!(!content.contains(root.to_str().unwrap()), "{f} refers to the source tree:\n{content}");
+    }
+    // The static link list: HDF5, MPI and the Rust runtime's system libraries.
+    let native = std::fs::read_to_string(prefix.join("lib/cmake/ScopeProfiler/ScopeProfilerNativeLibs.cmake")).unwrap();
+    for l in ["-lhdf5", "-lmpi", "-lpthread", "-ldl", "-lgcc_s"] {
+        assert!(native.contains(l), "{l} missing from the native libraries:\n{native}");
+    }
+
+    // --- the consumer project, knowing only the prefix ------------------------------------------
+    let configure_consumer = |dir: &PathBuf, extra: &[&str]| {
+        ok(Command::new("cmake")
+            .arg("-S")
+            .arg(root.join("tests/cmake_consumer"))
+            .arg("-B")
+            .arg(dir)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+            .args(extra)
+            .env_remove("CMAKE_PREFIX_PATH"))
+    };
+    configure_consumer(&consumer, &[]);
+    ok(Command::new("cmake").arg("--build").arg(&consumer).arg("-j2"));
+    let package = std::fs::read_to_string(consumer.join("package.txt")).unwrap();
+    assert!(package.contains(&format!("version={}", env!("CARGO_PKG_VERSION"))), "{package}");
+    assert!(package.contains("fortran_found=TRUE"), "{package}");
+
+    let serial = [
+        ("c_shared", "C", "c region", 3, false),
+        ("c_static", "C", "c region", 3, true),
+        ("cxx_shared", "C++", "cxx region", 4, false),
+        ("cxx_static", "C++", "cxx region", 4, true),
+        ("fortran_shared", "Fortran", "fortran region", 5, false),
+        ("fortran_static", "Fortran", "fortran region", 5, true),
+    ];
+    for (exe, language, region, n, is_static) in serial {
+        let path = consumer.join(exe);
+        let links_shared = needed(&path).iter().any(|l| l.starts_with("libscope_profiler"));
+        assert_eq!(links_shared, !is_static, "{exe}: needs {:?}", needed(&path));
+        let file = runs.join(format!("{exe}.h5"));
+        ok(installed(&mut Command::new(&path)).arg(&file).current_dir(&runs));
+        assert_eq!(read_back(&file, language, 1), vec![calls(&[(region, n)])], "{exe}");
+    }
+    for (exe, language, region) in [
+        ("c_mpi", "C", "mpi c region"),
+        ("c_mpi_static", "C", "mpi c region"),
+        ("fortran_mpi", "Fortran", "mpi fortran region"),
+    ] {
+        let file = runs.join(format!("{exe}.h5"));
+        ok(installed(&mut mpirun(2)).arg(consumer.join(exe)).arg(&file).current_dir(&runs));
+        assert_eq!(read_back(&file, language, 2), vec![calls(&[(region, 1)]), calls(&[(region, 2)])], "{exe}");
+    }
+
+    // The installed LIKWID helper is found next to the installed library: a consumer run
+    // under likwid-perfctr -m (fake MSRs, see tests/likwid/fake_msr.sh) gets LIKWID's full
+    // read-back (source=full_api), which only the helper produces.
+    let file = runs.join("c_shared_likwid.h5");
+    let mut likwid = Command::new(root.join("tests/likwid/fake_msr.sh"));
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if k.starts_with("LIKWID_") || k.starts_with("SCOPE_PROFILER_LIKWID") {
+            likwid.env_remove(k);
+        }
+    }
+    let out = ok(installed(&mut likwid)
+        .args(["likwid-perfctr", "-M", "0", "-C", "0", "-g", "FLOPS_DP", "-m"])
+        .arg(consumer.join("c_shared"))
+        .arg(&file)
+        .env("SCOPE_PROFILER_LIKWID", "1")
+        .current_dir(&runs));
+    assert!(out.contains("Region c"), "likwid-perfctr shows no region:\n{out}");
+    let h5 = hdf5::File::open(&file).unwrap();
+    let regions = h5.group("rank0/likwid/regions").expect("no LIKWID data from the installed library");
+    let names = regions.member_names().unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let region = regions.group(&names[0]).unwrap();
+    assert_eq!(str_attr(&region, "tag"), "c region");
+    assert_eq!(str_attr(&region, "source"), "full_api", "the installed helper was not used");
+
+    // --- the Fortran module compiled in the consumer from the installed source -------------------
+    let configured = configure_consumer(&consumer_src, &["-DScopeProfiler_FORTRAN_FROM_SOURCE=ON"]);
+    assert!(configured.contains("ScopeProfiler: compiling the Fortran module"), "{configured}");
+    ok(Command::new("cmake").arg("--build").arg(&consumer_src).arg("--target").arg("fortran_shared"));
+    assert!(consumer_src.join("scope_profiler_fortran/scope_profiler.mod").exists());
+    let file = runs.join("fortran_from_source.h5");
+    ok(installed(&mut Command::new(consumer_src.join("fortran_shared"))).arg(&file).current_dir(&runs));
+    assert_eq!(read_back(&file, "Fortran", 1), vec![calls(&[("fortran region", 5)])]);
+
+    // --- the examples on their own, against the installed package ---------------------------------
+    let examples = work.join("examples-standalone");
+    let _ = std::fs::remove_dir_all(&examples);
+    ok(Command::new("cmake")
+        .arg("-S")
+        .arg(root.join("examples"))
+        .arg("-B")
+        .arg(&examples)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg("-DSCOPE_PROFILER_WERROR=ON")
+        .env_remove("CMAKE_PREFIX_PATH"));
+    ok(Command::new("cmake").arg("--build").arg(&examples).arg("--target").arg("nbody"));
+    let file = runs.join("nbody_standalone.h5");
+    ok(installed(&mut Command::new(examples.join("nbody"))).args(["64", "2"]).env("SCOPE_PROFILER_FILE", &file));
+    assert_eq!(read_back(&file, "C", 1)[0]["force_rcp"], 2);
+
+    // --- pkg-config -------------------------------------------------------------------------------
+    let pkg = |args: &[&str]| -> Vec<String> {
+        let out = ok(Command::new("pkg-config").args(args).env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")));
+        out.split_whitespace().map(String::from).collect()
+    };
+    let flags = pkg(&["--cflags", "--libs", "scope_profiler"]);
+    assert!(flags.iter().any(|f| f == "-lscope_profiler"), "{flags:?}");
+    let rpath = format!("-Wl,-rpath,{}", prefix.join("lib").display());
+    let exe = runs.join("pkgconfig_c");
+    ok(Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
+        .arg(root.join("tests/c/simple.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(&flags)
+        .arg(&rpath));
+    ok(installed(&mut Command::new(&exe)).current_dir(&runs).env("SCOPE_PROFILER_FILE", runs.join("pkgconfig_c.h5")));
+    assert_eq!(read_back(&runs.join("pkgconfig_c.h5"), "C", 1), vec![calls(&[("step", 3)])]);
+    // The static list is what --static adds.
+    let static_flags = pkg(&["--static", "--libs", "scope_profiler"]);
+    assert!(
+        static_flags.iter().any(|f| f == "-lhdf5") && static_flags.iter().any(|f| f == "-lpthread"),
+        "{static_flags:?}"
+    );
+    // Fortran through scope_profiler-fortran.pc (same compiler as the install).
+    let fflags = pkg(&["--cflags", "--libs", "scope_profiler-fortran"]);
+    let exe = runs.join("pkgconfig_f");
+    ok(Command::new("gfortran")
+        .args(["-std=f2008", "-Wall", "-Werror"])
+        .arg(root.join("tests/cmake_consumer/consumer.f90"))
+        .arg("-o")
+        .arg(&exe)
+        .args(&fflags)
+        .arg(&rpath)
+        .current_dir(&runs));
+    ok(installed(&mut Command::new(&exe)).arg(runs.join("pkgconfig_f.h5")).current_dir(&runs));
+    assert_eq!(read_back(&runs.join("pkgconfig_f.h5"), "Fortran", 1), vec![calls(&[("fortran region", 5)])]);
+
+    // --- the README's main command: build and run n-body on 2 ranks, show the profile -------------
+    let out_dir = runs.join("nbody-script");
+    let out = ok(Command::new(root.join("examples/run_nbody_mpi.sh"))
+        .args(["300", "3"])
+        .env("BUILD_DIR", &build)
+        .env("OUT_DIR", &out_dir)
+        .env("SCOPE_PROFILER_PYTHON", python()));
+    assert!(out.contains("nbody: 300 bodies, 3 steps, 2 rank(s)"), "{out}");
+    assert!(out.contains("scope_profiler summary (pooled over 2 ranks)"), "{out}");
+    // The inspector's view of the same file: both ranks, the kernels.
+    assert!(out.contains("== scope-profiler inspect") && out.contains("2 rank(s), 5 region(s)"), "{out}");
+    let file = out_dir.join("nbody_mpi.h5");
+    let ranks = read_back(&file, "C", 2);
+    for r in &ranks {
+        assert_eq!(r["force_div"], 3);
+        assert_eq!(r["exchange"], 3);
+    }
+}

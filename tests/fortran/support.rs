@@ -1,0 +1,60 @@
+//! Helpers shared by tests/fortran_api.rs and tests/examples.rs (included with #[path]):
+//! building Fortran programs against the module and the library, and mpirun.
+#![allow(dead_code)]
+
+use crate::support::{lib_dir, repo_root, run, text};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The flags the module must compile with, warning-free.
+pub const FFLAGS: &[&str] = &["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2", "-g"];
+
+/// Compile the module into `dir` (its .mod and .o) with `compiler`, then `program`
+/// (relative to the repo root) against it and libscope_profiler; returns the executable.
+/// Any compiler output (a warning) fails the test.
+pub fn build_fortran(compiler: &str, program: &str, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let root = repo_root();
+    let lib = lib_dir();
+    let moddir = dir.join(format!("{name}.mod.d"));
+    std::fs::create_dir_all(&moddir).unwrap();
+    let module_obj = moddir.join("scope_profiler.o");
+    let out = run(Command::new(compiler)
+        .args(FFLAGS)
+        .arg("-J")
+        .arg(&moddir)
+        .arg("-c")
+        .arg(root.join("fortran/scope_profiler.f90"))
+        .arg("-o")
+        .arg(&module_obj));
+    assert!(out.status.success(), "{compiler} failed on the module:\n{}", text(&out.stderr));
+    assert!(text(&out.stderr).trim().is_empty(), "{compiler}: warnings in the module:\n{}", text(&out.stderr));
+    let exe = dir.join(name);
+    let out = run(Command::new(compiler)
+        .args(FFLAGS)
+        .args(extra)
+        .arg("-I")
+        .arg(&moddir)
+        .arg("-J")
+        .arg(&moddir)
+        .arg(root.join(program))
+        .arg(&module_obj)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lscope_profiler"));
+    assert!(out.status.success(), "{compiler} failed on {program}:\n{}", text(&out.stderr));
+    assert!(text(&out.stderr).trim().is_empty(), "{compiler}: warnings in {program}:\n{}", text(&out.stderr));
+    exe
+}
+
+/// `mpirun -np <np>` that works as root and above the core count (OpenMPI).
+pub fn mpirun(np: u32) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.arg("-np").arg(np.to_string());
+    if np > 2 {
+        cmd.arg("--oversubscribe");
+    }
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    cmd
+}
