@@ -6,6 +6,8 @@ fn main() {
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
+    // A SONAME, so programs linked against the library by path record its name, not the path.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libscope_profiler.so");
     cc::Build::new().file("src/tls.c").opt_level(2).compile("scope_profiler_tls");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     match cbindgen::Builder::new().with_crate(&crate_dir).with_config(config).generate() {

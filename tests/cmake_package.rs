@@ -119,17 +119,15 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     for f in &expected_files {
         assert!(prefix.join(f).is_file(), "{f} not installed");
     }
-    // The LIKWID helper goes next to the library whenever cargo built it.
-    if lib.join("scope_profiler_likwid_helper").exists() {
-        let helper = prefix.join("lib/scope_profiler_likwid_helper");
-        assert!(helper.is_file(), "the LIKWID helper is not installed next to the library");
-        use std::os::unix::fs::PermissionsExt;
-        assert!(helper.metadata().unwrap().permissions().mode() & 0o111 != 0, "helper not executable");
-    }
-    if lib.join("scope_profiler_merge").exists() {
-        let merge = ok(Command::new(prefix.join("bin/scope_profiler_merge")).arg("--help"));
-        assert!(merge.contains("usage: scope_profiler_merge"), "{merge}");
-    }
+    // The LIKWID helper goes next to the library; the commands go to bin/.
+    let helper = prefix.join("lib/scope_profiler_likwid_helper");
+    assert!(helper.is_file(), "the LIKWID helper is not installed next to the library");
+    use std::os::unix::fs::PermissionsExt;
+    assert!(helper.metadata().unwrap().permissions().mode() & 0o111 != 0, "helper not executable");
+    let merge = ok(Command::new(prefix.join("bin/scope_profiler_merge")).arg("--help"));
+    assert!(merge.contains("usage: scope_profiler_merge"), "{merge}");
+    let sptool_help = ok(Command::new(prefix.join("bin/sptool")).arg("--help"));
+    assert!(sptool_help.contains("inspect"), "{sptool_help}");
     // The installed files are the ones just built.
     assert_eq!(
         std::fs::read(prefix.join("include/scope_profiler.h")).unwrap(),
@@ -192,6 +190,9 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         let file = runs.join(format!("{exe}.h5"));
         ok(installed(&mut mpirun(2)).arg(consumer.join(exe)).arg(&file).current_dir(&runs));
         assert_eq!(read_back(&file, language, 2), vec![calls(&[(region, 1)]), calls(&[(region, 2)])], "{exe}");
+        // The installed viewer reads what the installed library wrote.
+        let shown = ok(Command::new(prefix.join("bin/sptool")).arg("inspect").arg(&file));
+        assert!(shown.contains(region) && shown.contains("mpi_size               : 2"), "{shown}");
     }
 
     // The installed LIKWID helper is found next to the installed library: a consumer run
