@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     sp_options o;
     sp_options_init(&o);
     o.file_path = out;
-    o.verbosity = 0;
+    o.verbosity = getenv("SCOPE_PROFILER_VERBOSE") ? -1 : 0;
     if (sp_setup(&o) != SP_OK) {
         fprintf(stderr, "setup failed: %s\n", sp_last_error());
         return 1;

@@ -77,6 +77,26 @@ impl CallLog {
         self.full.iter().chain(std::iter::once(&self.current)).flat_map(|c| c.iter().copied())
     }
 
+    /// Start and end columns in recording order (what finalize writes, without a copy).
+    pub fn columns(&self) -> (Vec<i64>, Vec<i64>) {
+        let n = self.len();
+        let (mut starts, mut ends) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut words = self.words();
+        let mut prev = 0i64;
+        while let Some(w) = words.next() {
+            let (start, end) = if w == ESCAPE {
+                (words.next().unwrap_or_default() as i64, words.next().unwrap_or_default() as i64)
+            } else {
+                let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
+                (start, start + (w & ESCAPE) as i64)
+            };
+            prev = start;
+            starts.push(start);
+            ends.push(end);
+        }
+        (starts, ends)
+    }
+
     /// The calls in recording order.
     pub fn calls(&self) -> Vec<Call> {
         let mut out = Vec::with_capacity(self.words().size_hint().0);
@@ -108,6 +128,9 @@ mod tests {
         }
         assert_eq!(log.len(), calls.len());
         assert_eq!(log.calls(), calls);
+        let (starts, ends) = log.columns();
+        assert_eq!(starts, calls.iter().map(|c| c.start).collect::<Vec<_>>());
+        assert_eq!(ends, calls.iter().map(|c| c.end).collect::<Vec<_>>());
         log
     }
 

@@ -1,6 +1,5 @@
 //! What one process recorded, merged over its threads: the unit that is written as `rank<N>/`.
 
-use crate::calllog::Call;
 use crate::metadata::AttrValue;
 use crate::recorder::ThreadData;
 
@@ -72,15 +71,17 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>) -> (Vec<RegionDat
 
     let mut regions = Vec::new();
     for (id, name) in names.iter().enumerate() {
-        let mut runs: Vec<(i64, Vec<Call>)> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
         let mut open_calls = 0u64;
         let mut dropped_calls = 0u64;
         for t in threads.iter_mut() {
             let tid = position.get(&t.index).copied().unwrap_or(-1);
             if let Some(log) = t.data.logs.get_mut(id) {
-                let calls: Vec<Call> = std::mem::take(log).calls();
-                if !calls.is_empty() {
-                    runs.push((tid, calls));
+                let log = std::mem::take(log);
+                if !log.is_empty() {
+                    let (starts, ends) = log.columns();
+                    drop(log);
+                    runs.push((tid, starts, ends));
                 }
             }
             open_calls += t.data.open.iter().filter(|c| c.id as usize == id).count() as u64;
@@ -95,42 +96,43 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>) -> (Vec<RegionDat
     (regions, os_ids)
 }
 
+/// One thread's calls of one region: (thread id, starts, ends).
+type Run = (i64, Vec<i64>, Vec<i64>);
+
 /// Merge per-thread runs of calls into columns sorted by start time. A thread's log is in
 /// stop order, which is start order unless the region recursed; only then is it sorted.
-fn merge_by_start(mut runs: Vec<(i64, Vec<Call>)>) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
-    for (_, calls) in runs.iter_mut() {
-        if !calls.is_sorted_by_key(|c| c.start) {
-            calls.sort_by_key(|c| c.start);
+fn merge_by_start(mut runs: Vec<Run>) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    for (_, starts, ends) in runs.iter_mut() {
+        if !starts.is_sorted() {
+            let mut order: Vec<usize> = (0..starts.len()).collect();
+            order.sort_by_key(|&i| starts[i]);
+            *starts = order.iter().map(|&i| starts[i]).collect();
+            *ends = order.iter().map(|&i| ends[i]).collect();
         }
     }
-    let total: usize = runs.iter().map(|(_, c)| c.len()).sum();
-    let (mut starts, mut ends, mut tids) =
-        (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
     if runs.len() == 1 {
-        let (tid, calls) = runs.pop().unwrap();
-        for c in calls {
-            starts.push(c.start);
-            ends.push(c.end);
-        }
-        tids.resize(total, tid);
+        let (tid, starts, ends) = runs.pop().unwrap();
+        let tids = vec![tid; starts.len()];
         return (starts, ends, tids);
     }
+    let total: usize = runs.iter().map(|r| r.1.len()).sum();
+    let (mut starts, mut ends, mut tids) = (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     let mut heap: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let mut pos = vec![0usize; runs.len()];
-    for (r, (_, calls)) in runs.iter().enumerate() {
-        heap.push(Reverse((calls[0].start, r)));
+    for (r, run) in runs.iter().enumerate() {
+        heap.push(Reverse((run.1[0], r)));
     }
     while let Some(Reverse((_, r))) = heap.pop() {
-        let (tid, calls) = &runs[r];
-        let c = calls[pos[r]];
-        starts.push(c.start);
-        ends.push(c.end);
+        let (tid, run_starts, run_ends) = &runs[r];
+        let i = pos[r];
+        starts.push(run_starts[i]);
+        ends.push(run_ends[i]);
         tids.push(*tid);
         pos[r] += 1;
-        if let Some(next) = calls.get(pos[r]) {
-            heap.push(Reverse((next.start, r)));
+        if let Some(&next) = run_starts.get(i + 1) {
+            heap.push(Reverse((next, r)));
         }
     }
     (starts, ends, tids)

@@ -353,9 +353,19 @@ pub fn finalize() -> Result<Status> {
         _ => {}
     }
     let mut session = guard.take().expect("a running profiler has a session");
+    let t0 = Instant::now();
     let profile = take_local_profile(session.info.clone());
+    let t1 = Instant::now();
     let mpi = session.mpi.take();
-    output::write_run(&session, mpi, profile)
+    let result = output::write_run(&session, mpi, profile);
+    if session.config.verbosity >= 2 {
+        warn::always(&format!(
+            "finalize: merging the threads' calls took {:.3} s, gathering and writing {:.3} s",
+            (t1 - t0).as_secs_f64(),
+            t1.elapsed().as_secs_f64()
+        ));
+    }
+    result
 }
 
 /// Called by the hook on MPI_COMM_SELF from inside MPI_Finalize: the program finalized MPI
