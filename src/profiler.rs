@@ -19,6 +19,14 @@ const UNINIT: u8 = 0;
 const RUNNING: u8 = 1;
 const DISABLED: u8 = 2;
 const FINALIZED: u8 = 3;
+/// Running with LIKWID markers: a state of its own so the plain fast path never loads the
+/// LIKWID session.
+const RUNNING_LIKWID: u8 = 4;
+
+#[inline(always)]
+fn is_running(state: u8) -> bool {
+    state == RUNNING || state == RUNNING_LIKWID
+}
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static REGISTRY: Registry = Registry::new();
@@ -53,12 +61,11 @@ fn session() -> MutexGuard<'static, Option<Session>> {
     SESSION.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The calling thread's buffer, created on its first call.
+/// The calling thread's buffer, or null before its first call.
 #[inline(always)]
-fn current_thread() -> &'static ThreadBuffer {
+fn current_thread() -> *const ThreadBuffer {
     // SAFETY: reads this thread's own TLS slot.
-    let p = unsafe { scope_profiler_tls_get() } as *const ThreadBuffer;
-    if p.is_null() { new_thread_buffer() } else { unsafe { &*p } }
+    unsafe { scope_profiler_tls_get() as *const ThreadBuffer }
 }
 
 #[cold]
@@ -81,27 +88,52 @@ fn inactive(state: u8) -> Result<()> {
     }
 }
 
-/// Run `f` on the calling thread's data inside the quiescence window.
+/// Run `f` on the calling thread's data inside the quiescence window. `f` gets the LIKWID
+/// session when markers are on.
 #[inline(always)]
-fn with_thread<R>(f: impl FnOnce(&mut ThreadData) -> Result<R>) -> Result<R>
-where
-    R: Default,
-{
-    let state = STATE.load(Ordering::Relaxed);
-    if state != RUNNING {
-        return inactive(state).map(|_| R::default());
+fn with_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&likwid::Session>) -> Result<R>) -> Result<R> {
+    let p = current_thread();
+    if p.is_null() {
+        return with_new_thread(f);
     }
-    let tb = current_thread();
-    tb.seq.enter();
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    let tb = unsafe { &*p };
+    let seq = tb.seq.enter();
     let state = STATE.load(Ordering::Relaxed);
     let result = if state == RUNNING {
         // SAFETY: owner thread, inside enter/leave.
-        f(unsafe { tb.data() })
+        f(unsafe { tb.data() }, None)
     } else {
-        inactive(state).map(|_| R::default())
+        with_thread_not_plain(state, tb, f)
     };
-    tb.seq.leave();
+    tb.seq.leave(seq);
     result
+}
+
+/// The calling thread's first call: only a running profiler gives it a buffer.
+#[cold]
+fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&likwid::Session>) -> Result<R>) -> Result<R> {
+    let state = STATE.load(Ordering::Acquire);
+    if !is_running(state) {
+        return inactive(state).map(|_| R::default());
+    }
+    new_thread_buffer();
+    with_thread(f)
+}
+
+/// Inside the window but not plainly running: LIKWID markers on, or stopped.
+#[cold]
+fn with_thread_not_plain<R: Default>(
+    state: u8,
+    tb: &ThreadBuffer,
+    f: impl FnOnce(&mut ThreadData, Option<&likwid::Session>) -> Result<R>,
+) -> Result<R> {
+    match (state, likwid_session()) {
+        // SAFETY: owner thread, inside enter/leave.
+        (RUNNING_LIKWID, Some(l)) => f(unsafe { tb.data() }, Some(l)),
+        (RUNNING_LIKWID, None) => f(unsafe { tb.data() }, None),
+        _ => inactive(state).map(|_| R::default()),
+    }
 }
 
 #[inline(always)]
@@ -113,11 +145,11 @@ fn likwid_session() -> Option<&'static likwid::Session> {
 }
 
 #[inline(always)]
-fn open_call(data: &mut ThreadData, id: u32) -> Result<()> {
+fn open_call(data: &mut ThreadData, id: u32, lk: Option<&likwid::Session>) -> Result<()> {
     if data.open.len() >= MAX_DEPTH {
         return Err(too_deep(id));
     }
-    if let Some(l) = likwid_session() {
+    if let Some(l) = lk {
         l.start(id);
     }
     // The timestamp is the last thing taken, so our own work is outside the region.
@@ -126,20 +158,20 @@ fn open_call(data: &mut ThreadData, id: u32) -> Result<()> {
 }
 
 #[inline(always)]
-fn close_call(data: &mut ThreadData, id: u32, end: i64) -> Result<()> {
+fn close_call(data: &mut ThreadData, id: u32, end: i64, lk: Option<&likwid::Session>) -> Result<()> {
     if data.close(id, end) {
-        if let Some(l) = likwid_session() {
+        if let Some(l) = lk {
             l.stop(id);
         }
         return Ok(());
     }
-    close_mismatched(data, id, end)
+    close_mismatched(data, id, end, lk)
 }
 
 #[cold]
-fn close_mismatched(data: &mut ThreadData, id: u32, end: i64) -> Result<()> {
+fn close_mismatched(data: &mut ThreadData, id: u32, end: i64, lk: Option<&likwid::Session>) -> Result<()> {
     let outcome = data.close_out_of_order(id, end);
-    if let (Some(l), Mismatch::ClosedInner(inner)) = (likwid_session(), &outcome) {
+    if let (Some(l), Mismatch::ClosedInner(inner)) = (lk, &outcome) {
         inner.iter().for_each(|&i| l.stop(i));
         l.stop(id);
     }
@@ -181,7 +213,12 @@ fn mismatch_error(id: u32, m: Mismatch) -> Error {
 
 #[cold]
 fn invalid_handle(id: u32) -> Error {
-    Error::new(Status::InvalidHandle, format!("region handle {id} was not returned by sp_region_register"))
+    let msg = if (id as i32) < 0 {
+        format!("region handle {} is negative (a failed sp_region_register?)", id as i32)
+    } else {
+        format!("region handle {id} was not returned by sp_region_register")
+    };
+    Error::new(Status::InvalidHandle, msg)
 }
 
 fn register_name(bytes: &[u8]) -> Result<u32> {
@@ -199,7 +236,7 @@ fn register_name(bytes: &[u8]) -> Result<u32> {
 pub fn setup(options: &Options) -> Result<Status> {
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
-        RUNNING | DISABLED => return Ok(Status::AlreadySetUp),
+        RUNNING | RUNNING_LIKWID | DISABLED => return Ok(Status::AlreadySetUp),
         FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
         _ => {}
     }
@@ -216,11 +253,13 @@ pub fn setup(options: &Options) -> Result<Status> {
     quiesce::prepare();
     let facts = RunFacts::now();
     let info = crate::metadata::local_rank_info();
+    let mut running = RUNNING;
     if let Some(l) = likwid::Session::begin(config.use_likwid) {
         LIKWID.store(Box::into_raw(Box::new(l)), Ordering::Release);
+        running = RUNNING_LIKWID;
     }
     *guard = Some(Session { config, facts, info, mpi });
-    STATE.store(RUNNING, Ordering::Release);
+    STATE.store(running, Ordering::Release);
     SETUP_PID.store(std::process::id(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
@@ -232,7 +271,7 @@ pub fn setup(options: &Options) -> Result<Status> {
 /// Register `name` and return its handle.
 pub fn register(name: &[u8]) -> Result<u32> {
     match STATE.load(Ordering::Acquire) {
-        RUNNING => register_name(name),
+        RUNNING | RUNNING_LIKWID => register_name(name),
         DISABLED => Ok(0),
         s => inactive(s).map(|_| 0),
     }
@@ -240,22 +279,22 @@ pub fn register(name: &[u8]) -> Result<u32> {
 
 #[inline]
 pub fn start_id(id: u32) -> Result<()> {
-    with_thread(|data| {
+    with_thread(|data, lk| {
         if id >= REGISTRY.count() {
             return Err(invalid_handle(id));
         }
-        open_call(data, id)
+        open_call(data, id, lk)
     })
 }
 
 #[inline]
 pub fn stop_id(id: u32) -> Result<()> {
     let end = now_ns();
-    with_thread(|data| {
+    with_thread(|data, lk| {
         if id >= REGISTRY.count() {
             return Err(invalid_handle(id));
         }
-        close_call(data, id, end)
+        close_call(data, id, end, lk)
     })
 }
 
@@ -274,9 +313,9 @@ pub fn stop_name(name: &[u8]) -> Result<()> {
 /// name still equals `cached`; `read()` reads and checks the name (only on a cache miss).
 #[inline(always)]
 pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<&'a [u8]>) -> Result<()> {
-    with_thread(|data| {
+    with_thread(|data, lk| {
         let id = lookup_name(data, token, same, read, true)?;
-        open_call(data, id)
+        open_call(data, id, lk)
     })
 }
 
@@ -284,9 +323,9 @@ pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl Fn
 #[inline(always)]
 pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<&'a [u8]>) -> Result<()> {
     let end = now_ns();
-    with_thread(|data| {
+    with_thread(|data, lk| {
         let id = lookup_name(data, token, same, read, false)?;
-        close_call(data, id, end)
+        close_call(data, id, end, lk)
     })
 }
 
@@ -371,7 +410,7 @@ pub fn finalize() -> Result<Status> {
 /// Called by the hook on MPI_COMM_SELF from inside MPI_Finalize: the program finalized MPI
 /// without (or before) calling sp_finalize, so gather now while MPI still works.
 pub fn finalize_inside_mpi_finalize() {
-    if STATE.load(Ordering::Acquire) == RUNNING {
+    if is_running(STATE.load(Ordering::Acquire)) {
         if let Err(e) = finalize() {
             warn::always(&format!("finalize inside MPI_Finalize failed: {e}"));
         }
@@ -414,7 +453,7 @@ fn take_local_profile(mut info: RankInfo) -> RankProfile {
 /// A program that set up profiling but never finalized still gets its file.
 extern "C" fn finalize_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if STATE.load(Ordering::Acquire) == RUNNING && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
+        if is_running(STATE.load(Ordering::Acquire)) && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
             warn::always("sp_finalize was not called: writing the profile at exit");
             if let Err(e) = finalize() {
                 warn::always(&format!("writing the profile at exit failed: {e}"));

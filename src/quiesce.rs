@@ -39,21 +39,21 @@ pub fn barrier() {
 pub struct CallSeq(AtomicU64);
 
 impl CallSeq {
-    /// Owner thread, on entering a call.
+    /// Owner thread, on entering a call; returns the value to pass to `leave`.
     #[inline(always)]
-    pub fn enter(&self) {
-        let v = self.0.load(Ordering::Relaxed);
-        self.0.store(v + 1, Ordering::Relaxed);
+    pub fn enter(&self) -> u64 {
+        let v = self.0.load(Ordering::Relaxed) + 1;
+        self.0.store(v, Ordering::Relaxed);
         // Only the compiler must keep the state check after this store; the CPU-level
         // ordering is supplied by `barrier()` on the finalizing thread.
         compiler_fence(Ordering::SeqCst);
+        v
     }
 
     /// Owner thread, on leaving a call: publishes everything the call wrote.
     #[inline(always)]
-    pub fn leave(&self) {
-        let v = self.0.load(Ordering::Relaxed);
-        self.0.store(v + 1, Ordering::Release);
+    pub fn leave(&self, entered: u64) {
+        self.0.store(entered + 1, Ordering::Release);
     }
 
     /// Finalizing thread, after `barrier()`: wait until the owner is outside any call.

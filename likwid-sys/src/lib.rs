@@ -19,7 +19,7 @@
 mod loader;
 mod types;
 
-pub use loader::{LoadError, candidates, library_names};
+pub use loader::{LoadError, candidates, candidates_from, library_names};
 pub use types::{CpuInfo, CpuTopology, LikwidConfiguration, NumaTopology};
 
 use std::ffi::{c_char, c_double, c_int, c_void};

@@ -1,6 +1,6 @@
 //! Where to look for liblikwid and how to open it (`dlopen`, never a link-time dependency).
 
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CStr, CString, OsStr, c_void};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -23,10 +23,9 @@ fn multiarch_triplet() -> Option<&'static str> {
     }
 }
 
-/// `<prefix>` of the first `likwid-perfctr` on `PATH` (`<prefix>/bin/likwid-perfctr`).
-fn perfctr_prefix() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    for dir in std::env::split_paths(&path) {
+/// `<prefix>` of the first `likwid-perfctr` on `path` (`<prefix>/bin/likwid-perfctr`).
+fn perfctr_prefix(path: Option<&OsStr>) -> Option<PathBuf> {
+    for dir in std::env::split_paths(path?) {
         let exe = dir.join("likwid-perfctr");
         if exe.is_file() {
             // Resolve symlinks (e.g. /usr/local/bin -> /opt/likwid/bin) to find the real prefix.
@@ -40,11 +39,16 @@ fn perfctr_prefix() -> Option<PathBuf> {
 /// Every path tried by [`crate::Likwid::load`], in order. Bare names (no `/`) go to the
 /// loader's default search.
 pub fn candidates() -> Vec<PathBuf> {
+    candidates_from(std::env::var_os("LIKWID_HOME").as_deref(), std::env::var_os("PATH").as_deref())
+}
+
+/// [`candidates`] for given values of `LIKWID_HOME` and `PATH`.
+pub fn candidates_from(likwid_home: Option<&OsStr>, path: Option<&OsStr>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(home) = std::env::var_os("LIKWID_HOME").filter(|h| !h.is_empty()) {
+    if let Some(home) = likwid_home.filter(|h| !h.is_empty()) {
         dirs.push(PathBuf::from(home).join("lib"));
     }
-    if let Some(prefix) = perfctr_prefix() {
+    if let Some(prefix) = perfctr_prefix(path) {
         dirs.push(prefix.join("lib"));
         if let Some(t) = multiarch_triplet() {
             dirs.push(prefix.join("lib").join(t));
@@ -95,11 +99,7 @@ impl std::error::Error for LoadError {}
 fn dlerror_text() -> String {
     // SAFETY: dlerror returns NULL or a thread-local NUL-terminated string.
     let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dlopen error".to_string()
-    } else {
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
+    if e.is_null() { "unknown dlopen error".to_string() } else { unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned() }
 }
 
 /// `dlopen(path, RTLD_NOW | RTLD_LOCAL)`: RTLD_NOW makes a missing dependency (liblua,
@@ -136,6 +136,33 @@ mod tests {
         for (p, name) in c[c.len() - n..].iter().zip(library_names()) {
             assert_eq!(p, Path::new(name));
         }
+    }
+
+    /// The real LIKWID 5.2 of this machine loads with every symbol (the project's test
+    /// machines install the `likwid` package; without it this fails, by design).
+    #[test]
+    fn installed_likwid_loads_with_every_symbol() {
+        let lib = crate::Likwid::load().unwrap_or_else(|e| panic!("{e}"));
+        assert!(lib.path.to_string_lossy().contains("liblikwid.so"), "{}", lib.path.display());
+    }
+
+    #[test]
+    fn search_order_home_then_perfctr_prefix_then_loader() {
+        let root = std::env::temp_dir().join(format!("likwid_sys_order_{}", std::process::id()));
+        std::fs::create_dir_all(root.join("inst/bin")).unwrap();
+        std::fs::write(root.join("inst/bin/likwid-perfctr"), "").unwrap();
+        let path = std::env::join_paths([root.join("nothing"), root.join("inst/bin")]).unwrap();
+        let c = candidates_from(Some(OsStr::new("/opt/lk")), Some(&path));
+        let inst = std::fs::canonicalize(root.join("inst")).unwrap();
+        let mut want: Vec<PathBuf> = Vec::new();
+        for d in [PathBuf::from("/opt/lk/lib"), inst.join("lib"), inst.join("lib").join(multiarch_triplet().unwrap())] {
+            want.extend(library_names().iter().map(|n| d.join(n)));
+        }
+        want.extend(library_names().iter().map(PathBuf::from));
+        assert_eq!(c, want);
+        // Neither set: the loader's search only.
+        assert_eq!(candidates_from(None, None), library_names().iter().map(PathBuf::from).collect::<Vec<_>>());
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

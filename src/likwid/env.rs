@@ -162,12 +162,7 @@ mod tests {
     }
 
     fn full(events: &str) -> Vec<(String, String)> {
-        vars(&[
-            ("LIKWID_MODE", "0"),
-            ("LIKWID_FILEPATH", "/tmp/likwid_1.txt"),
-            ("LIKWID_EVENTS", events),
-            ("LIKWID_THREADS", "0,1"),
-        ])
+        vars(&[("LIKWID_MODE", "0"), ("LIKWID_FILEPATH", "/tmp/likwid_1.txt"), ("LIKWID_EVENTS", events), ("LIKWID_THREADS", "0,1")])
     }
 
     #[test]
@@ -195,7 +190,21 @@ mod tests {
 
     #[test]
     fn bad_event_strings() {
-        for bad in ["", "FLOPS-DP", "FLOPS.DP", "FLOPS_DP|", "|X", "A B", "EV:", ":PMC0", "EV:pmc0", "EV:PMC0,", "EV:PMC0:OPT=", "EV:PMC0:=3", "FLOPS_DP;rm"] {
+        for bad in [
+            "",
+            "FLOPS-DP",
+            "FLOPS.DP",
+            "FLOPS_DP|",
+            "|X",
+            "A B",
+            "EV:",
+            ":PMC0",
+            "EV:pmc0",
+            "EV:PMC0,",
+            "EV:PMC0:OPT=",
+            "EV:PMC0:=3",
+            "FLOPS_DP;rm",
+        ] {
             assert!(matches!(detect(&full(bad)), Err(EnvError::Invalid(_))), "{bad:?} accepted");
         }
         assert!(parse_events("CBOX0C1:STATE=0x1").is_err(), "a group name cannot contain '='");

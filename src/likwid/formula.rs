@@ -105,8 +105,8 @@ fn lex(src: &str) -> Result<Vec<Tok>, FormulaError> {
 }
 
 const FUNCTIONS: &[&str] = &[
-    "abs", "floor", "ceil", "sin", "cos", "tan", "asin", "acos", "atan", "sqrt", "cbrt", "log", "exp", "min", "max",
-    "sum", "avg", "mean", "median", "var",
+    "abs", "floor", "ceil", "sin", "cos", "tan", "asin", "acos", "atan", "sqrt", "cbrt", "log", "exp", "min", "max", "sum", "avg", "mean",
+    "median", "var",
 ];
 
 fn apply(name: &str, a: &[f64]) -> Result<f64, FormulaError> {

@@ -46,17 +46,9 @@ impl HelperArgs {
             args.get(i + 1).cloned().ok_or(format!("{flag} needs a value"))
         };
         let mode = get("--mode")?.parse().map_err(|_| "bad --mode".to_string())?;
-        let threads = get("--threads")?
-            .split(',')
-            .map(|t| t.parse::<i32>().map_err(|_| format!("bad cpu {t:?}")))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(HelperArgs {
-            mode,
-            threads,
-            events: get("--events")?,
-            marker_file: get("--marker-file")?.into(),
-            out: get("--out")?.into(),
-        })
+        let threads =
+            get("--threads")?.split(',').map(|t| t.parse::<i32>().map_err(|_| format!("bad cpu {t:?}"))).collect::<Result<Vec<_>, _>>()?;
+        Ok(HelperArgs { mode, threads, events: get("--events")?, marker_file: get("--marker-file")?.into(), out: get("--out")?.into() })
     }
 }
 
@@ -147,9 +139,8 @@ unsafe fn region(lib: &Likwid, r: c_int, groups: c_int) -> Option<RegionResult> 
         let got = (lib.perfmon_getCpulistOfRegion)(r, nthr, cpus.as_mut_ptr()).clamp(0, nthr);
         cpus.truncate(got as usize);
         let keep: Vec<usize> = (0..cpus.len()).filter(|&t| (lib.perfmon_getCountOfRegion)(r, t as c_int) > 0).collect();
-        let values: Vec<Vec<f64>> = (0..nev)
-            .map(|e| keep.iter().map(|&t| (lib.perfmon_getResultOfRegionThread)(r, e, t as c_int)).collect())
-            .collect();
+        let values: Vec<Vec<f64>> =
+            (0..nev).map(|e| keep.iter().map(|&t| (lib.perfmon_getResultOfRegionThread)(r, e, t as c_int)).collect()).collect();
         let group_events = (lib.perfmon_getNumberOfEvents)(gid).max(0);
         let mut res = RegionResult {
             tag,

@@ -110,7 +110,12 @@ mod tests {
         let path = std::env::temp_dir().join(format!("sp_likwid_h5_{}.h5", std::process::id()));
         let run = LikwidRun {
             env: vec![("LIKWID_EVENTS".into(), "FLOPS_DP".into()), ("LIKWID_THREADS".into(), "0,1,2".into())],
-            regions: vec![region("a/b c", 0), region("a/b c", 1), { let mut r = region("custom", 1); r.metric_names.clear(); r.metrics.clear(); r }],
+            regions: vec![region("a/b c", 0), region("a/b c", 1), {
+                let mut r = region("custom", 1);
+                r.metric_names.clear();
+                r.metrics.clear();
+                r
+            }],
         };
         {
             // No file locks: other unit tests start processes that inherit descriptors.

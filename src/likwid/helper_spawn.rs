@@ -164,9 +164,7 @@ pub fn close_inherited_fds() {
 
 fn spawn(helper: &Path, argv: &[String]) -> Result<libc::pid_t, String> {
     let prog = CString::new(helper.as_os_str().as_bytes()).map_err(|_| "helper path has NUL")?;
-    let args: Vec<CString> = std::iter::once(prog.clone())
-        .chain(argv.iter().filter_map(|a| CString::new(a.as_bytes()).ok()))
-        .collect();
+    let args: Vec<CString> = std::iter::once(prog.clone()).chain(argv.iter().filter_map(|a| CString::new(a.as_bytes()).ok())).collect();
     let mut arg_ptrs: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr() as *mut c_char).collect();
     arg_ptrs.push(std::ptr::null_mut());
     let env = child_env();

@@ -104,7 +104,8 @@ impl Markers {
     /// Once per thread: `likwid_markerThreadInit` (pins the thread when LIKWID_PIN is set).
     #[inline]
     fn enter_thread(&self) {
-        if THREAD_INIT_DONE.with(|d| d.replace(true)) {
+        // try_with: a call from a thread-local destructor must not panic (treated as done).
+        if THREAD_INIT_DONE.try_with(|d| d.replace(true)).unwrap_or(true) {
             return;
         }
         if self.thread_inits.fetch_add(1, Ordering::AcqRel) < THREAD_INIT_CAP {

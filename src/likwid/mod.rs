@@ -50,6 +50,9 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 pub struct Session {
     markers: Markers,
     env: MarkerEnv,
+    /// Modification time of a marker file that existed before markerInit (a leftover that
+    /// must not be mistaken for this run's results).
+    stale_marker: Option<std::time::SystemTime>,
     vars: Vec<(String, String)>,
     sets: Vec<Option<SetInfo>>,
     inputs: MetricInputs,
@@ -90,7 +93,11 @@ fn machine(lib: &Likwid) -> Machine {
 fn check_event_sets(env: &MarkerEnv, m: &Machine) -> Result<(), String> {
     let has_groups = env.sets.iter().any(|s| matches!(s, EventSet::Group(_)));
     let Some(arch) = &m.arch else {
-        return if has_groups { Err("LIKWID cannot tell this CPU's architecture, so group names cannot be checked".into()) } else { Ok(()) };
+        return if has_groups {
+            Err("LIKWID cannot tell this CPU's architecture, so group names cannot be checked".into())
+        } else {
+            Ok(())
+        };
     };
     let files = env::check_groups(&env.sets, &m.group_dirs, arch)?;
     for (set, file) in env.sets.iter().zip(files) {
@@ -141,14 +148,20 @@ impl Session {
                 return None;
             }
             Err(EnvError::Invalid(why)) => {
-                warn::once("likwid-events", &format!("invalid LIKWID marker environment: {why}; LIKWID not started (it would crash); {TIMINGS_ONLY}"));
+                warn::once(
+                    "likwid-events",
+                    &format!("invalid LIKWID marker environment: {why}; LIKWID not started (it would crash); {TIMINGS_ONLY}"),
+                );
                 return None;
             }
         };
         let lib = match Likwid::load() {
             Ok(l) => l,
             Err(e) => {
-                warn::once("likwid-missing", &format!("LIKWID not installed: {e} (set LIKWID_HOME or put likwid-perfctr on PATH); {TIMINGS_ONLY}"));
+                warn::once(
+                    "likwid-missing",
+                    &format!("LIKWID not installed: {e} (set LIKWID_HOME or put likwid-perfctr on PATH); {TIMINGS_ONLY}"),
+                );
                 return None;
             }
         };
@@ -160,17 +173,20 @@ impl Session {
             );
             return None;
         }
+        let stale_marker = std::fs::metadata(&env.filepath).and_then(|m| m.modified()).ok();
         let Some(markers) = Markers::init(lib, &env.threads) else {
             warn::once(
                 "likwid-init",
-                &format!("likwid_markerInit did not activate (no access to the hardware counters? see LIKWID's messages above); {TIMINGS_ONLY}"),
+                &format!(
+                    "likwid_markerInit did not activate (no access to the hardware counters? see LIKWID's messages above); {TIMINGS_ONLY}"
+                ),
             );
             return None;
         };
         let (num_sockets, num_numadomains) = markers.topology_counts();
         let inputs = MetricInputs { clock_hz: markers.cycle_clock(), num_sockets, num_numadomains, is_intel: m.is_intel };
         let sets = naming::describe_sets(&env.sets, &m.group_dirs, m.arch.as_deref().unwrap_or(""));
-        Some(Session { markers, env, vars, sets, inputs })
+        Some(Session { markers, env, stale_marker, vars, sets, inputs })
     }
 
     /// A new region (dense ids, in creation order): gets its LIKWID tag (see `tags`).
@@ -209,9 +225,17 @@ impl Session {
                 ),
             );
         }
+        if self.markers.tags.is_empty() {
+            // No region was ever created: LIKWID writes no file and there is nothing to read.
+            self.markers.close();
+            return LikwidRun { env: self.vars.clone(), regions: Vec::new() };
+        }
         let snapshots = self.markers.snapshots();
         self.markers.close();
+        let marker_written =
+            std::fs::metadata(&self.env.filepath).and_then(|m| m.modified()).is_ok_and(|t| self.stale_marker.is_none_or(|old| t != old));
         let inputs = readback::Inputs {
+            marker_written,
             env: &self.env,
             sets: &self.sets,
             metric_inputs: self.inputs,
@@ -222,3 +246,9 @@ impl Session {
         LikwidRun { env: self.vars.clone(), regions }
     }
 }
+
+// The core shares one Session with every recording thread.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Session>();
+};

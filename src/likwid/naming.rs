@@ -23,12 +23,8 @@ pub struct SetInfo {
 }
 
 /// Fixed counters `perfgroup_customGroup` appends to custom sets on Intel (spec 4.3).
-const INTEL_FIXED: [(&str, &str); 4] = [
-    ("FIXC0", "INSTR_RETIRED_ANY"),
-    ("FIXC1", "CPU_CLK_UNHALTED_CORE"),
-    ("FIXC2", "CPU_CLK_UNHALTED_REF"),
-    ("FIXC3", "TOPDOWN_SLOTS"),
-];
+const INTEL_FIXED: [(&str, &str); 4] =
+    [("FIXC0", "INSTR_RETIRED_ANY"), ("FIXC1", "CPU_CLK_UNHALTED_CORE"), ("FIXC2", "CPU_CLK_UNHALTED_REF"), ("FIXC3", "TOPDOWN_SLOTS")];
 
 /// Describe every event set; a group whose file cannot be read gets no names (`None`).
 /// A custom set that programs exactly a group's EVENTSET (likwid-mpirun passes `-g GROUP`
@@ -119,7 +115,12 @@ pub fn region_from_records(
             // Positional names: the event set is unknown or its size does not match.
             res.event_names = (0..n).map(|k| format!("EVENT{k}")).collect();
             if let Some(i) = info {
-                errors.push(format!("group {}: {} events in the records, {} in the event set; events named by position", i.group_name, n, i.events.len()));
+                errors.push(format!(
+                    "group {}: {} events in the records, {} in the event set; events named by position",
+                    i.group_name,
+                    n,
+                    i.events.len()
+                ));
             }
         }
     }
@@ -226,7 +227,14 @@ x
         assert_eq!(m("CPI"), 2.0);
         assert!(close(m("DP [MFLOP/s]"), 400.0, 1e-12));
         // With the rounded 2.4455 GHz the first two figures move in the 5th digit only.
-        let (r2, _) = region_from_records("r", 0, &[Record { cpu: 0, count: 1, time: 0.01, values: vec![2e7, 1.8e7, 1e7, 2e7, 4e6, 0.0] }], Some(&flops_dp()), &inputs(2.4455e9), "marker_file");
+        let (r2, _) = region_from_records(
+            "r",
+            0,
+            &[Record { cpu: 0, count: 1, time: 0.01, values: vec![2e7, 1.8e7, 1e7, 2e7, 4e6, 0.0] }],
+            Some(&flops_dp()),
+            &inputs(2.4455e9),
+            "marker_file",
+        );
         assert!(close(r2.metrics[1][0], 0.00817876, 1e-4));
     }
 
@@ -257,7 +265,7 @@ x
     #[test]
     fn mismatched_event_count_gives_positional_names() {
         let rec = Record { cpu: 0, count: 1, time: 1.0, values: vec![1.0; 3] };
-        let (r, errs) = region_from_records("r", 0, &[rec.clone()], Some(&flops_dp()), &inputs(2e9), "marker_file");
+        let (r, errs) = region_from_records("r", 0, std::slice::from_ref(&rec), Some(&flops_dp()), &inputs(2e9), "marker_file");
         assert_eq!(r.event_names, ["EVENT0", "EVENT1", "EVENT2"]);
         assert!(r.metric_names.is_empty() && r.counter_names.is_empty());
         assert_eq!(errs.len(), 1);
@@ -273,7 +281,7 @@ x
         let rec = Record { cpu: 0, count: 1, time: 1.0, values: vec![1.0, 2.0, 3.0, 4.0] };
         let mut inp = inputs(2e9);
         inp.is_intel = true;
-        let (r, _) = region_from_records("r", 1, &[rec.clone()], Some(&custom), &inp, "marker_file");
+        let (r, _) = region_from_records("r", 1, std::slice::from_ref(&rec), Some(&custom), &inp, "marker_file");
         assert_eq!(r.counter_names, ["PMC0", "FIXC0", "FIXC1", "FIXC2"]);
         assert_eq!(r.event_names[3], "CPU_CLK_UNHALTED_REF");
         assert_eq!(r.group_name, "Custom");

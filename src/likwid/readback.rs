@@ -2,6 +2,7 @@
 //! 1. the helper's full perfmon read-back (`full_api`),
 //! 2. the marker file parsed here, named and evaluated from the group files (`marker_file`),
 //! 3. the snapshots taken before close (`marker_api`).
+//!
 //! The marker file itself is only read: likwid-perfctr reads and deletes it after we exit.
 
 use super::env::MarkerEnv;
@@ -15,6 +16,8 @@ use crate::warn;
 
 pub struct Inputs<'a> {
     pub env: &'a MarkerEnv,
+    /// LIKWID wrote the marker file in this run (exists, and is not a leftover).
+    pub marker_written: bool,
     pub sets: &'a [Option<SetInfo>],
     pub metric_inputs: MetricInputs,
     pub snapshots: Vec<Snapshot>,
@@ -26,7 +29,7 @@ fn real_name(tags: &TagTable, tag: &str) -> String {
     tags.name_of_tag(tag).unwrap_or_else(|| tag.to_string())
 }
 
-fn set_info<'a>(sets: &'a [Option<SetInfo>], gid: i64) -> Option<&'a SetInfo> {
+fn set_info(sets: &[Option<SetInfo>], gid: i64) -> Option<&SetInfo> {
     usize::try_from(gid).ok().and_then(|g| sets.get(g)).and_then(Option::as_ref)
 }
 
@@ -99,12 +102,14 @@ fn enrich_custom(r: &mut RegionResult, inp: &Inputs) {
 fn fallback(inp: &Inputs) -> (Vec<RegionResult>, String) {
     match from_marker_file(inp) {
         Ok(r) => (r, format!("counters taken from the marker file (source={})", source::MARKER_FILE)),
-        Err(e) => (from_snapshots(inp), format!("marker file unusable ({e}); using this thread's snapshots (source={})", source::MARKER_API)),
+        Err(e) => {
+            (from_snapshots(inp), format!("marker file unusable ({e}); using this thread's snapshots (source={})", source::MARKER_API))
+        }
     }
 }
 
 pub fn collect(inp: &Inputs) -> Vec<RegionResult> {
-    if !inp.env.filepath.is_file() {
+    if !inp.marker_written {
         let regions = from_snapshots(inp);
         warn::once(
             "likwid-no-marker-file",

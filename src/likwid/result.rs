@@ -110,10 +110,7 @@ pub mod json_float {
             m.iter().map(|r| r.iter().map(|&x| to_f(x)).collect::<Vec<_>>()).collect::<Vec<_>>().serialize(s)
         }
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<f64>>, D::Error> {
-            Vec::<Vec<F>>::deserialize(d)?
-                .into_iter()
-                .map(|r| r.into_iter().map(from_f).collect())
-                .collect()
+            Vec::<Vec<F>>::deserialize(d)?.into_iter().map(|r| r.into_iter().map(from_f).collect()).collect()
         }
     }
 }
