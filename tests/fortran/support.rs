@@ -2,7 +2,7 @@
 //! building Fortran programs against the module and the library, and mpirun.
 #![allow(dead_code)]
 
-use crate::support::{lib_dir, repo_root, run, text};
+use crate::support::{link_dir, repo_root, run, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,7 +14,7 @@ pub const FFLAGS: &[&str] = &["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2"
 /// Any compiler output (a warning) fails the test.
 pub fn build_fortran(compiler: &str, program: &str, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let root = repo_root();
-    let lib = lib_dir();
+    let lib = link_dir();
     let moddir = dir.join(format!("{name}.mod.d"));
     std::fs::create_dir_all(&moddir).unwrap();
     let module_obj = moddir.join("scope_profiler.o");

@@ -43,7 +43,7 @@ for name in results.region_names:
             "durations_ns": durations.tolist() if len(durations) <= 100 else None,
         }
     out["regions"][name] = per_rank
-for rank, regions in getattr(results, "likwid", {}).items():
+for rank, regions in results.get_likwid_regions().items():
     out["likwid"][str(rank)] = {
         tag: {
             "group_name": r.group_name,

@@ -17,6 +17,14 @@ pub fn lib_dir() -> PathBuf {
     dir
 }
 
+/// Where this test run's libscope_profiler.so is: `cargo test` builds it in target/<profile>/deps
+/// (only `cargo build` copies it up to target/<profile>), so prefer that one: a test must never
+/// run against a stale library.
+pub fn link_dir() -> PathBuf {
+    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    if deps.join("libscope_profiler.so").exists() { deps } else { lib_dir() }
+}
+
 /// A fresh directory for one test's files.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = lib_dir().join("test-scratch").join(name);
@@ -43,7 +51,7 @@ pub fn compile(lang: Lang, name: &str, sources: &[&str], out_dir: &Path, extra: 
 
 pub fn compile_with(compiler: &str, flags: &[&str], name: &str, sources: &[&str], out_dir: &Path, extra: &[&str]) -> PathBuf {
     let out = out_dir.join(name);
-    let lib = lib_dir();
+    let lib = link_dir();
     let root = repo_root();
     let mut cmd = Command::new(compiler);
     cmd.args(flags)
