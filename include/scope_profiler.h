@@ -122,49 +122,6 @@
 #define SP_MAX_REGIONS 1048576
 
 /**
- * LIKWID's `MAX_NUM_THREADS` (Debian build): CPU ids must be below it.
- */
-#define MAX_CPUS 300
-
-/**
- * Version of the JSON document the helper writes.
- */
-#define FORMAT 1
-
-#define USAGE 2
-
-#define NO_LIKWID 3
-
-#define READBACK 4
-
-#define WRITE 5
-
-#define PANIC 6
-
-/**
- * LIKWID's `threads2Pthread` has 300 slots; markerInit takes one.
- */
-#define THREAD_INIT_CAP 256
-
-/**
- * LIKWID's `NUM_PMC`: the most events an event set can have.
- */
-#define MAX_EVENTS 410
-
-/**
- * The longest tag we ever produce (LIKWID needs ≤ 90).
- */
-#define TAG_MAX 90
-
-#define CLOCK 101
-
-#define GO 102
-
-#define LEN 103
-
-#define DATA 104
-
-/**
  * Options of sp_setup. Always prepare it with sp_options_init, then set what you need:
  * fields added in later versions go at the end, and `struct_size` tells the library which
  * fields the caller knows, so programs built against an older header keep working.
@@ -201,8 +158,6 @@ typedef struct sp_options {
    */
   int32_t has_comm;
 } sp_options;
-
-
 
 #ifdef __cplusplus
 extern "C" {
@@ -302,10 +257,6 @@ int sp_merge_rank_files(const char *output, const char *const *inputs, size_t n_
  * The library version, e.g. "0.1.0".
  */
 const char *sp_version(void);
-
-extern const void *scope_profiler_tls_get(void);
-
-extern void scope_profiler_tls_set(const void *p);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -2,24 +2,45 @@
 //!
 //! The safe core (everything but `ffi`) records region calls per thread, merges them at
 //! finalize and writes one HDF5 file per run. `ffi` is the thin C ABI over it.
+//!
+//! Only `ffi` goes into the C header: every other module is marked `cbindgen:ignore`.
 
+/// cbindgen:ignore
 pub mod calllog;
+/// cbindgen:ignore
 pub mod clock;
+/// cbindgen:ignore
 pub mod config;
+/// cbindgen:ignore
 pub mod encode;
 pub mod ffi;
+/// cbindgen:ignore
 pub mod gather;
+/// cbindgen:ignore
 pub mod likwid;
+/// cbindgen:ignore
 pub mod merge;
+/// cbindgen:ignore
 pub mod metadata;
+/// cbindgen:ignore
 pub mod mpi_comm;
+/// cbindgen:ignore
 pub mod output;
+/// cbindgen:ignore
 pub mod profile;
+/// cbindgen:ignore
 pub mod profiler;
+/// cbindgen:ignore
 pub mod quiesce;
+/// cbindgen:ignore
 pub mod recorder;
+/// cbindgen:ignore
 pub mod registry;
+/// cbindgen:ignore
 pub mod status;
+/// cbindgen:ignore
 pub mod summary;
+/// cbindgen:ignore
 pub mod warn;
+/// cbindgen:ignore
 pub mod writer;

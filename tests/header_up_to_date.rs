@@ -15,3 +15,21 @@ fn committed_header_matches_generated() {
         "include/scope_profiler.h is out of date with src/ffi.rs: run `SCOPE_PROFILER_BLESS=1 cargo test --test header_up_to_date` and commit it"
     );
 }
+
+/// The public header defines only `SP_*` and `SCOPE_PROFILER_*` names: internal constants of
+/// the Rust modules (cbindgen:ignore in src/lib.rs) must never leak into users' C namespace.
+#[test]
+fn header_defines_only_prefixed_names() {
+    let header = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/include/scope_profiler.h"));
+    for line in header.lines() {
+        if let Some(rest) = line.strip_prefix("#define ") {
+            let name = rest.split_whitespace().next().unwrap_or("");
+            assert!(name.starts_with("SP_") || name.starts_with("SCOPE_PROFILER_"), "unprefixed macro in the header: {line}");
+        }
+        for word in ["typedef struct ", "typedef enum "] {
+            if let Some(rest) = line.strip_prefix(word) {
+                assert!(rest.starts_with("sp_"), "unprefixed type in the header: {line}");
+            }
+        }
+    }
+}
