@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 export SCOPE_PROFILER_PYTHON="$PWD/.venv/bin/python"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked -- --test-threads=2
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2
