@@ -13,6 +13,6 @@ status=0
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2 2>&1 | tee "$log" || status=$?
 # One closing line over every test binary (cargo prints one "test result" line per binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"
+     END { printf "total: %d passed, %d failed\n", p, f }' "$log"
 rm -f "$log"
 exit "$status"
