@@ -1,0 +1,72 @@
+//! The library built against MPICH (the other MPI ABI family: MPICH, Intel MPI, Cray MPICH)
+//! instead of Debian's default OpenMPI, and run with MPICH's mpiexec: one file with every rank,
+//! also when MPI_Finalize comes first, and over a split communicator.
+
+mod support;
+use support::*;
+
+use std::path::Path;
+use std::process::Command;
+
+fn regions_per_rank(file: &Path, ranks: usize) -> Vec<std::collections::BTreeMap<String, usize>> {
+    let h5 = hdf5::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    assert_eq!(int_attr(&h5.group("metadata").unwrap(), "mpi_size"), ranks as i64);
+    let groups = h5.member_names().unwrap().into_iter().filter(|g| g.starts_with("rank")).count();
+    assert_eq!(groups, ranks);
+    (0..ranks).map(|r| read_regions(&h5, r).into_iter().map(|(k, v)| (k, v.starts.len())).collect()).collect()
+}
+
+#[test]
+fn library_built_against_mpich_gathers_every_rank() {
+    let root = repo_root();
+    let target = lib_dir().parent().unwrap().join("mpich");
+    // rsmpi finds the MPI to build against through $MPICC.
+    let out = run(Command::new(env!("CARGO"))
+        .args(["build", "--locked", "--lib", "-p", "scope_profiler", "--target-dir"])
+        .arg(&target)
+        .env("MPICC", "mpicc.mpich")
+        .current_dir(&root));
+    assert!(out.status.success(), "cargo build against MPICH failed:\n{}", text(&out.stderr));
+    let lib = target.join("debug");
+    let needed = text(&run(Command::new("readelf").arg("-d").arg(lib.join("libscope_profiler.so"))).stdout);
+    assert!(needed.contains("libmpich.so"), "not linked against MPICH:\n{needed}");
+
+    let dir = scratch("mpich");
+    let exe = dir.join("mpi_ranks");
+    let out = run(Command::new("mpicc.mpich")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root.join("include").display()))
+        .arg(root.join("tests/c/mpi_ranks.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lscope_profiler"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    for mode in ["normal", "mpi_first", "split"] {
+        let file = dir.join(format!("{mode}.h5"));
+        // cargo test puts the OpenMPI build's directories on LD_LIBRARY_PATH: drop them.
+        let out = run(Command::new("mpiexec.mpich")
+            .args(["-n", "4"])
+            .arg(&exe)
+            .arg(&file)
+            .arg(mode)
+            .current_dir(&dir)
+            .env_remove("LD_LIBRARY_PATH"));
+        assert!(out.status.success(), "{mode}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        let (files, world): (Vec<_>, Vec<Vec<usize>>) = if mode == "split" {
+            (vec![dir.join("split.color0.h5"), dir.join("split.color1.h5")], vec![vec![0, 2], vec![1, 3]])
+        } else {
+            (vec![file], vec![vec![0, 1, 2, 3]])
+        };
+        for (f, world) in files.iter().zip(world) {
+            let per_rank = regions_per_rank(f, world.len());
+            for (r, w) in world.iter().enumerate() {
+                assert_eq!(per_rank[r]["compute"], (w + 1) * 10, "{mode} rank {r}");
+                assert_eq!(per_rank[r]["comm/allreduce"], 5);
+                assert_eq!(per_rank[r][&format!("rank {w} only")], 1);
+            }
+        }
+    }
+}
