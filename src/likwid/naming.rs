@@ -173,26 +173,7 @@ mod tests {
     use super::*;
     use crate::likwid::perfgroup::parse;
 
-    const ZEN3_FLOPS_DP_EVENTS_METRICS: &str = "SHORT Double Precision MFLOP/s
-
-EVENTSET
-FIXC1 ACTUAL_CPU_CLOCK
-FIXC2 MAX_CPU_CLOCK
-PMC0  RETIRED_INSTRUCTIONS
-PMC1  CPU_CLOCKS_UNHALTED
-PMC2  RETIRED_SSE_AVX_FLOPS_ALL
-PMC3  MERGE
-
-METRICS
-Runtime (RDTSC) [s] time
-Runtime unhalted [s]   FIXC1*inverseClock
-Clock [MHz]  1.E-06*(FIXC1/FIXC2)/inverseClock
-CPI   PMC1/PMC0
-DP [MFLOP/s]   1.0E-06*(PMC2)/time
-
-LONG
-x
-";
+    use crate::likwid::perfgroup::tests::ZEN3_FLOPS_DP as ZEN3_FLOPS_DP_EVENTS_METRICS;
 
     fn flops_dp() -> SetInfo {
         let g = parse("FLOPS_DP", ZEN3_FLOPS_DP_EVENTS_METRICS);

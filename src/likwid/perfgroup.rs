@@ -119,7 +119,7 @@ pub fn load(dirs: &[PathBuf], arch: &str, name: &str) -> Option<PerfGroup> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub const ZEN3_FLOPS_DP: &str = "SHORT Double Precision MFLOP/s
