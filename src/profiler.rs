@@ -298,16 +298,6 @@ pub fn stop_id(id: u32) -> Result<()> {
     })
 }
 
-#[inline]
-pub fn start_name(name: &[u8]) -> Result<()> {
-    start_named(name.as_ptr() as usize, |cached| cached == name, || Ok(name))
-}
-
-#[inline]
-pub fn stop_name(name: &[u8]) -> Result<()> {
-    stop_named(name.as_ptr() as usize, |cached| cached == name, || Ok(name))
-}
-
 /// Start a region given by name without hashing it on the common path. `token` identifies
 /// where the caller keeps the name (its address); `same(cached)` says whether the caller's
 /// name still equals `cached`; `read()` reads and checks the name (only on a cache miss).
@@ -366,8 +356,8 @@ fn cache_name(data: &mut ThreadData, name: &[u8], create: bool) -> Result<u32> {
         register_name(name)?
     } else {
         let valid = crate::registry::validate_name(name)?;
-        match REGISTRY.names().iter().position(|n| n == valid) {
-            Some(id) => id as u32,
+        match REGISTRY.lookup(valid) {
+            Some(id) => id,
             None => {
                 let msg = format!("stop of region '{valid}' which was never started: ignored");
                 warn::once(&format!("unmatched:{valid}"), &msg);

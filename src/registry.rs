@@ -82,6 +82,12 @@ impl Registry {
         Ok(id)
     }
 
+    /// The id of an already registered name.
+    pub fn lookup(&self, name: &str) -> Option<u32> {
+        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().and_then(|n| n.ids.get(name).copied())
+    }
+
     /// All names, indexed by id.
     pub fn names(&self) -> Vec<String> {
         let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
@@ -119,6 +125,7 @@ mod tests {
         assert_eq!(r.count(), 2);
         assert_eq!(created, vec![(0, "a".to_string()), (1, "b".to_string())]);
         assert_eq!(r.names(), vec!["a", "b"]);
+        assert_eq!((r.lookup("b"), r.lookup("zz")), (Some(1), None));
         assert!(r.register(b"", |_, _| {}).is_err());
         assert_eq!(r.count(), 2);
     }
