@@ -240,7 +240,14 @@ pub fn setup(options: &Options) -> Result<Status> {
         FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
         _ => {}
     }
-    let config = Config::from_process_env(options);
+    let mut config = Config::from_process_env(options);
+    // A relative path means relative to the working directory at setup, even if the program
+    // changes directory before finalize.
+    if config.file_path.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            config.file_path = cwd.join(&config.file_path);
+        }
+    }
     if config.disabled {
         STATE.store(DISABLED, Ordering::Release);
         return Ok(Status::Ok);

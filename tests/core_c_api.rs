@@ -206,3 +206,68 @@ fn c_program_is_clean_under_valgrind_memcheck() {
     assert!(text(&out.stdout).contains("DONE failures=0"));
     assert_eq!(read_regions(&hdf5::File::open(&file).unwrap(), 0)["worker"].starts.len(), 1000);
 }
+
+#[test]
+fn openmp_threads_each_record_their_calls() {
+    let dir = scratch("core_c_api_openmp");
+    let exe = compile(Lang::C, "openmp_regions", &["tests/c/openmp_regions.c"], &dir, &["-fopenmp"]);
+    let file = dir.join("omp.h5");
+    let out = run(Command::new(&exe).arg(&file).current_dir(&dir).env("OMP_NUM_THREADS", "3"));
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("threads=3 bad=0"), "{}", text(&out.stdout));
+    let h5 = hdf5::File::open(&file).unwrap();
+    // The library asked the OpenMP runtime, not just the environment.
+    assert_eq!(int_attr(&h5.group("metadata").unwrap(), "omp_num_threads"), 3);
+    assert_eq!(int_attr(&h5.group("rank0").unwrap(), "num_threads"), 3);
+    let regions = read_regions(&h5, 0);
+    assert_eq!(regions["omp body"].starts.len(), 300);
+    assert_eq!(regions["omp inner"].starts.len(), 300);
+    let mut threads = regions["omp body"].thread_ids.clone();
+    threads.sort();
+    threads.dedup();
+    assert_eq!(threads, vec![0, 1, 2]);
+    for t in 0..3 {
+        assert_eq!(regions["omp body"].thread_ids.iter().filter(|&&x| x == t).count(), 100);
+    }
+}
+
+#[test]
+fn python_ctypes_host_can_dlopen_the_library_and_profile() {
+    // A host that loads the library at run time (initial-exec TLS must fit the static TLS
+    // surplus) and links no MPI itself.
+    let dir = scratch("core_c_api_ctypes");
+    let file = dir.join("py.h5");
+    let script = format!(
+        r#"
+import ctypes, sys
+lib = ctypes.CDLL({lib:?})
+assert lib.sp_setup(None) == 0
+for i in range(7):
+    assert lib.sp_region_start(b"from python") == 0
+    assert lib.sp_region_stop(b"from python") == 0
+assert lib.sp_region_stop(b"from python") == -11
+lib.sp_last_error.restype = ctypes.c_char_p
+assert b"not open" in lib.sp_last_error(), lib.sp_last_error()
+assert lib.sp_finalize() == 0
+"#,
+        lib = link_dir().join("libscope_profiler.so").to_str().unwrap()
+    );
+    let out = run(Command::new(python()).arg("-c").arg(&script).current_dir(&dir).env("SCOPE_PROFILER_FILE", &file));
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(read_regions(&hdf5::File::open(&file).unwrap(), 0)["from python"].starts.len(), 7);
+}
+
+#[test]
+fn relative_file_path_is_relative_to_the_directory_at_setup() {
+    let dir = scratch("core_c_api_chdir");
+    let exe = compile(Lang::C, "simple_chdir", &["tests/c/simple.c"], &dir, &["-DCHDIR_AFTER_SETUP"]);
+    let out = run(Command::new(&exe).current_dir(&dir).env("SCOPE_PROFILER_FILE", "run/relative.h5").env("SCOPE_PROFILER_VERBOSE", "0"));
+    assert!(!std::path::Path::new("/run/relative.h5").exists());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The run/ directory does not exist: the fallback message names the absolute target.
+    assert!(text(&out.stderr).contains(&format!("cannot write {}", dir.join("run/relative.h5").display())), "{}", text(&out.stderr));
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    let out = run(Command::new(&exe).current_dir(&dir).env("SCOPE_PROFILER_FILE", "run/relative.h5").env("SCOPE_PROFILER_VERBOSE", "0"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(read_regions(&hdf5::File::open(dir.join("run/relative.h5")).unwrap(), 0)["step"].starts.len(), 3);
+}

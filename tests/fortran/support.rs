@@ -41,6 +41,9 @@ pub fn build_fortran(compiler: &str, program: &str, dir: &Path, name: &str, extr
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib.display()))
+        // DT_RPATH (not RUNPATH) wins over the LD_LIBRARY_PATH cargo test sets, which may
+        // point at an older copy of the library in target/<profile>.
+        .arg("-Wl,--disable-new-dtags")
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .arg("-lscope_profiler"));
     assert!(out.status.success(), "{compiler} failed on {program}:\n{}", text(&out.stderr));

@@ -61,6 +61,9 @@ pub fn compile_with(compiler: &str, flags: &[&str], name: &str, sources: &[&str]
         .arg("-o")
         .arg(&out)
         .arg(format!("-L{}", lib.display()))
+        // DT_RPATH (not RUNPATH) wins over the LD_LIBRARY_PATH cargo test sets, which may
+        // point at an older copy of the library in target/<profile>.
+        .arg("-Wl,--disable-new-dtags")
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .arg("-lscope_profiler")
         .args(extra);
