@@ -11,8 +11,28 @@ use crate::warn;
 use crate::writer::{ProfileFile, Written};
 use std::path::{Path, PathBuf};
 
+/// Whether finalize may talk to the other ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gather {
+    /// sp_finalize or MPI_Finalize: every rank is finalizing, gather into one file.
+    Collective,
+    /// Process exit: other ranks may never join, so each rank writes its own file.
+    LocalOnly,
+}
+
 /// Write the run the way its MPI situation allows.
-pub fn write_run(session: &Session, mpi: Option<MpiContext>, profile: RankProfile) -> Result<Status> {
+pub fn write_run(session: &Session, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather) -> Result<Status> {
+    if gather == Gather::LocalOnly {
+        let rank = if mpi_comm::is_usable() { Some(world_rank_size()) } else { mpi_comm::launcher_rank() };
+        // Freeing our communicator is local, but MPI's state at exit is unknown: leave it.
+        std::mem::forget(mpi);
+        return match rank {
+            Some((rank, size)) if size > 1 => {
+                write_rank_file(session, rank, size, profile, "the program exited without sp_finalize or MPI_Finalize").map(|_| Status::Ok)
+            }
+            _ => write_single(session, profile),
+        };
+    }
     match mpi {
         Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(session, ctx, profile),
         Some(ctx) => {
@@ -31,6 +51,13 @@ pub fn write_run(session: &Session, mpi: Option<MpiContext>, profile: RankProfil
             None => write_single(session, profile),
         },
     }
+}
+
+/// Rank and size in MPI_COMM_WORLD (local calls; MPI must be usable).
+fn world_rank_size() -> (i64, i64) {
+    use mpi::topology::Communicator;
+    let world = mpi::topology::SimpleCommunicator::world();
+    (world.rank() as i64, world.size() as i64)
 }
 
 /// A single-process run: rank 0 of 1.

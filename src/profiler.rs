@@ -378,6 +378,10 @@ fn cache_name(data: &mut ThreadData, name: &[u8], create: bool) -> Result<u32> {
 
 /// Stop recording, merge, write the file, print the summary.
 pub fn finalize() -> Result<Status> {
+    finalize_as(output::Gather::Collective)
+}
+
+fn finalize_as(gather: output::Gather) -> Result<Status> {
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
         UNINIT => return Err(Error::new(Status::NotInitialized, "sp_finalize before sp_setup: nothing to write")),
@@ -393,7 +397,7 @@ pub fn finalize() -> Result<Status> {
     let profile = take_local_profile(session.info.clone());
     let t1 = Instant::now();
     let mpi = session.mpi.take();
-    let result = output::write_run(&session, mpi, profile);
+    let result = output::write_run(&session, mpi, profile, gather);
     if session.config.verbosity >= 2 {
         warn::always(&format!(
             "finalize: merging the threads' calls took {:.3} s, gathering and writing {:.3} s",
@@ -452,7 +456,9 @@ extern "C" fn finalize_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if is_running(STATE.load(Ordering::Acquire)) && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
             warn::always("sp_finalize was not called: writing the profile at exit");
-            if let Err(e) = finalize() {
+            // No collective at exit: a rank that exits on its own (an error path calling
+            // exit()) would wait forever for ranks that never join.
+            if let Err(e) = finalize_as(output::Gather::LocalOnly) {
                 warn::always(&format!("writing the profile at exit failed: {e}"));
             }
         }

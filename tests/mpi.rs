@@ -162,3 +162,28 @@ fn without_mpi_each_rank_writes_its_own_file_and_merge_combines_them() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("rank 0 appears in more than one input file"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_rank_that_exits_on_its_own_writes_its_file_and_never_hangs_the_job() {
+    let dir = scratch("mpi_rank_exits");
+    let exe = build(&dir);
+    let file = dir.join("exits.h5");
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", "3"])
+        .arg(&exe)
+        .arg(&file)
+        .arg("rank1_exits")
+        .current_dir(&dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let started = std::time::Instant::now();
+    let out = run(&mut cmd); // fails the test on a hang (timeout)
+    assert!(!out.status.success(), "the launcher reports the failed rank");
+    assert!(started.elapsed() < std::time::Duration::from_secs(120));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("rank 1 wrote its own file"), "{stderr}");
+    let h5 = hdf5::File::open(dir.join("exits.rank1.h5")).unwrap();
+    let regions = read_regions(&h5, 1);
+    assert_eq!(regions["compute"].starts.len(), 20);
+    assert_eq!(regions["rank 1 only"].starts.len(), 1);
+}

@@ -6,6 +6,8 @@
  *   split             profile over MPI_Comm_split(world, rank % 2): one file per colour,
  *                     OUTPUT with ".color<c>" before ".h5"
  *   setup_before_init sp_setup before MPI_Init, sp_finalize before MPI_Finalize
+ *   rank1_exits       rank 1 calls exit(3) (an error path) while the others wait in a
+ *                     barrier: its profile is written at exit without waiting for them
  * Rank r records: "compute" (r+1)*10 times, "comm/allreduce" 5 times, "rank <r> only" once. */
 #include <scope_profiler_mpi.h>
 
@@ -74,6 +76,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "sp_finalize after MPI_Finalize returned %d\n", rc);
             return 1;
         }
+        return 0;
+    }
+    if (strcmp(mode, "rank1_exits") == 0) {
+        if (rank == 1) exit(3);
+        MPI_Barrier(MPI_COMM_WORLD); /* never completes: the launcher ends the job */
         return 0;
     }
     if (strcmp(mode, "no_finalize") == 0) {
