@@ -147,12 +147,55 @@ unsafe fn c_name_equals(p: *const c_char, cached: &[u8]) -> bool {
     !cached.is_empty() && unsafe { *p.add(cached.len()) } == 0
 }
 
+/// Is `[p, p + len)` inside a read-only segment of a loaded ELF object (string literals, in
+/// C and Fortran alike)? Such bytes never change while the object stays loaded, so the name
+/// cache may trust the address alone. (An object unloaded with dlclose and another mapped at
+/// the same address is the one way this can go stale; a region profiler can live with that.)
+fn in_read_only_segment(p: *const u8, len: usize) -> bool {
+    struct Query {
+        start: usize,
+        end: usize,
+        found: bool,
+    }
+    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut std::ffi::c_void) -> c_int {
+        // SAFETY: the loader passes a valid info block; `data` is our Query.
+        let (info, q) = unsafe { (&*info, &mut *(data as *mut Query)) };
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        for ph in phdrs {
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_W == 0 {
+                let seg_start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                if q.start >= seg_start && q.end <= seg_start + ph.p_memsz as usize {
+                    q.found = true;
+                    return 1;
+                }
+            }
+        }
+        0
+    }
+    let mut q = Query { start: p as usize, end: p as usize + len, found: false };
+    // SAFETY: dl_iterate_phdr calls `visit` with our pointer while it holds the loader lock.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut q as *mut Query as *mut std::ffi::c_void) };
+    q.found
+}
+
+/// A NUL-terminated name: immutable if it and its terminator lie in read-only memory.
+fn c_caller_name(bytes: &[u8]) -> profiler::CallerName<'_> {
+    profiler::CallerName { bytes, immutable: in_read_only_segment(bytes.as_ptr(), bytes.len() + 1) }
+}
+
+/// A counted name: its address alone does not say its length, so its bytes are always compared
+/// (a cheap slice comparison: the length is known).
+fn counted_caller_name(bytes: &[u8]) -> profiler::CallerName<'_> {
+    profiler::CallerName { bytes, immutable: false }
+}
+
 #[inline(always)]
 fn start_c(name: *const c_char) -> crate::status::Result<()> {
     if name.is_null() {
         return Err(Error::new(Status::NullArgument, "region name is NULL"));
     }
-    profiler::start_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, || unsafe { c_name(name) })
+    let read = || unsafe { c_name(name) }.map(c_caller_name);
+    profiler::start_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, read)
 }
 
 #[inline(always)]
@@ -160,19 +203,20 @@ fn stop_c(name: *const c_char) -> crate::status::Result<()> {
     if name.is_null() {
         return Err(Error::new(Status::NullArgument, "region name is NULL"));
     }
-    profiler::stop_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, || unsafe { c_name(name) })
+    let read = || unsafe { c_name(name) }.map(c_caller_name);
+    profiler::stop_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, read)
 }
 
 #[inline(always)]
 fn start_counted(name: *const c_char, len: usize) -> crate::status::Result<()> {
     let bytes = unsafe { counted_name(name, len) }?;
-    profiler::start_named(name as usize, |cached| cached == bytes, || Ok(bytes))
+    profiler::start_named(name as usize, |cached| cached == bytes, || Ok(counted_caller_name(bytes)))
 }
 
 #[inline(always)]
 fn stop_counted(name: *const c_char, len: usize) -> crate::status::Result<()> {
     let bytes = unsafe { counted_name(name, len) }?;
-    profiler::stop_named(name as usize, |cached| cached == bytes, || Ok(bytes))
+    profiler::stop_named(name as usize, |cached| cached == bytes, || Ok(counted_caller_name(bytes)))
 }
 
 /// A name given as pointer and length (need not be NUL-terminated).
@@ -445,6 +489,16 @@ mod tests {
         assert_eq!(SP_MAX_NAME_LEN, crate::registry::MAX_NAME_LEN);
         assert_eq!(SP_MAX_DEPTH, crate::recorder::MAX_DEPTH);
         assert_eq!(SP_MAX_REGIONS, crate::registry::MAX_REGIONS);
+    }
+
+    #[test]
+    fn literals_are_read_only_and_buffers_are_not() {
+        let literal: &'static [u8] = b"a literal\0";
+        assert!(in_read_only_segment(literal.as_ptr(), literal.len()));
+        let heap = b"on the heap\0".to_vec();
+        assert!(!in_read_only_segment(heap.as_ptr(), heap.len()));
+        let stack = *b"on the stack\0";
+        assert!(!in_read_only_segment(stack.as_ptr(), stack.len()));
     }
 
     #[test]

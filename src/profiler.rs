@@ -305,11 +305,18 @@ pub fn stop_id(id: u32) -> Result<()> {
     })
 }
 
+/// A name as the caller holds it: its bytes, and whether they can never change (read-only
+/// memory), which lets later calls with the same token skip comparing them.
+pub struct CallerName<'a> {
+    pub bytes: &'a [u8],
+    pub immutable: bool,
+}
+
 /// Start a region given by name without hashing it on the common path. `token` identifies
 /// where the caller keeps the name (its address); `same(cached)` says whether the caller's
 /// name still equals `cached`; `read()` reads and checks the name (only on a cache miss).
 #[inline(always)]
-pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<&'a [u8]>) -> Result<()> {
+pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
     with_thread(|data, lk| {
         let id = lookup_name(data, token, same, read, true)?;
         open_call(data, id, lk)
@@ -318,7 +325,7 @@ pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl Fn
 
 /// The stop counterpart of `start_named`.
 #[inline(always)]
-pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<&'a [u8]>) -> Result<()> {
+pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
     let end = now_ns();
     with_thread(|data, lk| {
         let id = lookup_name(data, token, same, read, false)?;
@@ -331,11 +338,11 @@ fn lookup_name<'a>(
     data: &mut ThreadData,
     token: usize,
     same: impl Fn(&[u8]) -> bool,
-    read: impl FnOnce() -> Result<&'a [u8]>,
+    read: impl FnOnce() -> Result<CallerName<'a>>,
     create: bool,
 ) -> Result<u32> {
     if let Some(slot) = data.slots.get(slot_index(token)) {
-        if slot.token == token && same(&slot.name) {
+        if slot.token == token && (slot.immutable || same(&slot.name)) {
             return Ok(slot.id);
         }
     }
@@ -344,15 +351,15 @@ fn lookup_name<'a>(
 }
 
 #[cold]
-fn lookup_name_slow(data: &mut ThreadData, token: usize, name: &[u8], create: bool) -> Result<u32> {
-    let id = match data.names.get(name) {
+fn lookup_name_slow(data: &mut ThreadData, token: usize, name: CallerName<'_>, create: bool) -> Result<u32> {
+    let id = match data.names.get(name.bytes) {
         Some(&id) => id,
-        None => cache_name(data, name, create)?,
+        None => cache_name(data, name.bytes, create)?,
     };
     if data.slots.is_empty() {
         data.slots.resize_with(NAME_SLOTS, NameSlot::default);
     }
-    data.slots[slot_index(token)] = NameSlot { token, id, name: name.into() };
+    data.slots[slot_index(token)] = NameSlot { token, id, immutable: name.immutable, name: name.bytes.into() };
     Ok(id)
 }
 

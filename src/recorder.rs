@@ -33,11 +33,14 @@ pub const NAME_SLOTS: usize = 64;
 
 /// A cached name lookup: `token` says where the caller keeps its name string (its address),
 /// `name` what the string held when cached. A hit needs the same token and the same bytes, so
-/// no hashing is needed, and a buffer reused for another name is simply a miss.
+/// no hashing is needed, and a buffer reused for another name is simply a miss. When the
+/// caller's bytes can never change (`immutable`: a string literal in read-only memory), the
+/// token alone is a hit.
 #[derive(Default)]
 pub struct NameSlot {
     pub token: usize,
     pub id: u32,
+    pub immutable: bool,
     pub name: Box<[u8]>,
 }
 

@@ -111,6 +111,20 @@ int main(int argc, char **argv) {
         expect(3, odd[k]);
     }
 
+    /* One writable buffer reused for different names: the name cache must see the change. */
+    char buf[32];
+    for (int i = 0; i < 3; i++) {
+        strcpy(buf, "buffer one");
+        EXPECT_STATUS(sp_region_start(buf), SP_OK);
+        strcpy(buf, "buffer two");
+        EXPECT_STATUS(sp_region_start(buf), SP_OK);
+        EXPECT_STATUS(sp_region_stop(buf), SP_OK);
+        strcpy(buf, "buffer one");
+        EXPECT_STATUS(sp_region_stop(buf), SP_OK);
+    }
+    expect(3, "buffer one");
+    expect(3, "buffer two");
+
     /* Counted names (the Fortran form): only the first 12 bytes count. */
     const char padded[] = "fortran_name    trailing";
     for (int i = 0; i < 2; i++) {
@@ -119,6 +133,10 @@ int main(int argc, char **argv) {
     }
     EXPECT_STATUS(sp_region_register_n(padded, 12) >= 0, 1);
     expect(2, "fortran_name");
+    /* The same address with another length is another name. */
+    EXPECT_STATUS(sp_region_start_n(padded, 7), SP_OK);
+    EXPECT_STATUS(sp_region_stop_n(padded, 7), SP_OK);
+    expect(1, "fortran");
 
     /* Bad arguments: error statuses, nothing recorded. */
     char too_long[2000];
