@@ -23,7 +23,7 @@ struct RegionHeader {
 }
 
 pub fn encode(p: &RankProfile) -> Vec<u8> {
-    let header = Header {
+    let mut header = Header {
         info: p.info.clone(),
         regions: p
             .regions
@@ -32,7 +32,14 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
             .collect(),
         likwid: p.likwid.clone(),
     };
-    let json = serde_json::to_vec(&header).expect("plain data serializes");
+    // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
+    // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
+    let json = serde_json::to_vec(&header)
+        .or_else(|_| {
+            header.likwid = LikwidRun::default();
+            serde_json::to_vec(&header)
+        })
+        .unwrap_or_default();
     let calls: usize = p.regions.iter().map(|r| r.calls()).sum();
     let mut out = Vec::with_capacity(16 + json.len() + calls * 24);
     out.extend_from_slice(MAGIC);

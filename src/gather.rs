@@ -82,10 +82,13 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
     let file = ProfileFile::create(&session.config.file_path);
     let mut hdf5_error: Option<String> = None;
     // After the first error, keep receiving (no rank may be left waiting) but stop writing.
+    // A panic must not stop the loop either: the ranks not yet received would wait forever.
     let write = |file: &Result<ProfileFile>, rank: usize, p: &RankProfile, error: &mut Option<String>| {
         if let (Ok(f), None) = (file, &*error) {
-            if let Err(e) = f.write_rank(rank, p) {
-                *error = Some(format!("rank{rank}: {e}"));
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.write_rank(rank, p))) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => *error = Some(format!("rank{rank}: {e}")),
+                Err(_) => *error = Some(format!("rank{rank}: internal error while writing")),
             }
         }
     };
