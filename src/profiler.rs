@@ -146,14 +146,14 @@ fn likwid_session() -> Option<&'static likwid::Session> {
 
 #[inline(always)]
 fn open_call(data: &mut ThreadData, id: u32, lk: Option<&likwid::Session>) -> Result<()> {
-    if data.open.len() >= MAX_DEPTH {
+    if !data.has_room() {
         return Err(too_deep(id));
     }
     if let Some(l) = lk {
         l.start(id);
     }
     // The timestamp is the last thing taken, so our own work is outside the region.
-    data.open(id, now_ns());
+    data.push_open(id, now_ns());
     Ok(())
 }
 
@@ -287,7 +287,7 @@ pub fn register(name: &[u8]) -> Result<u32> {
 #[inline]
 pub fn start_id(id: u32) -> Result<()> {
     with_thread(|data, lk| {
-        if id >= REGISTRY.count() {
+        if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
         }
         open_call(data, id, lk)
@@ -298,7 +298,7 @@ pub fn start_id(id: u32) -> Result<()> {
 pub fn stop_id(id: u32) -> Result<()> {
     let end = now_ns();
     with_thread(|data, lk| {
-        if id >= REGISTRY.count() {
+        if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
         }
         close_call(data, id, end, lk)

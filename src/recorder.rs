@@ -60,17 +60,51 @@ pub struct ThreadData {
     pub names: FxHashMap<Box<[u8]>, u32>,
     /// Token-keyed cache in front of `names` (empty until the first name-based call).
     pub slots: Vec<NameSlot>,
+    /// How many regions were registered when this thread last looked (see `knows_region`).
+    pub known_regions: u32,
 }
 
 impl ThreadData {
-    /// Open a call of `id` that started at `start`. False if nesting is too deep.
+    /// Room for one more open call? The stack grows when full, up to MAX_DEPTH, so the
+    /// depth limit costs nothing until the stack's capacity is reached.
     #[inline(always)]
-    pub fn open(&mut self, id: u32, start: i64) -> bool {
-        if self.open.len() >= MAX_DEPTH {
+    pub fn has_room(&mut self) -> bool {
+        self.open.len() < self.open.capacity() || self.grow_open()
+    }
+
+    #[cold]
+    fn grow_open(&mut self) -> bool {
+        let len = self.open.len();
+        if len >= MAX_DEPTH {
             return false;
         }
-        self.open.push(OpenCall { id, start });
+        self.open.reserve_exact(len.max(64).min(MAX_DEPTH - len));
         true
+    }
+
+    /// Push an open call; `has_room` said yes.
+    #[inline(always)]
+    pub fn push_open(&mut self, id: u32, start: i64) {
+        self.open.push(OpenCall { id, start });
+    }
+
+    /// Open a call of `id` that started at `start`. False if nesting is too deep.
+    pub fn open(&mut self, id: u32, start: i64) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        self.push_open(id, start);
+        true
+    }
+
+    /// Is `id` a registered region? Checked against this thread's copy of the registry size
+    /// first, so the shared counter is read only when a new region appears.
+    #[inline(always)]
+    pub fn knows_region(&mut self, id: u32, registered: impl FnOnce() -> u32) -> bool {
+        id < self.known_regions || {
+            self.known_regions = registered();
+            id < self.known_regions
+        }
     }
 
     /// Close the innermost call of `id` at `end` and record it. False if `id` is not the
