@@ -96,25 +96,6 @@ impl CallLog {
         }
         (starts, ends)
     }
-
-    /// The calls in recording order.
-    pub fn calls(&self) -> Vec<Call> {
-        let mut out = Vec::with_capacity(self.words().size_hint().0);
-        let mut words = self.words();
-        let mut prev = 0i64;
-        while let Some(w) = words.next() {
-            let call = if w == ESCAPE {
-                let start = words.next().unwrap_or_default() as i64;
-                Call { start, end: words.next().unwrap_or_default() as i64 }
-            } else {
-                let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
-                Call { start, end: start + (w & ESCAPE) as i64 }
-            };
-            prev = call.start;
-            out.push(call);
-        }
-        out
-    }
 }
 
 #[cfg(test)]
@@ -127,7 +108,6 @@ mod tests {
             log.push(c);
         }
         assert_eq!(log.len(), calls.len());
-        assert_eq!(log.calls(), calls);
         let (starts, ends) = log.columns();
         assert_eq!(starts, calls.iter().map(|c| c.start).collect::<Vec<_>>());
         assert_eq!(ends, calls.iter().map(|c| c.end).collect::<Vec<_>>());

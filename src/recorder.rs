@@ -197,7 +197,8 @@ mod tests {
     use super::*;
 
     fn calls(d: &mut ThreadData, id: u32) -> Vec<Call> {
-        std::mem::take(d.log(id)).calls()
+        let (starts, ends) = std::mem::take(d.log(id)).columns();
+        starts.into_iter().zip(ends).map(|(start, end)| Call { start, end }).collect()
     }
 
     #[test]

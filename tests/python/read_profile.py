@@ -1,10 +1,14 @@
-"""Print what the PyPI package scope-profiler reads from a profile, as JSON.
+"""Print what the PyPI package scope-profiler reads from a profile, as JSON (the oracle the
+Rust tests compare our own reading against).
 
-{"num_ranks": N, "has_likwid": bool, "metadata": {...},
- "regions": {name: {rank: {"calls": n, "total_ns": t, "durations_ns": [...]}}},
- "likwid": {rank: {tag: {"group_name", "source", "event_names", "metric_names", "call_counts", "events", "metrics"}}}}
+{"num_ranks": N, "has_likwid": bool, "likwid_ranks": [..], "metadata": {...},
+ "regions": {name: {rank: {"calls": n, "total_ns": t, "durations_ns": [...] or null}}},
+ "likwid": {rank: {tag: {"group_id", "group_name", "source", "event_names", "counter_names",
+                         "metric_names", "cpus", "times", "call_counts", "events", "metrics"}}}}
+NaN becomes null and infinities "inf"/"-inf" (JSON has neither).
 """
 import json
+import math
 import sys
 
 import numpy as np
@@ -13,15 +17,16 @@ from scope_profiler import read_h5
 
 def plain(value):
     if isinstance(value, np.ndarray):
-        return [plain(v) for v in value.tolist()]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return None if np.isnan(value) else float(value)
-    if isinstance(value, float) and value != value:
-        return None
+        return plain(value.tolist())
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if math.isnan(v):
+            return None
+        return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
     return value
 
 
@@ -29,6 +34,7 @@ results = read_h5(sys.argv[1])
 out = {
     "num_ranks": int(results.num_ranks),
     "has_likwid": bool(results.has_likwid),
+    "likwid_ranks": [int(r) for r in results.likwid_ranks],
     "metadata": {k: plain(v) for k, v in results.metadata.items()},
     "regions": {},
     "likwid": {},
@@ -46,12 +52,14 @@ for name in results.region_names:
 for rank, regions in results.get_likwid_regions().items():
     out["likwid"][str(rank)] = {
         tag: {
+            "group_id": int(r.group_id),
             "group_name": r.group_name,
             "source": r.source,
             "event_names": list(r.event_names),
             "counter_names": list(r.counter_names),
             "metric_names": list(r.metric_names),
             "cpus": plain(r.cpus),
+            "times": plain(r.times),
             "call_counts": plain(r.call_counts),
             "events": plain(r.events),
             "metrics": plain(r.metrics),
