@@ -66,7 +66,7 @@ fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
     let root = ctx.comm.process_at_rank(0);
     let (_go, _) = root.receive_with_tag::<u8>(tag::GO);
     send_bytes(&ctx.comm, 0, &encode(profile));
-    Ok(Written { path: Default::default(), fallback_reason: None })
+    Ok(Written { path: Default::default(), fallback_reason: None, note: None })
 }
 
 fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> Result<Written> {
@@ -131,8 +131,8 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
         return Err(Error::new(Status::WriteFailed, msg));
     }
     let written = file.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}")))?;
-    if let Some(reason) = &written.fallback_reason {
-        warn::always(&format!("{reason}; profile written to {} instead", written.path.display()));
+    if let Some(msg) = written.fallback_message() {
+        warn::always(&msg);
     }
     report(session.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize);
     Ok(written)

@@ -116,8 +116,8 @@ pub fn write_file(target: &Path, fill: impl FnOnce(&ProfileFile) -> hdf5::Result
         return Err(Error::new(Status::WriteFailed, msg));
     }
     let written = file.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}")))?;
-    if let Some(reason) = &written.fallback_reason {
-        warn::always(&format!("{reason}; profile written to {} instead", written.path.display()));
+    if let Some(msg) = written.fallback_message() {
+        warn::always(&msg);
     }
     Ok(written)
 }
