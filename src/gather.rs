@@ -97,6 +97,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
     own.info.extra.retain(|(k, _)| k != "world_rank");
     mpi_attrs(&mut own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
     pool(&own, &mut stats, &mut hosts);
+    crate::metadata::apply_detail(&session.config, &mut own);
     write(&file, 0, &own, &mut hdf5_error);
     drop(own);
 
@@ -110,6 +111,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
                 p.info.extra.retain(|(k, _)| k != "world_rank");
                 mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
                 pool(&p, &mut stats, &mut hosts);
+                crate::metadata::apply_detail(&session.config, &mut p);
                 write(&file, r as usize, &p, &mut hdf5_error);
             }
             Err(e) => hdf5_error = hdf5_error.or(Some(format!("rank{r}: {e}"))),

@@ -93,7 +93,9 @@ impl ProfileFile {
     pub fn write_rank(&self, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
         let g = self.file.create_group(&format!("rank{rank}"))?;
         let info = &profile.info;
-        put_str(&g, "hostname", &info.hostname)?;
+        if !info.hostname.is_empty() {
+            put_str(&g, "hostname", &info.hostname)?; // left out with SCOPE_PROFILER_METADATA=minimal
+        }
         put_int(&g, "pid", info.pid)?;
         put_attr(&g, "cpus", &AttrValue::IntList(info.cpus.clone()))?;
         put_int(&g, "num_threads", profile.num_threads() as i64)?;
