@@ -130,7 +130,7 @@ impl Placement {
         let fail = |e: io::Error, dest: &Path| {
             Error::new(Status::WriteFailed, format!("renaming {} to {}: {e} (the data is in {})", tmp.display(), dest.display(), tmp.display()))
         };
-        self.dir.set_mode(&self.name, self.mode).map_err(|e| fail(e, &self.dest))?;
+        self.dir.seal(&self.name, self.mode).map_err(|e| fail(e, &self.dest))?;
         let path = if self.fallback_reason.is_none() {
             self.dir.move_out(&self.name, &self.dest).map_err(|e| fail(e, &self.dest))?;
             self.dest.clone()

@@ -308,6 +308,14 @@ impl PrivateDir {
         self.open_own(name)?.set_permissions(std::fs::Permissions::from_mode(mode))
     }
 
+    /// Like [`PrivateDir::set_mode`], after flushing the finished file to disk (so that the
+    /// name it is renamed to never shows an incomplete file after a crash).
+    pub fn seal(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        let f = self.open_own(name)?;
+        f.sync_all()?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+
     /// Rename `name` onto `dest`, replacing a regular file or symlink there (never writing into
     /// it or following it).
     pub fn move_out(&self, name: &OsStr, dest: &Path) -> io::Result<()> {
