@@ -103,52 +103,68 @@ fn leftovers(dir: &Path, expected: &[&str]) -> Vec<String> {
     v
 }
 
+/// Run the program in `run_dir` (target `out.h5`) after `plant`, a shell command run by the
+/// shell whose pid the program keeps (exec): `$$` is the program's pid. Returns the pid.
+fn run_after_planting(dir: &Path, run_dir: &Path, exe: &Path, so: &Path, log: &Path, plant: &str, env: &[(&str, &OsStr)]) -> String {
+    let script = format!(r#"{plant} && echo "$$" > "$RUN/../pid" && exec env LD_PRELOAD="$SHIM" SP_SHIM_DIR="$DIR" SP_SHIM_LOG="$LOG" "$EXE""#);
+    let mut all: Vec<(&str, &OsStr)> = vec![
+        ("RUN", run_dir.as_os_str()),
+        ("SHIM", so.as_os_str()),
+        ("DIR", dir.as_os_str()),
+        ("LOG", log.as_os_str()),
+        ("EXE", exe.as_os_str()),
+        ("SCOPE_PROFILER_FILE", OsStr::new("out.h5")),
+    ];
+    all.extend_from_slice(env);
+    let out = sh(run_dir, &script, &all);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::read_to_string(run_dir.join("../pid")).unwrap().trim().to_string()
+}
+
+fn assert_profile(target: &Path) {
+    let m = std::fs::symlink_metadata(target).unwrap();
+    assert!(m.file_type().is_file(), "{m:?}");
+    assert_eq!(m.mode() & 0o777, 0o644, "the mode the umask (022) gives");
+    let regions = read_regions(&hdf5::File::open(target).unwrap(), 0);
+    assert_eq!(regions["step"].starts.len(), 3);
+}
+
 #[test]
 fn planted_symlink_and_file_at_the_old_temporary_name_and_the_target_change_nothing() {
     let (dir, exe, so) = setup("file_safety_planted");
-    let run_dir = dir.join("run");
-    std::fs::create_dir(&run_dir).unwrap();
     let victim = dir.join("victim.txt");
     let victim2 = dir.join("victim2.txt");
     std::fs::write(&victim, "precious").unwrap();
     std::fs::write(&victim2, "precious too").unwrap();
     let log = new_log(&dir);
-    // The shell's pid is the program's: exec keeps it. Plant at the old `<target>.tmp.<pid>`
-    // (a symlink to one victim), at the same name for a second target (a regular file of
-    // someone else), and at the target itself (a symlink to another victim).
-    let script = r#"ln -s "$VICTIM" out.h5.tmp.$$ && printf 'not yours' > other.h5.tmp.$$ && ln -s "$VICTIM2" out.h5 && echo "$$" > pid &&
-        exec env LD_PRELOAD="$SHIM" SP_SHIM_DIR="$DIR" SP_SHIM_LOG="$LOG" "$EXE""#;
-    let out = sh(
-        &run_dir,
-        script,
-        &[
-            ("VICTIM", victim.as_os_str()),
-            ("VICTIM2", victim2.as_os_str()),
-            ("SHIM", so.as_os_str()),
-            ("DIR", dir.as_os_str()),
-            ("LOG", log.as_os_str()),
-            ("EXE", exe.as_os_str()),
-            ("SCOPE_PROFILER_FILE", OsStr::new("out.h5")),
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let pid = std::fs::read_to_string(run_dir.join("pid")).unwrap().trim().to_string();
-    let target = run_dir.join("out.h5");
+    let vars = [("VICTIM", victim.as_os_str()), ("VICTIM2", victim2.as_os_str())];
 
+    // A symlink at the old `<target>.tmp.<pid>` to one victim, and one at the target itself
+    // to another.
+    let run_dir = dir.join("symlink");
+    std::fs::create_dir(&run_dir).unwrap();
+    let pid = run_after_planting(&dir, &run_dir, &exe, &so, &log, r#"ln -s "$VICTIM" out.h5.tmp.$$ && ln -s "$VICTIM2" out.h5"#, &vars);
+    let target = run_dir.join("out.h5");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert_eq!(std::fs::read_to_string(&victim2).unwrap(), "precious too");
-    let planted = run_dir.join(format!("out.h5.tmp.{pid}"));
-    assert_eq!(std::fs::read_link(&planted).unwrap(), victim, "the planted symlink is left as it was");
-    assert_eq!(std::fs::read_to_string(run_dir.join(format!("other.h5.tmp.{pid}"))).unwrap(), "not yours");
+    let planted = format!("out.h5.tmp.{pid}");
+    assert_eq!(std::fs::read_link(run_dir.join(&planted)).unwrap(), victim, "the planted symlink is left as it was");
     // The symlink at the target was replaced by the finished profile (rename), not written through.
-    let m = std::fs::symlink_metadata(&target).unwrap();
-    assert!(m.file_type().is_file(), "{m:?}");
-    assert_eq!(m.mode() & 0o777, 0o644, "the mode the umask (022) gives");
-    let regions = read_regions(&hdf5::File::open(&target).unwrap(), 0);
-    assert_eq!(regions["step"].starts.len(), 3);
+    assert_profile(&target);
     assert_eq!(python_view(&target)["regions"]["step"]["0"]["calls"], 3);
-    assert_eq!(leftovers(&run_dir, &["out.h5", "pid", &format!("out.h5.tmp.{pid}"), &format!("other.h5.tmp.{pid}")]), Vec::<String>::new());
+    assert_eq!(leftovers(&run_dir, &["out.h5", &planted]), Vec::<String>::new());
+    assert_safe_opens(&log, &[&target], 0);
 
+    // A regular file somebody left at the old temporary name is neither truncated nor moved.
+    std::fs::write(&log, "").unwrap();
+    let run_dir = dir.join("file");
+    std::fs::create_dir(&run_dir).unwrap();
+    let pid = run_after_planting(&dir, &run_dir, &exe, &so, &log, "printf 'not yours' > out.h5.tmp.$$", &vars);
+    let planted = format!("out.h5.tmp.{pid}");
+    assert_eq!(std::fs::read_to_string(run_dir.join(&planted)).unwrap(), "not yours");
+    let target = run_dir.join("out.h5");
+    assert_profile(&target);
+    assert_eq!(leftovers(&run_dir, &["out.h5", &planted]), Vec::<String>::new());
     assert_safe_opens(&log, &[&target], 0);
 }
 
