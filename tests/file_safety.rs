@@ -342,6 +342,29 @@ fn file_contains(path: &Path, needle: &str) -> bool {
     bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
+/// Every string attribute value in the file, with its place: `group@attr = value`.
+fn string_attrs(file: &Path) -> Vec<(String, String)> {
+    fn walk(g: &hdf5::Group, at: &str, out: &mut Vec<(String, String)>) {
+        for name in g.attr_names().unwrap() {
+            let a = g.attr(&name).unwrap();
+            let values: Vec<String> = if let Ok(v) = a.read_scalar::<hdf5::types::VarLenUnicode>() {
+                vec![v.as_str().to_string()]
+            } else if let Ok(v) = a.read_raw::<hdf5::types::VarLenUnicode>() {
+                v.iter().map(|s| s.as_str().to_string()).collect()
+            } else {
+                Vec::new()
+            };
+            out.extend(values.into_iter().map(|v| (format!("{at}@{name}"), v)));
+        }
+        for child in g.groups().unwrap() {
+            walk(&child, &child.name(), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&hdf5::File::open(file).unwrap(), "/", &mut out);
+    out
+}
+
 #[test]
 fn minimal_metadata_leaves_out_host_user_directory_path_modules_and_slurm() {
     let (dir, exe, _) = setup("file_safety_metadata");
@@ -367,9 +390,11 @@ fn minimal_metadata_leaves_out_host_user_directory_path_modules_and_slurm() {
     };
     let (full, full_wd) = run_with("full");
     let (minimal, minimal_wd) = run_with("minimal");
-    let markers = |wd: &Path| {
-        vec![wd.display().to_string(), "sp-privacy-marker".into(), "sp-privacy-module".into(), "sp-privacy-job".into(), host.clone()]
-    };
+    let markers = |wd: &Path| vec![wd.display().to_string(), "sp-privacy-marker".into(), "sp-privacy-module".into(), "sp-privacy-job".into()];
+    // The host name may be as short as "vm": look for it as a whole value (or within uname).
+    let names_host = |file: &Path| string_attrs(file).into_iter().find(|(_, v)| v == &host || v.split(' ').any(|w| w == host));
+    assert!(names_host(&full).is_some(), "full metadata lacks the host name {host:?}");
+    assert_eq!(names_host(&minimal), None, "minimal metadata names the host");
     // Full detail records all of it (so that this test can see them missing) ...
     for m in markers(&full_wd) {
         assert!(file_contains(&full, &m), "full metadata lacks {m:?}");
