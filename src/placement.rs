@@ -131,23 +131,34 @@ impl Placement {
             Error::new(Status::WriteFailed, format!("renaming {} to {}: {e} (the data is in {})", tmp.display(), dest.display(), tmp.display()))
         };
         self.dir.seal(&self.name, self.mode).map_err(|e| fail(e, &self.dest))?;
+        let mut fallback_reason = self.fallback_reason.clone();
+        // A fresh name beside `dest` that never replaces anything.
+        let beside = |dest: &Path| -> Result<PathBuf> {
+            let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let alt = dest.with_file_name(format!("{stem}.{}.h5", &safe_file::random_suffix()[..8]));
+            self.dir.move_out_new(&self.name, &alt).map_err(|e| fail(e, &alt))?;
+            Ok(alt)
+        };
         let path = if self.fallback_reason.is_none() {
-            self.dir.move_out(&self.name, &self.dest).map_err(|e| fail(e, &self.dest))?;
-            self.dest.clone()
+            match self.dir.move_out(&self.name, &self.dest) {
+                Ok(()) => self.dest.clone(),
+                // Somebody else's file at the target in a sticky directory (/tmp): keep it,
+                // and ours beside it.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    fallback_reason = Some(format!("cannot replace {} ({e})", self.dest.display()));
+                    beside(&self.dest)?
+                }
+                Err(e) => return Err(fail(e, &self.dest)),
+            }
         } else {
             // A shared fallback directory: never replace anything, take a fresh name instead.
             match self.dir.move_out_new(&self.name, &self.dest) {
                 Ok(()) => self.dest.clone(),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    let stem = self.dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                    let alt = self.dest.with_file_name(format!("{stem}.{}.h5", &safe_file::random_suffix()[..8]));
-                    self.dir.move_out_new(&self.name, &alt).map_err(|e| fail(e, &alt))?;
-                    alt
-                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => beside(&self.dest)?,
                 Err(e) => return Err(fail(e, &self.dest)),
             }
         };
-        let Placement { dir, fallback_reason, note, .. } = self;
+        let Placement { dir, note, .. } = self;
         dir.remove(&[]);
         Ok(Written { path, fallback_reason, note })
     }

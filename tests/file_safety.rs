@@ -270,6 +270,38 @@ fn fallback_into_a_world_writable_sticky_directory_is_private_and_never_replaces
     assert_safe_opens(&log, &[file], NOBODY);
 }
 
+#[test]
+fn someone_elses_file_at_the_target_in_a_sticky_directory_is_kept_and_ours_goes_beside_it() {
+    let (dir, exe, so) = setup("file_safety_sticky_target");
+    let shared = dir.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let target = shared.join("run.h5");
+    std::os::unix::fs::symlink(&victim, &target).unwrap(); // root's link
+    let log = new_log(&dir);
+    let out = sh(
+        &dir,
+        r#"umask 022 && exec setpriv --reuid=nobody --regid=nogroup --clear-groups env LD_PRELOAD="$SHIM" SP_SHIM_DIR="$DIR" SP_SHIM_LOG="$LOG" HOME=/nonexistent "$EXE""#,
+        &[("SHIM", so.as_os_str()), ("DIR", dir.as_os_str()), ("LOG", log.as_os_str()), ("EXE", exe.as_os_str()), ("SCOPE_PROFILER_FILE", target.as_os_str())],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(std::fs::read_link(&target).unwrap(), victim);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let written: Vec<PathBuf> = std::fs::read_dir(&shared).unwrap().map(|e| e.unwrap().path()).filter(|p| *p != target).collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let file = &written[0];
+    assert!(file.file_name().unwrap().to_string_lossy().starts_with("run."), "{file:?}");
+    let m = std::fs::symlink_metadata(file).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o777), (NOBODY, 0o644));
+    assert!(stderr.contains(&format!("cannot replace {}", target.display())), "{stderr}");
+    assert!(stderr.contains(&format!("profile written to {} instead", file.display())), "{stderr}");
+    assert_eq!(read_regions(&hdf5::File::open(file).unwrap(), 0)["step"].starts.len(), 3);
+    assert_safe_opens(&log, &[file], NOBODY);
+}
+
 /// Per-rank files as a launcher without MPI leaves them (simple.c never initializes MPI).
 fn rank_file(exe: &Path, dir: &Path, rank: u32, size: u32) -> PathBuf {
     let out = run(Command::new(exe)
