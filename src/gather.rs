@@ -66,7 +66,7 @@ fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
     let root = ctx.comm.process_at_rank(0);
     let (_go, _) = root.receive_with_tag::<u8>(tag::GO);
     send_bytes(&ctx.comm, 0, &encode(profile));
-    Ok(Written { path: Default::default(), fallback_reason: None })
+    Ok(Written { path: Default::default(), fallback_reason: None, note: None })
 }
 
 fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> Result<Written> {
@@ -97,6 +97,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
     own.info.extra.retain(|(k, _)| k != "world_rank");
     mpi_attrs(&mut own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
     pool(&own, &mut stats, &mut hosts);
+    crate::metadata::apply_detail(&session.config, &mut own);
     write(&file, 0, &own, &mut hdf5_error);
     drop(own);
 
@@ -110,6 +111,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
                 p.info.extra.retain(|(k, _)| k != "world_rank");
                 mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
                 pool(&p, &mut stats, &mut hosts);
+                crate::metadata::apply_detail(&session.config, &mut p);
                 write(&file, r as usize, &p, &mut hdf5_error);
             }
             Err(e) => hdf5_error = hdf5_error.or(Some(format!("rank{r}: {e}"))),
@@ -131,8 +133,8 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
         return Err(Error::new(Status::WriteFailed, msg));
     }
     let written = file.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}")))?;
-    if let Some(reason) = &written.fallback_reason {
-        warn::always(&format!("{reason}; profile written to {} instead", written.path.display()));
+    if let Some(msg) = written.fallback_message() {
+        warn::always(&msg);
     }
     report(session.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize);
     Ok(written)

@@ -27,6 +27,8 @@ pub mod mpi_comm;
 /// cbindgen:ignore
 pub mod output;
 /// cbindgen:ignore
+pub mod placement;
+/// cbindgen:ignore
 pub mod profile;
 /// cbindgen:ignore
 pub mod profiler;

@@ -12,14 +12,54 @@ fn fail(msg: String) -> Error {
     Error::new(Status::WriteFailed, msg)
 }
 
-/// Merge `inputs` into `output`. Each rank may appear only once.
+/// One input: a file named by the caller, or a per-rank file found in a directory it named
+/// (then held open and read through that descriptor).
+struct Input {
+    shown: PathBuf,
+    open: PathBuf,
+    _held: Option<safe_file::Found>,
+}
+
+/// `<stem>.rank<N>.h5`, not hidden (unfinished files are).
+fn is_rank_file_name(name: &std::ffi::OsStr) -> bool {
+    let Some(s) = name.to_str().filter(|s| !s.starts_with('.')) else { return false };
+    s.strip_suffix(".h5")
+        .and_then(|s| s.rsplit_once(".rank"))
+        .is_some_and(|(stem, r)| !stem.is_empty() && !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Files are taken as given; a directory stands for the per-rank files directly in it, found
+/// without following any symlink (a symlink there could lead anywhere: it is skipped, and said).
+fn expand(inputs: &[PathBuf]) -> Result<Vec<Input>> {
+    let mut out = Vec::new();
+    for path in inputs {
+        if !path.is_dir() {
+            out.push(Input { shown: path.clone(), open: path.clone(), _held: None });
+            continue;
+        }
+        let (found, skipped) = safe_file::files_in(path, is_rank_file_name).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+        for s in skipped {
+            crate::warn::always(&format!("merge: skipped {} (not a regular file; symlinks in a searched directory are not followed)", s.display()));
+        }
+        if found.is_empty() {
+            return Err(Error::new(Status::InvalidArgument, format!("{}: no per-rank files (<stem>.rank<N>.h5) in this directory", path.display())));
+        }
+        out.extend(found.into_iter().map(|f| Input { shown: f.path.clone(), open: f.open_path(), _held: Some(f) }));
+    }
+    Ok(out)
+}
+
+/// Merge `inputs` (files, or directories holding per-rank files) into `output`. Each rank may
+/// appear only once.
 pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     if inputs.is_empty() {
         return Err(Error::new(Status::InvalidArgument, "no input files to merge"));
     }
-    let mut files = BTreeMap::new(); // rank -> (file, group name)
-    for path in inputs {
-        let f = hdf5::File::open(path).map_err(|e| fail(format!("{}: not a readable HDF5 file ({e})", path.display())))?;
+    let inputs = expand(inputs)?;
+    let mut files = BTreeMap::new(); // rank -> (path to open, group name)
+    for input in &inputs {
+        let path = &input.shown;
+        let f = hdf5::File::open(&input.open).map_err(|e| fail(format!("{}: not a readable HDF5 file ({e})", path.display())))?;
         let ranks: Vec<String> = f
             .member_names()
             .map_err(|e| fail(format!("{}: {e}", path.display())))?
@@ -31,7 +71,7 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         }
         for g in ranks {
             let rank: i64 = g[4..].parse().unwrap_or(-1);
-            if files.insert(rank, (path.clone(), g.clone())).is_some() {
+            if files.insert(rank, (input.open.clone(), g.clone())).is_some() {
                 return Err(Error::new(Status::InvalidArgument, format!("rank {rank} appears in more than one input file")));
             }
         }

@@ -82,6 +82,16 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
     out
 }
 
+/// What `minimal` also leaves out of a rank's own data before it is written: the host name
+/// (rank 0 counts nodes from the names it gathered before this) and the LIKWID marker file
+/// path (it may name a user's directory).
+pub fn apply_detail(config: &Config, profile: &mut crate::profile::RankProfile) {
+    if config.metadata_detail == MetadataDetail::Minimal {
+        profile.info.hostname.clear();
+        profile.likwid.env.retain(|(k, _)| k != "LIKWID_FILEPATH");
+    }
+}
+
 /// This process's `rank<N>/` attributes (threads are filled in at finalize).
 pub fn local_rank_info() -> RankInfo {
     RankInfo {

@@ -61,7 +61,8 @@ fn world_rank_size() -> (i64, i64) {
 }
 
 /// A single-process run: rank 0 of 1.
-pub fn write_single(session: &Session, profile: RankProfile) -> Result<Status> {
+pub fn write_single(session: &Session, mut profile: RankProfile) -> Result<Status> {
+    crate::metadata::apply_detail(&session.config, &mut profile);
     let meta = run_metadata(&session.config, &session.facts, 1, 1);
     let written = write_file(&session.config.file_path, |file| {
         file.write_metadata(&meta)?;
@@ -88,6 +89,7 @@ pub fn write_rank_file(session: &Session, rank: i64, size: i64, mut profile: Ran
     let mut meta = run_metadata(&session.config, &session.facts, size, 1);
     meta.retain(|(k, _)| k != "num_nodes");
     meta.push(("partial_rank_file".into(), AttrValue::Int(1)));
+    crate::metadata::apply_detail(&session.config, &mut profile);
     if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
         profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));
     }
@@ -116,8 +118,8 @@ pub fn write_file(target: &Path, fill: impl FnOnce(&ProfileFile) -> hdf5::Result
         return Err(Error::new(Status::WriteFailed, msg));
     }
     let written = file.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}")))?;
-    if let Some(reason) = &written.fallback_reason {
-        warn::always(&format!("{reason}; profile written to {} instead", written.path.display()));
+    if let Some(msg) = written.fallback_message() {
+        warn::always(&msg);
     }
     Ok(written)
 }

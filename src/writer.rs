@@ -2,11 +2,12 @@
 //! renamed into place, or written to a fallback location when the target is not writable.
 
 use crate::metadata::AttrValue;
+use crate::placement::Placement;
 use crate::profile::{RankProfile, RegionData};
 use crate::status::{Error, Result, Status};
 use hdf5::types::VarLenUnicode;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const SCHEMA_VERSION: i64 = 1;
 
@@ -59,59 +60,19 @@ pub fn put_i64_dataset(group: &hdf5::Group, name: &str, data: &[i64]) -> hdf5::R
     Ok(())
 }
 
-/// Where the file finally went, and why it is not where it was asked to go (if so).
-#[derive(Debug, Clone)]
-pub struct Written {
-    pub path: PathBuf,
-    pub fallback_reason: Option<String>,
-}
+pub use crate::placement::Written;
 
-/// An open profile file being written.
+/// An open profile file being written (created privately, see src/placement.rs).
 pub struct ProfileFile {
     file: hdf5::File,
-    tmp: PathBuf,
-    dest: PathBuf,
-    fallback_reason: Option<String>,
-}
-
-/// Directories tried, in order, when the target directory is not writable.
-fn fallback_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(d) = std::env::var_os("TMPDIR").filter(|d| !d.is_empty()) {
-        dirs.push(PathBuf::from(d));
-    }
-    dirs.push(PathBuf::from("/tmp"));
-    if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        dirs.push(PathBuf::from(h));
-    }
-    dirs
-}
-
-fn tmp_name(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(format!(".tmp.{}", std::process::id()));
-    dest.with_file_name(name)
+    place: Placement,
 }
 
 impl ProfileFile {
-    /// Create the temporary file next to `target`, or in a fallback directory.
+    /// Create the file privately for `target`, or in a fallback directory.
     pub fn create(target: &Path) -> Result<ProfileFile> {
-        let mut dest = target.to_path_buf();
-        if dest.is_dir() {
-            dest.push(crate::config::DEFAULT_FILE);
-        }
-        let first_error = match hdf5::File::create(tmp_name(&dest)) {
-            Ok(file) => return Ok(ProfileFile { file, tmp: tmp_name(&dest), dest, fallback_reason: None }),
-            Err(e) => describe_create_error(&dest, e),
-        };
-        let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
-        for dir in fallback_dirs() {
-            let alt = dir.join(format!("{stem}.{}.{}.h5", crate::metadata::hostname(), std::process::id()));
-            if let Ok(file) = hdf5::File::create(tmp_name(&alt)) {
-                return Ok(ProfileFile { file, tmp: tmp_name(&alt), dest: alt, fallback_reason: Some(first_error) });
-            }
-        }
-        Err(Error::new(Status::WriteFailed, format!("{first_error}, and no fallback directory ($TMPDIR, /tmp, $HOME) was writable")))
+        let (file, place) = Placement::create_h5(target)?;
+        Ok(ProfileFile { file, place })
     }
 
     /// The open HDF5 file (for copying whole groups into it).
@@ -132,7 +93,9 @@ impl ProfileFile {
     pub fn write_rank(&self, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
         let g = self.file.create_group(&format!("rank{rank}"))?;
         let info = &profile.info;
-        put_str(&g, "hostname", &info.hostname)?;
+        if !info.hostname.is_empty() {
+            put_str(&g, "hostname", &info.hostname)?; // left out with SCOPE_PROFILER_METADATA=minimal
+        }
         put_int(&g, "pid", info.pid)?;
         put_attr(&g, "cpus", &AttrValue::IntList(info.cpus.clone()))?;
         put_int(&g, "num_threads", profile.num_threads() as i64)?;
@@ -151,30 +114,16 @@ impl ProfileFile {
 
     /// Close the file and move it into place.
     pub fn finish(self) -> Result<Written> {
-        let ProfileFile { file, tmp, dest, fallback_reason } = self;
-        file.close().map_err(|e| Error::new(Status::WriteFailed, format!("closing {}: {e}", tmp.display())))?;
-        std::fs::rename(&tmp, &dest).map_err(|e| {
-            Error::new(Status::WriteFailed, format!("renaming {} to {}: {e} (the data is in {})", tmp.display(), dest.display(), tmp.display()))
-        })?;
-        Ok(Written { path: dest, fallback_reason })
+        let ProfileFile { file, place } = self;
+        file.close().map_err(|e| Error::new(Status::WriteFailed, format!("closing {}: {e}", place.temporary_path().display())))?;
+        place.finish()
     }
 
-    /// Give up on a half-written file: remove the temporary.
+    /// Give up on a half-written file: remove it.
     pub fn abandon(self) {
-        let tmp = self.tmp.clone();
         drop(self.file);
-        let _ = std::fs::remove_file(tmp);
+        self.place.abandon();
     }
-}
-
-fn describe_create_error(dest: &Path, e: hdf5::Error) -> String {
-    let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let why = match std::fs::metadata(dir) {
-        Err(io) => format!("{}: {io}", dir.display()),
-        Ok(m) if m.permissions().readonly() => format!("{} is read-only", dir.display()),
-        Ok(_) => e.to_string(),
-    };
-    format!("cannot write {} ({why})", dest.display())
 }
 
 fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<()> {
@@ -223,7 +172,7 @@ mod tests {
         assert_eq!(r.attr("tag").unwrap().read_scalar::<VarLenUnicode>().unwrap().as_str(), "x/y");
         assert_eq!(r.dataset("end_times").unwrap().read_raw::<i64>().unwrap(), vec![3, 4]);
         assert_eq!(file.group("rank0/regions/only open").unwrap().dataset("start_times").unwrap().size(), 0);
-        assert!(!dir.join("out.h5.tmp.".to_string() + &std::process::id().to_string()).exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing but the profile is left");
 
         // A target in a directory that does not exist goes to the fallback location.
         let f = ProfileFile::create(&dir.join("missing/sub/out.h5")).unwrap();

@@ -225,5 +225,9 @@ pub fn write_output(out: &Path, bytes: &[u8]) -> Result<()> {
             _ => Ok(()),
         };
     }
-    std::fs::write(out, bytes).map_err(|e| Error::in_file(out, format!("cannot write the output: {e}")))
+    // A private temporary file renamed into place: an existing file or symlink at `out` is
+    // replaced, never written through.
+    safe_file::write_replacing(out, bytes)
+        .map(|_| ())
+        .map_err(|e| Error::in_file(out, format!("cannot write the output: {e}")))
 }

@@ -1,4 +1,4 @@
-//! `scope_profiler_merge -o OUTPUT.h5 INPUT.rank0.h5 INPUT.rank1.h5 ...`
+//! `scope_profiler_merge -o OUTPUT.h5 INPUT.rank0.h5 INPUT.rank1.h5 ...` (or a directory holding them)
 //! Combines the per-rank files a run leaves when MPI was not usable at finalize.
 
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ fn main() {
         match a.as_str() {
             "-o" | "--output" => output = args.next().map(PathBuf::from),
             "-h" | "--help" => {
-                println!("usage: scope_profiler_merge -o OUTPUT.h5 RANKFILE.h5...\n\nCombines the per-rank files (<stem>.rank<N>.h5) that ranks write when MPI was not usable at finalize into one profile.");
+                println!("usage: scope_profiler_merge -o OUTPUT.h5 RANKFILE.h5|DIR...\n\nCombines the per-rank files (<stem>.rank<N>.h5) that ranks write when MPI was not usable at finalize into one profile. A directory stands for the per-rank files directly in it (symlinks there are not followed). The output is written to a private temporary file and renamed into place.");
                 return;
             }
             _ => inputs.push(PathBuf::from(a)),
@@ -22,7 +22,7 @@ fn main() {
         std::process::exit(2);
     };
     match scope_profiler::merge::merge_rank_files(&output, &inputs) {
-        Ok(w) => println!("merged {} file(s) into {}", inputs.len(), w.path.display()),
+        Ok(w) => println!("merged {} input(s) into {}", inputs.len(), w.path.display()),
         Err(e) => {
             eprintln!("scope_profiler_merge: {e}");
             std::process::exit(1);

@@ -187,22 +187,13 @@ pub fn teardown(lib: &Likwid) {
     }
 }
 
-/// Write `doc` to `path` so that `path` only ever holds a complete document:
-/// temp file in the same directory, fsync, rename, fsync the directory.
+/// Write `doc` to `path` so that `path` only ever holds a complete document: a private
+/// temporary file (exclusive, random name) in the same directory, fsync, rename.
 pub fn write_json_atomically(path: &Path, doc: &HelperOutput) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
     let data = serde_json::to_vec(doc).map_err(std::io::Error::other)?;
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
+    let mut tmp = safe_file::TempFile::create(path)?;
+    tmp.write_all(&data)?;
+    tmp.persist(0o600)?;
     Ok(())
 }
 

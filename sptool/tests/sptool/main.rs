@@ -5,6 +5,7 @@
 mod common;
 mod errors;
 mod export;
+mod file_safety;
 mod fixtures;
 mod inspect;
 mod plot;

@@ -1,0 +1,523 @@
+//! Creating files that nobody else can redirect, truncate or read before they are finished.
+//!
+//! Every file is first created in the directory it belongs to, under a name nobody can predict
+//! (64 random bits), exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, or `mkdir` for a private
+//! directory: both fail on any existing name, a symlink included, and are retried with a new
+//! name), readable only by its owner (0600 file, 0700 directory). Only a finished file is
+//! renamed onto its final name: an existing file there is replaced, never opened for writing,
+//! and a symlink there is replaced itself, never followed.
+//!
+//! Two shapes, one for each kind of writer:
+//! - [`TempFile`]: we write the bytes ourselves (exports, plots, JSON).
+//! - [`PrivateDir`]: a library creates the file by name (HDF5). The directory is 0700 and
+//!   reached through a descriptor opened when it was made, so what the library creates in it
+//!   is out of everyone else's reach whatever mode the library uses.
+//!
+//! And one for readers: [`files_in`] lists the regular files of a directory without following
+//! a symlink out of it (leftover per-rank or spill files).
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// How many fresh names are tried when a name is taken (64 random bits: a second try already
+/// means someone else is creating names there).
+const ATTEMPTS: usize = 16;
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+fn cname(n: &OsStr) -> io::Result<CString> {
+    cstr(Path::new(n))
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc) }
+}
+
+/// 64 unpredictable bits as 16 hex digits: getrandom(2), else /dev/urandom. If neither works
+/// the name is merely unique (time, pid, counter); exclusive creation still protects it.
+pub fn random_suffix() -> String {
+    let mut buf = [0u8; 8];
+    #[cfg(target_os = "linux")]
+    // SAFETY: buf is valid for writes of its length.
+    let mut ok = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), libc::GRND_NONBLOCK) } == buf.len() as isize;
+    #[cfg(not(target_os = "linux"))]
+    let mut ok = false;
+    if !ok {
+        ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_ok();
+    }
+    if !ok {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        buf = (t ^ ((std::process::id() as u64) << 40) ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(20)).to_le_bytes();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The process umask, read without changing it (/proc/self/status, Linux 4.7+). Unknown:
+/// 0o077, the most private answer.
+pub fn umask() -> u32 {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        for line in status.lines() {
+            if let Some(v) = line.strip_prefix("Umask:") {
+                if let Ok(m) = u32::from_str_radix(v.trim(), 8) {
+                    return m;
+                }
+            }
+        }
+    }
+    0o077
+}
+
+/// The mode the user's umask gives a new file (what `open(..., 0666)` would give).
+pub fn new_file_mode() -> u32 {
+    0o666 & !umask()
+}
+
+/// Whether everybody may create files in `dir` (/tmp, /var/tmp): what we leave there is 0600.
+pub fn is_world_writable(dir: &Path) -> bool {
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.mode() & 0o002 != 0)
+}
+
+/// The directory `dest` belongs in.
+pub fn parent_dir(dest: &Path) -> &Path {
+    dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// `.<file name>.<random>.<kind>`: hidden, so that a wildcard over finished files never
+/// picks up an unfinished one.
+fn hidden_name(dest: &Path, kind: &str) -> OsString {
+    let mut name = OsString::from(".");
+    name.push(dest.file_name().unwrap_or(OsStr::new("file")));
+    name.push(format!(".{}.{kind}", random_suffix()));
+    name
+}
+
+/// Whether a finished file may be renamed onto `dest`: nothing there, a regular file, or a
+/// symlink to a regular file or to nothing (the link itself is replaced). A directory, device,
+/// FIFO or socket (also behind a symlink: `/dev/stdout`, `/dev/null`) is never replaced.
+pub fn check_replaceable(dest: &Path) -> io::Result<()> {
+    match std::fs::metadata(dest) {
+        Ok(m) if !m.is_file() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} exists and is not a regular file", dest.display()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Create `path` exclusively: `O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, read-write, `mode`.
+/// Fails with `AlreadyExists` on any existing name, a dangling symlink included.
+pub fn create_exclusive(path: &Path, mode: u32) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// A private (0600) temporary file next to its destination, renamed onto it by
+/// [`TempFile::persist`]; removed if dropped unfinished.
+pub struct TempFile {
+    file: File,
+    path: PathBuf,
+    dest: PathBuf,
+    done: bool,
+}
+
+impl TempFile {
+    /// Create `.<name>.<random>.tmp` in `dest`'s directory (see the module documentation).
+    pub fn create(dest: &Path) -> io::Result<TempFile> {
+        check_replaceable(dest)?;
+        let dir = parent_dir(dest);
+        for _ in 0..ATTEMPTS {
+            let path = dir.join(hidden_name(dest, "tmp"));
+            match create_exclusive(&path, 0o600) {
+                Ok(file) => return Ok(TempFile { file, path, dest: dest.to_path_buf(), done: false }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("no free temporary name in {} after {ATTEMPTS} tries", dir.display())))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Flush to disk, give the file `mode`, rename it onto the destination.
+    pub fn persist(mut self, mode: u32) -> io::Result<PathBuf> {
+        self.file.sync_all()?;
+        self.file.set_permissions(std::fs::Permissions::from_mode(mode))?; // fchmod: our own descriptor
+        std::fs::rename(&self.path, &self.dest)?;
+        self.done = true;
+        sync_dir(parent_dir(&self.dest));
+        Ok(self.dest.clone())
+    }
+}
+
+impl Write for TempFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Whether `dest` is a FIFO, socket or character device the user meant to write into
+/// (`-o /dev/stdout`, `-o >(gzip)`): the name itself, or a symlink owned by us or by root
+/// (never one somebody else planted) that leads to one.
+fn is_stream(dest: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let stream = |m: &std::fs::Metadata| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket() || t.is_char_device()
+    };
+    match std::fs::symlink_metadata(dest) {
+        Ok(l) if l.file_type().is_symlink() => {
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            (l.uid() == me || l.uid() == 0) && std::fs::metadata(dest).is_ok_and(|m| stream(&m))
+        }
+        Ok(l) => stream(&l),
+        Err(_) => false,
+    }
+}
+
+/// Write `bytes` as the new content of `dest`: a private temporary file renamed into place,
+/// with the mode the umask gives. A FIFO or terminal named by the user is written directly.
+pub fn write_replacing(dest: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    if is_stream(dest) {
+        let mut f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC).open(dest)?;
+        f.write_all(bytes)?;
+        return Ok(dest.to_path_buf());
+    }
+    let mut tmp = TempFile::create(dest)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(new_file_mode())
+}
+
+/// A private directory (0700) next to a destination, for files a library creates by name.
+/// Every operation on its content goes through the descriptor opened when it was made, so
+/// renaming the directory away and putting another one in its place redirects nothing.
+pub struct PrivateDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// `mkdir` `.<name>.<random>.tmpdir` in `dest`'s directory with mode 0700 (exclusive:
+    /// `mkdir` never reuses or follows an existing name), retried on collision, then opened
+    /// with `O_NOFOLLOW` and checked to be our own directory.
+    pub fn create(dest: &Path) -> io::Result<PrivateDir> {
+        let parent = parent_dir(dest);
+        for _ in 0..ATTEMPTS {
+            let path = parent.join(hidden_name(dest, "tmpdir"));
+            let c = cstr(&path)?;
+            // SAFETY: c is a valid NUL-terminated path.
+            if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    continue;
+                }
+                return Err(e);
+            }
+            // SAFETY: as above; the returned descriptor is owned below.
+            let fd = match check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) }) {
+                Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd) },
+                Err(e) => return Err(e), // replaced already: not ours to remove
+            };
+            let dir = PrivateDir { fd, path };
+            let st = dir.fstatat(None)?;
+            // SAFETY: geteuid has no preconditions.
+            if st.st_uid != unsafe { libc::geteuid() } || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                return Err(io::Error::other(format!("{} was replaced while being created", dir.path.display())));
+            }
+            // The umask may have taken bits from 0700; make it exactly that.
+            // SAFETY: valid descriptor.
+            check(unsafe { libc::fchmod(dir.fd.as_raw_fd(), 0o700) })?;
+            return Ok(dir);
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("no free directory name in {} after {ATTEMPTS} tries", parent.display())))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn fstatat(&self, name: Option<&OsStr>) -> io::Result<libc::stat> {
+        // SAFETY: zeroed stat is a valid out-buffer; names are NUL-terminated.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        match name {
+            None => check(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) })?,
+            Some(n) => {
+                let c = cname(n)?;
+                check(unsafe { libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?
+            }
+        };
+        Ok(st)
+    }
+
+    /// Open `name` inside (never through a symlink) and check that it is a regular file of ours.
+    fn open_own(&self, name: &OsStr) -> io::Result<File> {
+        let c = cname(name)?;
+        // SAFETY: valid descriptor and name; the result is owned below.
+        let fd = check(unsafe {
+            libc::openat(self.fd.as_raw_fd(), c.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        })?;
+        let file = unsafe { File::from_raw_fd(fd) };
+        let m = file.metadata()?;
+        // SAFETY: geteuid has no preconditions.
+        if !m.is_file() || m.uid() != unsafe { libc::geteuid() } {
+            return Err(io::Error::other(format!("{} is not our file", self.path.join(name).display())));
+        }
+        Ok(file)
+    }
+
+    /// Check that `name` is a regular file of ours in this very directory (not in one put in
+    /// its place) and make it `mode`.
+    pub fn set_mode(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        self.open_own(name)?.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+
+    /// Like [`PrivateDir::set_mode`], after flushing the finished file to disk (so that the
+    /// name it is renamed to never shows an incomplete file after a crash).
+    pub fn seal(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        let f = self.open_own(name)?;
+        f.sync_all()?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+
+    /// Rename `name` onto `dest`, replacing a regular file or symlink there (never writing into
+    /// it or following it).
+    pub fn move_out(&self, name: &OsStr, dest: &Path) -> io::Result<()> {
+        check_replaceable(dest)?;
+        let (n, d) = (cname(name)?, cstr(dest)?);
+        // SAFETY: valid descriptor and NUL-terminated names.
+        check(unsafe { libc::renameat(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr()) })?;
+        sync_dir(parent_dir(dest));
+        Ok(())
+    }
+
+    /// Rename `name` onto `dest` only if nothing is there (`AlreadyExists` otherwise).
+    pub fn move_out_new(&self, name: &OsStr, dest: &Path) -> io::Result<()> {
+        let (n, d) = (cname(name)?, cstr(dest)?);
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: valid descriptor and NUL-terminated names.
+            let rc = unsafe { libc::renameat2(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_NOREPLACE) };
+            match check(rc) {
+                Ok(_) => {
+                    sync_dir(parent_dir(dest));
+                    return Ok(());
+                }
+                Err(e) if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => return Err(e),
+                Err(_) => {} // file system without RENAME_NOREPLACE: a hard link never replaces either
+            }
+        }
+        // SAFETY: as above.
+        check(unsafe { libc::linkat(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr(), 0) })?;
+        unsafe { libc::unlinkat(self.fd.as_raw_fd(), n.as_ptr(), 0) };
+        sync_dir(parent_dir(dest));
+        Ok(())
+    }
+
+    /// Remove `names` from the directory (those still there) and the directory itself.
+    pub fn remove(self, names: &[&OsStr]) {
+        for n in names {
+            if let Ok(c) = cname(n) {
+                // SAFETY: valid descriptor and name.
+                unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
+            }
+        }
+        // Only an empty directory goes: if ours was swapped for another, that one is not emptied.
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// A regular file found by [`files_in`], opened read-only.
+pub struct Found {
+    pub name: OsString,
+    /// `dir/name`, for messages.
+    pub path: PathBuf,
+    pub file: File,
+}
+
+impl Found {
+    /// A name that leads to exactly the file opened, for libraries that open by name (HDF5):
+    /// `/proc/self/fd/<fd>` where /proc exists, else `path`.
+    pub fn open_path(&self) -> PathBuf {
+        let p = PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
+        if p.exists() { p } else { self.path.clone() }
+    }
+}
+
+/// The regular files directly in `dir` whose names `want` accepts, sorted by name, each opened
+/// from `dir`'s own descriptor with `O_NOFOLLOW`: a symlink (wherever it points), directory,
+/// FIFO or device is never opened; those are returned second so that the caller can say so.
+pub fn files_in(dir: &Path, want: impl Fn(&OsStr) -> bool) -> io::Result<(Vec<Found>, Vec<PathBuf>)> {
+    let c = cstr(dir)?;
+    // SAFETY: valid path; owned below.
+    let dfd = unsafe { OwnedFd::from_raw_fd(check(libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC))?) };
+    let mut names: Vec<OsString> = std::fs::read_dir(format!("/proc/self/fd/{}", dfd.as_raw_fd()))
+        .or_else(|_| std::fs::read_dir(dir))?
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|n| want(n))
+        .collect();
+    names.sort();
+    let (mut found, mut skipped) = (Vec::new(), Vec::new());
+    for name in names {
+        let path = dir.join(&name);
+        let Ok(cn) = cname(&name) else { continue };
+        // SAFETY: valid descriptor and name; owned below.
+        let fd = unsafe { libc::openat(dfd.as_raw_fd(), cn.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if fd < 0 {
+            skipped.push(path);
+            continue;
+        }
+        let file = unsafe { File::from_raw_fd(fd) };
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            found.push(Found { name, path, file });
+        } else {
+            skipped.push(path);
+        }
+    }
+    Ok((found, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("safe_file_{name}_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn suffixes_are_random_hex() {
+        let a = random_suffix();
+        assert_eq!(a.len(), 16);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(a, random_suffix());
+    }
+
+    #[test]
+    fn umask_is_read_without_changing_it() {
+        // SAFETY: umask is process-wide; this test sets it to what it was.
+        let old = unsafe { libc::umask(0o027) };
+        assert_eq!(umask(), 0o027);
+        assert_eq!(new_file_mode(), 0o640);
+        unsafe { libc::umask(old) };
+    }
+
+    #[test]
+    fn temp_file_replaces_by_rename_and_never_writes_through_a_symlink() {
+        let d = scratch("temp");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let dest = d.join("out.csv");
+        std::os::unix::fs::symlink(&victim, &dest).unwrap();
+        let mut t = TempFile::create(&dest).unwrap();
+        let tmp = t.path().to_path_buf();
+        assert_eq!(std::fs::metadata(&tmp).unwrap().mode() & 0o777, 0o600);
+        assert!(tmp.file_name().unwrap().to_str().unwrap().starts_with(".out.csv."));
+        t.write_all(b"new").unwrap();
+        t.persist(0o640).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let m = std::fs::symlink_metadata(&dest).unwrap();
+        assert!(m.is_file());
+        assert_eq!(m.mode() & 0o777, 0o640);
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "new");
+        assert!(!tmp.exists());
+        // Dropped unfinished: nothing left behind.
+        let t = TempFile::create(&dest).unwrap();
+        let tmp = t.path().to_path_buf();
+        drop(t);
+        assert!(!tmp.exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn exclusive_creation_refuses_symlinks_and_files() {
+        let d = scratch("excl");
+        std::fs::write(d.join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(d.join("nowhere"), d.join("l")).unwrap();
+        assert_eq!(create_exclusive(&d.join("f"), 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(create_exclusive(&d.join("l"), 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert!(!d.join("nowhere").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn private_dir_moves_files_out() {
+        let d = scratch("pdir");
+        let dest = d.join("p.h5");
+        let pd = PrivateDir::create(&dest).unwrap();
+        assert_eq!(std::fs::metadata(pd.path()).unwrap().mode() & 0o777, 0o700);
+        let name = OsStr::new("p.h5");
+        std::fs::write(pd.path().join(name), "data").unwrap();
+        pd.set_mode(name, 0o644).unwrap();
+        std::fs::write(&dest, "old").unwrap();
+        pd.move_out(name, &dest).unwrap();
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "data");
+        assert_eq!(std::fs::metadata(&dest).unwrap().mode() & 0o777, 0o644);
+        // move_out_new never replaces.
+        std::fs::write(pd.path().join(name), "second").unwrap();
+        assert_eq!(pd.move_out_new(name, &dest).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        pd.move_out_new(name, &d.join("q.h5")).unwrap();
+        let path = pd.path().to_path_buf();
+        pd.remove(&[name]);
+        assert!(!path.exists());
+        assert_eq!(std::fs::read_to_string(d.join("q.h5")).unwrap(), "second");
+        // A device is never replaced.
+        assert!(check_replaceable(Path::new("/dev/null")).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn files_in_skips_symlinks() {
+        let d = scratch("find");
+        let outside = scratch("find_outside");
+        std::fs::write(outside.join("secret.rank1.h5"), "s").unwrap();
+        std::fs::write(d.join("a.rank0.h5"), "a").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.rank1.h5"), d.join("a.rank1.h5")).unwrap();
+        std::fs::create_dir(d.join("a.rank2.h5")).unwrap();
+        let (found, skipped) = files_in(&d, |n| n.to_string_lossy().contains(".rank")).unwrap();
+        assert_eq!(found.iter().map(|f| f.name.clone()).collect::<Vec<_>>(), vec![OsString::from("a.rank0.h5")]);
+        assert_eq!(skipped, vec![d.join("a.rank1.h5"), d.join("a.rank2.h5")]);
+        assert_eq!(std::fs::read_to_string(found[0].open_path()).unwrap(), "a");
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
+    }
+}

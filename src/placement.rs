@@ -1,0 +1,170 @@
+//! Where a profile file is created and how it reaches its name.
+//!
+//! HDF5 creates files by name, so each profile is created inside a private directory
+//! (`safe_file::PrivateDir`: mode 0700, random name, made with `mkdir` next to the target)
+//! with `H5F_ACC_EXCL`, checked through the directory's descriptor to be our own file, and
+//! made 0600. Nobody else can open, replace or redirect it while it is written, whatever mode
+//! HDF5 uses and whether the target directory is group-writable. Finished, it gets the mode the
+//! umask gives (0600 in a world-writable fallback directory such as /tmp) and is renamed onto
+//! the target: an existing profile there is replaced by the rename, never opened for writing.
+//! When the target directory is not usable, the same happens in a fallback directory
+//! ($TMPDIR, /tmp, $HOME), where the finished file never replaces anything.
+
+use crate::status::{Error, Result, Status};
+use safe_file::PrivateDir;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where the file finally went, and why it is not where it was asked to go (if so).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub path: PathBuf,
+    pub fallback_reason: Option<String>,
+    /// Said after the fallback message: why the file is private (0600) there.
+    pub note: Option<String>,
+}
+
+impl Written {
+    /// `<why the target was not used>; profile written to <path> instead (<note>)`.
+    pub fn fallback_message(&self) -> Option<String> {
+        let reason = self.fallback_reason.as_ref()?;
+        let note = self.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
+        Some(format!("{reason}; profile written to {} instead{note}", self.path.display()))
+    }
+}
+
+/// A profile being written in its private directory.
+pub struct Placement {
+    dir: PrivateDir,
+    name: OsString,
+    dest: PathBuf,
+    fallback_reason: Option<String>,
+    mode: u32,
+    note: Option<String>,
+}
+
+/// Directories tried, in order, when the target directory is not writable.
+fn fallback_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("TMPDIR").filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.push(PathBuf::from("/tmp"));
+    if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(h));
+    }
+    dirs
+}
+
+/// Create the HDF5 file privately for `dest` (see the module documentation).
+fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
+    safe_file::check_replaceable(dest)?;
+    let dir = PrivateDir::create(dest)?;
+    let name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| crate::config::DEFAULT_FILE.into());
+    let file = match hdf5::File::create_excl(dir.path().join(&name)) {
+        Ok(f) => f,
+        Err(e) => {
+            dir.remove(&[]);
+            return Err(io::Error::other(e.to_string()));
+        }
+    };
+    // HDF5 created it by name: check through our descriptor that it is in the directory we
+    // made (not in one put in its place), then make it 0600.
+    if let Err(e) = dir.set_mode(&name, 0o600) {
+        drop(file);
+        dir.remove(&[&name]);
+        return Err(e);
+    }
+    Ok((file, dir, name))
+}
+
+fn describe_create_error(dest: &Path, e: &io::Error) -> String {
+    let dir = safe_file::parent_dir(dest);
+    let why = match std::fs::metadata(dir) {
+        Err(io) => format!("{}: {io}", dir.display()),
+        Ok(m) if m.permissions().readonly() => format!("{} is read-only", dir.display()),
+        Ok(_) => e.to_string(),
+    };
+    format!("cannot write {} ({why})", dest.display())
+}
+
+impl Placement {
+    /// Create the file for `target` (a directory gets the default file name in it), or in a
+    /// fallback directory.
+    pub fn create_h5(target: &Path) -> Result<(hdf5::File, Placement)> {
+        let mut dest = target.to_path_buf();
+        if dest.is_dir() {
+            dest.push(crate::config::DEFAULT_FILE);
+        }
+        let first_error = match create_in(&dest) {
+            Ok((file, dir, name)) => {
+                let mode = safe_file::new_file_mode();
+                return Ok((file, Placement { dir, name, dest, fallback_reason: None, mode, note: None }));
+            }
+            Err(e) => describe_create_error(&dest, &e),
+        };
+        let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
+        for d in fallback_dirs() {
+            let alt = d.join(format!("{stem}.{}.{}.h5", crate::metadata::hostname(), std::process::id()));
+            if let Ok((file, dir, name)) = create_in(&alt) {
+                let (mode, note) = if safe_file::is_world_writable(&d) {
+                    (0o600, Some(format!("mode 0600, readable only by you: {} is writable by everyone", d.display())))
+                } else {
+                    (safe_file::new_file_mode(), None)
+                };
+                return Ok((file, Placement { dir, name, dest: alt, fallback_reason: Some(first_error), mode, note }));
+            }
+        }
+        Err(Error::new(Status::WriteFailed, format!("{first_error}, and no fallback directory ($TMPDIR, /tmp, $HOME) was writable")))
+    }
+
+    /// Where the unfinished file is.
+    pub fn temporary_path(&self) -> PathBuf {
+        self.dir.path().join(&self.name)
+    }
+
+    /// Move the finished (closed) file into place with its final mode.
+    pub fn finish(self) -> Result<Written> {
+        let tmp = self.temporary_path();
+        let fail = |e: io::Error, dest: &Path| {
+            Error::new(Status::WriteFailed, format!("renaming {} to {}: {e} (the data is in {})", tmp.display(), dest.display(), tmp.display()))
+        };
+        self.dir.seal(&self.name, self.mode).map_err(|e| fail(e, &self.dest))?;
+        let mut fallback_reason = self.fallback_reason.clone();
+        // A fresh name beside `dest` that never replaces anything.
+        let beside = |dest: &Path| -> Result<PathBuf> {
+            let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let alt = dest.with_file_name(format!("{stem}.{}.h5", &safe_file::random_suffix()[..8]));
+            self.dir.move_out_new(&self.name, &alt).map_err(|e| fail(e, &alt))?;
+            Ok(alt)
+        };
+        let path = if self.fallback_reason.is_none() {
+            match self.dir.move_out(&self.name, &self.dest) {
+                Ok(()) => self.dest.clone(),
+                // Somebody else's file at the target in a sticky directory (/tmp): keep it,
+                // and ours beside it.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    fallback_reason = Some(format!("cannot replace {} ({e})", self.dest.display()));
+                    beside(&self.dest)?
+                }
+                Err(e) => return Err(fail(e, &self.dest)),
+            }
+        } else {
+            // A shared fallback directory: never replace anything, take a fresh name instead.
+            match self.dir.move_out_new(&self.name, &self.dest) {
+                Ok(()) => self.dest.clone(),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => beside(&self.dest)?,
+                Err(e) => return Err(fail(e, &self.dest)),
+            }
+        };
+        let Placement { dir, note, .. } = self;
+        dir.remove(&[]);
+        Ok(Written { path, fallback_reason, note })
+    }
+
+    /// Give up on a half-written (closed) file: remove it and its directory.
+    pub fn abandon(self) {
+        self.dir.remove(&[&self.name]);
+    }
+}
