@@ -19,6 +19,7 @@ mod model;
 mod plot;
 mod read;
 mod roofline;
+mod source;
 mod stats;
 
 use std::process::ExitCode;

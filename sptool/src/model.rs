@@ -182,6 +182,22 @@ impl LikwidRegion {
     }
 }
 
+/// Where a region is defined in the program's source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceLocation {
+    pub file: String,
+    pub line: Option<i64>,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}", self.file),
+            None => f.write_str(&self.file),
+        }
+    }
+}
+
 /// A whole profile file.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -195,6 +211,8 @@ pub struct Profile {
     /// Per (rank, region), in file order.
     pub regions: Vec<RegionRank>,
     pub likwid: Vec<LikwidRegion>,
+    /// Where regions are defined, by region name (only those the file gives a location).
+    pub sources: std::collections::BTreeMap<String, SourceLocation>,
 }
 
 impl Profile {
