@@ -220,3 +220,18 @@ impl Profile {
         self.ranks.iter().map(|r| r.rank).collect()
     }
 }
+
+/// A region, pooled over ranks (`None`) or on one rank.
+pub type RegionKey = (String, Option<u32>);
+
+/// Calls and times of every region that `keep` accepts, pooled over the ranks or one entry per
+/// (region, rank): the one place that turns a profile's (rank, region) records into per-region
+/// totals, so whatever a reader stores in [`RegionRank::stats`] (single calls or only counts
+/// and totals) is compared the same way. Regions without a completed call are left out.
+pub fn region_totals(profile: &Profile, by_rank: bool, keep: impl Fn(&str, u32) -> bool) -> std::collections::BTreeMap<RegionKey, Stats> {
+    let mut out: std::collections::BTreeMap<RegionKey, Stats> = std::collections::BTreeMap::new();
+    for r in profile.regions.iter().filter(|r| r.stats.count > 0 && keep(&r.name, r.rank)) {
+        out.entry((r.name.clone(), by_rank.then_some(r.rank))).or_default().merge(&r.stats);
+    }
+    out
+}
