@@ -204,7 +204,9 @@ pub fn verdict(row: &Row, options: &CheckOptions) -> Verdict {
         (None, _) => Verdict::New,
         (Some(a), Some(_)) if a.total_s() < options.min_time => Verdict::Ignored,
         _ => {
-            let limit = options.limits.of(&row.key.0);
+            // A change of exactly the limit is allowed (with room for rounding: 1100/1000 - 1
+            // is a hair above 0.1 in floating point).
+            let limit = options.limits.of(&row.key.0) + 1e-9;
             match row.mean_change() {
                 Some(c) if c > limit => Verdict::Slower,
                 Some(c) if c < -limit => Verdict::Faster,

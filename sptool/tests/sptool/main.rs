@@ -9,4 +9,5 @@ mod fixtures;
 mod inspect;
 mod plot;
 mod python;
+mod trace;
 mod writer;
