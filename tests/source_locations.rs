@@ -78,8 +78,18 @@ fn c_macros_and_register_at_record_locations() {
     let solve_line = locations(&stdout)["solve"];
     assert!(warned[0].contains(&format!("keeping the first location, {}:{solve_line}", source.display())), "{stderr}");
     check_file(&file, &source, &stdout);
-    // The macros leave the name-based path alone: SP_REGION_START/STOP go by handle.
-    assert!(locations(&stdout).contains_key("kernel"));
+
+    // sptool inspect shows where each region is defined ("-" when unknown).
+    let sptool = lib_dir().join("sptool");
+    assert!(sptool.exists(), "{} not found: run `cargo build --workspace` first", sptool.display());
+    let out = run(Command::new(&sptool).arg("inspect").arg(&file).env("COLUMNS", "400"));
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(shown.contains("defined at"), "{shown}");
+    let row = |name: &str| shown.lines().find(|l| l.starts_with(&format!("  {name} "))).unwrap_or_else(|| panic!("{name}:\n{shown}")).to_string();
+    assert!(row("solve").trim_end().ends_with(&format!("{}:{solve_line}", source.display())), "{shown}");
+    assert!(row("counted").trim_end().ends_with("counted.f90:42"), "{shown}");
+    assert!(row("no location").trim_end().ends_with(" -"), "{shown}");
 }
 
 #[test]
