@@ -265,6 +265,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
             if args.format == Format::ChromeTrace {
+                if args.selection.ranks.is_some() {
+                    filter.check_ranks(&read_profile(&args.file)?)?;
+                }
                 return trace::export(&args.file, &filter, args.max_events, &args.output);
             }
             if args.max_events.is_some() {

@@ -113,6 +113,10 @@ fn max_events_keeps_the_longest() {
     // Without a cut, no note.
     let r = run(dir.path(), &["export", "timings.h5", "--format", "chrome-trace", "-o", "t.json"]);
     assert!(r.stderr.is_empty());
+    // A rank the file does not have is an error, as for the other exports.
+    let r = run(dir.path(), &["export", "timings.h5", "--format", "chrome-trace", "-o", "t.json", "--ranks", "7"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("--ranks asks for rank(s) 7"), "{}", r.stderr);
     // --max-events belongs to chrome-trace.
     let r = run(dir.path(), &["export", "timings.h5", "--format", "json", "-o", "t.json", "--max-events", "5"]);
     assert_eq!(r.code, 1);
