@@ -27,7 +27,9 @@
  * `name` should be a string literal (or a name that is the same every time at that site).
  * Each macro is one statement; the status is discarded (the library warns on stderr).
  * Concurrent first calls from several threads may both register: both get the same handle.
- * If registration fails (for example before sp_setup), the next call tries again. */
+ * If registration fails (for example before sp_setup), the next call tries again.
+ * In C, use them in ordinary or `static inline` functions: C99 forbids the static variable in
+ * an `inline` function with external linkage. */
 #define SP_REGION_START(name) \
     do { \
         static int32_t sp_site_handle_ = -1; \

@@ -171,8 +171,7 @@ public:
     /** a name built at run time is registered with the location at every pass; */
     Scope(const Site& site, const std::string& name) noexcept : name_(nullptr), handle_(site.handle(name)), open_(start_id()) {}
     /** a Region is timed by its handle, its location registered once per site; */
-    Scope(const Site& site, const Region& region) noexcept
-        : name_(nullptr), handle_(site.handle(region.name()) >= 0 ? region.handle() : -1), open_(start_id()) {}
+    Scope(const Site& site, const Region& region) noexcept : name_(nullptr), handle_(site.handle(region.name())), open_(start_id()) {}
     /** a `const char*` (whose text may change between passes) is timed by name, the site's
      *  location recorded for the first name seen there. */
     template <class T, typename std::enable_if<std::is_pointer<T>::value && std::is_convertible<T, const char*>::value, int>::type = 0>
