@@ -234,6 +234,7 @@ contains
    !> source_file and source_lineno); in preprocessed sources (.F90, or -cpp):
    !>     h = sp_region_register("kernel", file=__FILE__, line=__LINE__)
    !> The first location given for a name is kept; another one warns once on stderr.
+   !> A `file` without `line` records the file only; a `line` without `file` records nothing.
    function sp_region_register(name, ierr, file, line) result(handle)
       character(len=*), intent(in) :: name
       integer, intent(out), optional :: ierr

@@ -225,10 +225,12 @@ int32_t sp_region_register_n(const char *name, size_t len);
  * sp_region_register that also records where the region is defined in the source, normally
  * `__FILE__` and `__LINE__` (the SP_REGION_START/SP_REGION_STOP macros pass them). The file
  * stores them as the region's `source_file` and `source_lineno`. `file` may be NULL (no
- * location); `line` must be >= 0. The first location given for a name is kept: registering
+ * location); `line` must be >= 0 (0: line not known). The first location given for a name is kept: registering
  * it from another place warns once on stderr and returns the same handle.
  */
-int32_t sp_region_register_at(const char *name, const char *file, int32_t line);
+int32_t sp_region_register_at(const char *name,
+                              const char *file,
+                              int32_t line);
 
 /**
  * sp_region_register_at for a name of `len` and a file name of `file_len` bytes that need not

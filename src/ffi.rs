@@ -342,7 +342,7 @@ pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -
 /// sp_region_register that also records where the region is defined in the source, normally
 /// `__FILE__` and `__LINE__` (the SP_REGION_START/SP_REGION_STOP macros pass them). The file
 /// stores them as the region's `source_file` and `source_lineno`. `file` may be NULL (no
-/// location); `line` must be >= 0. The first location given for a name is kept: registering
+/// location); `line` must be >= 0 (0: line not known). The first location given for a name is kept: registering
 /// it from another place warns once on stderr and returns the same handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const c_char, line: i32) -> i32 {

@@ -37,7 +37,7 @@ pub fn validate_name(bytes: &[u8]) -> Result<&str> {
 pub const MAX_FILE_LEN: usize = 4096;
 
 /// Where a region is defined in the program's source: the first place that registered it
-/// with a location.
+/// with a location. `line` 0 means the line is not known.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct SourceLocation {
     pub file: String,
@@ -46,7 +46,7 @@ pub struct SourceLocation {
 
 impl std::fmt::Display for SourceLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.file, self.line)
+        if self.line > 0 { write!(f, "{}:{}", self.file, self.line) } else { f.write_str(&self.file) }
     }
 }
 

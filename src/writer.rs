@@ -182,7 +182,10 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     put_str(&g, "tag", &region.name)?;
     if let Some(at) = &region.source {
         put_str(&g, "source_file", &at.file)?;
-        put_int(&g, "source_lineno", at.line)?;
+        // Line 0 means the line is not known (a file without a line).
+        if at.line > 0 {
+            put_int(&g, "source_lineno", at.line)?;
+        }
     }
     put_int(&g, "open_calls", region.open_calls as i64)?;
     put_int(&g, "dropped_calls", region.dropped_calls as i64)?;

@@ -49,6 +49,12 @@ fn check_file(file: &Path, source: &Path, stdout: &str) {
                 assert_eq!(pyr["source_file"], "counted.f90");
                 assert_eq!(pyr["source_lineno"], line);
             }
+            (Some(0), _) => {
+                assert_eq!(str_attr(&g, "source_file"), source.display().to_string(), "{name}");
+                assert!(g.attr("source_lineno").is_err(), "{name}: line 0 is not written");
+                assert_eq!(pyr["source_file"].as_str().unwrap(), source.display().to_string(), "{name}: {pyr}");
+                assert!(pyr["source_lineno"].is_null(), "{name}: {pyr}");
+            }
             (Some(&line), _) => {
                 assert_eq!(str_attr(&g, "source_file"), source.display().to_string(), "{name}");
                 assert_eq!(int_attr(&g, "source_lineno"), line, "{name}");
@@ -90,6 +96,7 @@ fn c_macros_and_register_at_record_locations() {
     assert!(row("solve").trim_end().ends_with(&format!("{}:{solve_line}", source.display())), "{shown}");
     assert!(row("counted").trim_end().ends_with("counted.f90:42"), "{shown}");
     assert!(row("no location").trim_end().ends_with(" -"), "{shown}");
+    assert!(row("file only").trim_end().ends_with(&format!(" {}", source.display())), "{shown}");
 }
 
 #[test]

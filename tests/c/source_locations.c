@@ -66,6 +66,12 @@ int main(int argc, char **argv) {
     check(sp_region_start("no location") == SP_OK && sp_region_stop("no location") == SP_OK, "no location calls");
     printf("EXPECT\t1\tno location\n");
 
+    /* Line 0: the file is known, the line is not. */
+    check(sp_region_register_at("file only", __FILE__, 0) >= 0, "line 0");
+    check(sp_region_start("file only") == SP_OK && sp_region_stop("file only") == SP_OK, "file only calls");
+    printf("AT\tfile only\t0\n");
+    printf("EXPECT\t1\tfile only\n");
+
     /* Argument checks. */
     check(sp_region_register_at(NULL, __FILE__, 1) == SP_ERR_NULL_ARGUMENT, "NULL name");
     check(sp_region_register_at("", __FILE__, 1) == SP_ERR_EMPTY_NAME, "empty name");
