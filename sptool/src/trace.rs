@@ -181,6 +181,44 @@ impl Source {
         }
     }
 
+    /// The earliest start on rank 0's clock and the number of calls, reading only the starts.
+    fn origin_and_count(&self) -> Result<(Option<i64>, u64)> {
+        let mut origin: Option<i64> = None;
+        let mut count = 0u64;
+        for run in &self.runs {
+            let offset = self.offsets.get(&run.rank).copied().unwrap_or(0);
+            let starts = match &run.place {
+                Place::Group(path) => {
+                    let g = self.file.group(path).map_err(h5err(path))?;
+                    h5util::read_i64(&g, "start_times")?
+                }
+                Place::Rows { offset, count } => {
+                    let events = self.file.group("events").map_err(h5err("events"))?;
+                    let name = if self.deltas { "start_deltas" } else { "start_times" };
+                    let ds = h5util::dataset(&events, name)?;
+                    let mut v = ds
+                        .read_slice_1d::<i64, _>(*offset..offset + count)
+                        .map(|a| a.to_vec())
+                        .map_err(|e| Error::new(format!("cannot read events/{name}: {}", error::h5(&e))))?;
+                    if self.deltas {
+                        let mut t = 0i64;
+                        for x in v.iter_mut() {
+                            t = t.wrapping_add(*x);
+                            *x = t;
+                        }
+                    }
+                    v
+                }
+            };
+            count += starts.len() as u64;
+            if let Some(min) = starts.iter().min() {
+                let aligned = min.wrapping_sub(offset);
+                origin = Some(origin.map_or(aligned, |o| o.min(aligned)));
+            }
+        }
+        Ok((origin, count))
+    }
+
     /// Every call of every run, in file order.
     fn for_each_call(&self, mut f: impl FnMut(Call) -> Result<()>) -> Result<()> {
         for run in &self.runs {
@@ -243,18 +281,9 @@ fn write_error(path: &Path, e: std::io::Error) -> Error {
 /// Export `input` as a Chrome trace to `out` (`-` for standard output).
 pub fn export(input: &Path, filter: &Filter, max_events: Option<usize>, out: &Path) -> Result<()> {
     let src = Source::open(input, filter).map_err(|e| e.or_file(input))?;
-    // The time origin: the earliest aligned start, so the trace begins near 0.
-    let mut origin = i64::MAX;
-    let mut total_calls = 0u64;
-    src.for_each_call(|c| {
-        origin = origin.min(c.start);
-        total_calls += 1;
-        Ok(())
-    })
-    .map_err(|e| e.or_file(input))?;
-    if origin == i64::MAX {
-        origin = 0;
-    }
+    // The time origin: the earliest aligned start, so the trace begins at 0.
+    let (origin, total_calls) = src.origin_and_count().map_err(|e| e.or_file(input))?;
+    let origin = origin.unwrap_or(0);
 
     let w: Box<dyn Write> = if out.as_os_str() == "-" {
         Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
