@@ -11,6 +11,7 @@
 !>     ...
 !>     call sp_region_stop("solve")
 !>     h = sp_region_register("kernel")       ! hot loops: no string work per call
+!>     h = sp_region_register("kernel", file=__FILE__, line=__LINE__)  ! .F90: with its location
 !>     call sp_region_start_id(h)
 !>     call sp_region_stop_id(h)
 !>     call sp_finalize()
@@ -86,6 +87,17 @@ module scope_profiler
          integer(c_size_t), value :: len
          integer(c_int32_t) :: handle
       end function c_sp_region_register_n
+
+      function c_sp_region_register_at_n(name, len, file, file_len, line) &
+            bind(C, name="sp_region_register_at_n") result(handle)
+         import :: c_char, c_size_t, c_int32_t
+         character(kind=c_char), dimension(*), intent(in) :: name
+         integer(c_size_t), value :: len
+         character(kind=c_char), dimension(*), intent(in) :: file
+         integer(c_size_t), value :: file_len
+         integer(c_int32_t), value :: line
+         integer(c_int32_t) :: handle
+      end function c_sp_region_register_at_n
 
       function c_sp_region_start_n(name, len) bind(C, name="sp_region_start_n") result(rc)
          import :: c_char, c_size_t, c_int
@@ -218,11 +230,33 @@ contains
 
    !> Register region `name` once and return its handle (>= 0) for sp_region_start_id and
    !> sp_region_stop_id; on failure the handle is the negative status, as is `ierr`.
-   function sp_region_register(name, ierr) result(handle)
+   !> Optional `file` and `line` record where the region is defined (stored as its
+   !> source_file and source_lineno); in preprocessed sources (.F90, or -cpp):
+   !>     h = sp_region_register("kernel", file=__FILE__, line=__LINE__)
+   !> The first location given for a name is kept; another one warns once on stderr.
+   !> A `file` without `line` records the file only; a `line` without `file` records nothing.
+   function sp_region_register(name, ierr, file, line) result(handle)
       character(len=*), intent(in) :: name
       integer, intent(out), optional :: ierr
+      character(len=*), intent(in), optional :: file
+      integer, intent(in), optional :: line
       integer :: handle
-      handle = int(c_sp_region_register_n(name, int(len_trim(name), c_size_t)))
+      character(kind=c_char), dimension(1) :: no_file
+      integer(c_int32_t) :: c_line
+      if (present(file) .or. present(line)) then
+         c_line = 0
+         if (present(line)) c_line = int(line, c_int32_t)
+         if (present(file)) then
+            handle = int(c_sp_region_register_at_n(name, int(len_trim(name), c_size_t), &
+               file, int(len_trim(file), c_size_t), c_line))
+         else
+            no_file(1) = c_null_char
+            handle = int(c_sp_region_register_at_n(name, int(len_trim(name), c_size_t), &
+               no_file, 0_c_size_t, c_line))
+         end if
+      else
+         handle = int(c_sp_region_register_n(name, int(len_trim(name), c_size_t)))
+      end if
       if (present(ierr)) ierr = min(handle, SP_OK)
    end function sp_region_register
 

@@ -15,6 +15,36 @@
 #define SCOPE_PROFILER_VERSION_MINOR 1
 #define SCOPE_PROFILER_VERSION_PATCH 0
 
+/** Time a region and record where it is defined (C and C++):
+ *
+ *     SP_REGION_START("solve");
+ *     ...
+ *     SP_REGION_STOP("solve");
+ *
+ * Each SP_REGION_START call site registers its name once, with __FILE__ and __LINE__, through
+ * sp_region_register_at and keeps the handle in a static variable of its own; every later call
+ * starts by handle (no string work, no lock). SP_REGION_STOP keeps its own handle the same way.
+ * `name` should be a string literal (or a name that is the same every time at that site).
+ * Each macro is one statement; the status is discarded (the library warns on stderr).
+ * Concurrent first calls from several threads may both register: both get the same handle.
+ * If registration fails (for example before sp_setup), the next call tries again.
+ * In C, use them in ordinary or `static inline` functions: C99 forbids the static variable in
+ * an `inline` function with external linkage. */
+#define SP_REGION_START(name) \
+    do { \
+        static int32_t sp_site_handle_ = -1; \
+        if (sp_site_handle_ < 0) sp_site_handle_ = sp_region_register_at((name), __FILE__, __LINE__); \
+        (void)sp_region_start_id(sp_site_handle_); \
+    } while (0)
+/** Stop the innermost call of region `name` started by SP_REGION_START (a static handle per
+ *  call site, as there). */
+#define SP_REGION_STOP(name) \
+    do { \
+        static int32_t sp_site_handle_ = -1; \
+        if (sp_site_handle_ < 0) sp_site_handle_ = sp_region_register(name); \
+        (void)sp_region_stop_id(sp_site_handle_); \
+    } while (0)
+
 /**
  * Success.
  */
@@ -190,6 +220,27 @@ int32_t sp_region_register(const char *name);
  * sp_region_register for a name of `len` bytes that need not be NUL-terminated (Fortran).
  */
 int32_t sp_region_register_n(const char *name, size_t len);
+
+/**
+ * sp_region_register that also records where the region is defined in the source, normally
+ * `__FILE__` and `__LINE__` (the SP_REGION_START/SP_REGION_STOP macros pass them). The file
+ * stores them as the region's `source_file` and `source_lineno`. `file` may be NULL (no
+ * location); `line` must be >= 0 (0: line not known). The first location given for a name is kept: registering
+ * it from another place warns once on stderr and returns the same handle.
+ */
+int32_t sp_region_register_at(const char *name,
+                              const char *file,
+                              int32_t line);
+
+/**
+ * sp_region_register_at for a name of `len` and a file name of `file_len` bytes that need not
+ * be NUL-terminated (Fortran). `file` may be NULL.
+ */
+int32_t sp_region_register_at_n(const char *name,
+                                size_t len,
+                                const char *file,
+                                size_t file_len,
+                                int32_t line);
 
 /**
  * Start a call of the region with this handle on the calling thread. The hot-loop form:

@@ -4,7 +4,8 @@
  *
  *   int main() {
  *       scope_profiler::Session session("run.h5");      // sp_setup ... sp_finalize
- *       SP_SCOPE("solve");                               // stopped at the end of the scope
+ *       SP_SCOPE("solve");                               // stopped at the end of the scope,
+ *                                                        // __FILE__:__LINE__ recorded
  *       static const scope_profiler::Region kernel("kernel");
  *       for (int i = 0; i < n; ++i) {
  *           SP_SCOPE(kernel);                            // hot loop: handle, no string work
@@ -23,7 +24,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace scope_profiler {
 
@@ -113,6 +116,42 @@ private:
     mutable std::atomic<std::int32_t> handle_;
 };
 
+/** One SP_SCOPE call site: where it is in the source, and the handle registered there.
+ *  SP_SCOPE makes one static Site per call site (constant-initialized: no guard, no lock). */
+class Site {
+public:
+    constexpr Site(const char* file, int line) noexcept : file_(file), line_(line), handle_(-1), noted_(false) {}
+
+    /** The handle of `name` registered with this location, cached after the first success:
+     *  for a name that is the same at every pass (a string literal). */
+    std::int32_t handle(const char* name) const noexcept {
+        std::int32_t h = handle_.load(std::memory_order_acquire);
+        if (h >= 0) return h;
+        h = sp_region_register_at(name, file_, line_);
+        if (h >= 0) handle_.store(h, std::memory_order_release);
+        return h;
+    }
+    /** Register a name built at run time with this location (every pass: takes a lock). */
+    std::int32_t handle(const std::string& name) const noexcept {
+        return sp_region_register_at_n(name.data(), name.size(), file_, std::strlen(file_), line_);
+    }
+    /** Record this location for `name` once per site (the first name seen here). */
+    void note(const char* name) const noexcept {
+        if (noted_.load(std::memory_order_acquire)) return;
+        if (sp_region_register_at(name, file_, line_) >= 0) noted_.store(true, std::memory_order_release);
+    }
+    const char* file() const noexcept { return file_; }
+    int line() const noexcept { return line_; }
+
+private:
+    Site(const Site&) = delete;
+    Site& operator=(const Site&) = delete;
+    const char* file_;
+    int line_;
+    mutable std::atomic<std::int32_t> handle_;
+    mutable std::atomic<bool> noted_;
+};
+
 /** Times one call of a region from construction to destruction (or stop()). */
 class Scope {
 public:
@@ -123,6 +162,24 @@ public:
         : name_(nullptr), handle_(sp_region_register_n(name.data(), name.size())), open_(start_id()) {}
     /** By registered region: the hot-loop form. */
     explicit Scope(const Region& region) noexcept : name_(nullptr), handle_(region.handle()), open_(start_id()) {}
+
+    /** At a call site (what SP_SCOPE uses), recording the site's file and line as the
+     *  region's location. A string literal is registered once per site and then timed by
+     *  handle; */
+    template <std::size_t N>
+    Scope(const Site& site, const char (&name)[N]) noexcept : name_(nullptr), handle_(site.handle(&name[0])), open_(start_id()) {}
+    /** a name built at run time is registered with the location at every pass; */
+    Scope(const Site& site, const std::string& name) noexcept : name_(nullptr), handle_(site.handle(name)), open_(start_id()) {}
+    /** a Region is timed by its handle, its location registered once per site; */
+    Scope(const Site& site, const Region& region) noexcept : name_(nullptr), handle_(site.handle(region.name())), open_(start_id()) {}
+    /** a `const char*` (whose text may change between passes) is timed by name, the site's
+     *  location recorded for the first name seen there. */
+    template <class T, typename std::enable_if<std::is_pointer<T>::value && std::is_convertible<T, const char*>::value, int>::type = 0>
+    Scope(const Site& site, const T& name) noexcept : name_(name), handle_(-1), open_(false) {
+        if (name_ == nullptr) return;
+        site.note(name_);
+        open_ = sp_region_start(name_) == SP_OK;
+    }
 
     ~Scope() { stop(); }
 
@@ -156,8 +213,14 @@ private:
 #define SP_PP_UNIQUE(prefix) SP_PP_CAT(prefix, __LINE__)
 #endif
 
-/** Time the rest of the enclosing scope as region `what`: a name (const char* or
- *  std::string) or a scope_profiler::Region. Several per scope are fine. */
-#define SP_SCOPE(what) ::scope_profiler::Scope SP_PP_UNIQUE(sp_scope_)(what)
+/** Time the rest of the enclosing scope as region `what`: a name (string literal, const char*
+ *  or std::string) or a scope_profiler::Region. Several per scope are fine. The call site's
+ *  __FILE__ and __LINE__ become the region's source location (the first place a region is
+ *  registered with a location wins); a string literal or Region is registered once per call
+ *  site (a static handle) and timed by handle, the hot-loop path. */
+#define SP_SCOPE(what) SP_SCOPE_AT_(what, SP_PP_UNIQUE(sp_scope_))
+#define SP_SCOPE_AT_(what, id) \
+    static const ::scope_profiler::Site SP_PP_CAT(id, _site)(__FILE__, __LINE__); \
+    ::scope_profiler::Scope id(SP_PP_CAT(id, _site), what)
 
 #endif /* SCOPE_PROFILER_HPP */

@@ -20,6 +20,8 @@ struct RegionHeader {
     calls: u64,
     open_calls: u64,
     dropped_calls: u64,
+    #[serde(default)]
+    source: Option<crate::profile::SourceLocation>,
 }
 
 pub fn encode(p: &RankProfile) -> Vec<u8> {
@@ -28,7 +30,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
         regions: p
             .regions
             .iter()
-            .map(|r| RegionHeader { name: r.name.clone(), calls: r.calls() as u64, open_calls: r.open_calls, dropped_calls: r.dropped_calls })
+            .map(|r| RegionHeader { name: r.name.clone(), calls: r.calls() as u64, open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source.clone() })
             .collect(),
         likwid: p.likwid.clone(),
     };
@@ -73,7 +75,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
     for r in header.regions {
         let n = r.calls as usize;
         let (starts, ends, thread_ids) = (column(n)?, column(n)?, column(n)?);
-        regions.push(RegionData { name: r.name, starts, ends, thread_ids, open_calls: r.open_calls, dropped_calls: r.dropped_calls });
+        regions.push(RegionData { name: r.name, starts, ends, thread_ids, open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source });
     }
     Ok(RankProfile { info: header.info, regions, likwid: header.likwid })
 }
@@ -88,7 +90,7 @@ mod tests {
         p.info.hostname = "node7".into();
         p.info.thread_os_ids = vec![11, 12];
         p.info.extra.push(("clock_offset_ns".into(), crate::metadata::AttrValue::Int(-5)));
-        p.regions.push(RegionData { name: "a/β".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 1], open_calls: 1, dropped_calls: 2 });
+        p.regions.push(RegionData { name: "a/β".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 1], open_calls: 1, dropped_calls: 2, source: Some(crate::profile::SourceLocation { file: "a.c".into(), line: 7 }) });
         p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);

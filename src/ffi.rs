@@ -339,6 +339,72 @@ pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -
     })
 }
 
+/// sp_region_register that also records where the region is defined in the source, normally
+/// `__FILE__` and `__LINE__` (the SP_REGION_START/SP_REGION_STOP macros pass them). The file
+/// stores them as the region's `source_file` and `source_lineno`. `file` may be NULL (no
+/// location); `line` must be >= 0 (0: line not known). The first location given for a name is kept: registering
+/// it from another place warns once on stderr and returns the same handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const c_char, line: i32) -> i32 {
+    guard(|| {
+        let run = || {
+            let bytes = unsafe { c_name(name) }?;
+            let file = if file.is_null() {
+                None
+            } else {
+                // SAFETY: caller passes a NUL-terminated string.
+                Some(unsafe { CStr::from_ptr(file) }.to_bytes())
+            };
+            profiler::register_at(bytes, source_location(file, line)?)
+        };
+        match run() {
+            Ok(id) => id as i32,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// sp_region_register_at for a name of `len` and a file name of `file_len` bytes that need not
+/// be NUL-terminated (Fortran). `file` may be NULL.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_register_at_n(name: *const c_char, len: usize, file: *const c_char, file_len: usize, line: i32) -> i32 {
+    guard(|| {
+        let run = || {
+            let bytes = unsafe { counted_name(name, len) }?;
+            let file = if file.is_null() {
+                None
+            } else if file_len > crate::registry::MAX_FILE_LEN {
+                return Err(source_too_long(file_len));
+            } else {
+                // SAFETY: the caller passes `file_len` readable bytes.
+                Some(unsafe { std::slice::from_raw_parts(file as *const u8, file_len) })
+            };
+            profiler::register_at(bytes, source_location(file, line)?)
+        };
+        match run() {
+            Ok(id) => id as i32,
+            Err(e) => fail(e),
+        }
+    })
+}
+
+fn source_too_long(len: usize) -> Error {
+    Error::new(Status::InvalidArgument, format!("source file name of {len} bytes is longer than the limit of {}", crate::registry::MAX_FILE_LEN))
+}
+
+/// Check a source location given over the C ABI. A file name that is not UTF-8 is kept with
+/// its invalid bytes replaced (paths need not be UTF-8); an empty one means no location.
+fn source_location(file: Option<&[u8]>, line: i32) -> Result<Option<crate::registry::SourceLocation>, Error> {
+    if line < 0 {
+        return Err(Error::new(Status::InvalidArgument, format!("source line is {line}: use a line number >= 0")));
+    }
+    match file {
+        None | Some([]) => Ok(None),
+        Some(bytes) if bytes.len() > crate::registry::MAX_FILE_LEN => Err(source_too_long(bytes.len())),
+        Some(bytes) => Ok(Some(crate::registry::SourceLocation { file: String::from_utf8_lossy(bytes).replace('\0', ""), line: line as i64 })),
+    }
+}
+
 /// Start a call of the region with this handle on the calling thread. The hot-loop form:
 /// no string work, no lock, no allocation in the steady state. Regions nest and recurse.
 #[unsafe(no_mangle)]

@@ -2,6 +2,7 @@
 
 use crate::metadata::AttrValue;
 use crate::recorder::ThreadData;
+pub use crate::registry::SourceLocation;
 
 /// All completed calls of one region in one process, sorted by start time.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -15,6 +16,8 @@ pub struct RegionData {
     pub open_calls: u64,
     /// Calls closed unrecorded because an enclosing region was stopped first.
     pub dropped_calls: u64,
+    /// Where the region is defined, when it was registered with a location.
+    pub source: Option<SourceLocation>,
 }
 
 impl RegionData {
@@ -91,7 +94,7 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>) -> (Vec<RegionDat
             continue;
         }
         let (starts, ends, thread_ids) = merge_by_start(runs);
-        regions.push(RegionData { name: name.clone(), starts, ends, thread_ids, open_calls, dropped_calls });
+        regions.push(RegionData { name: name.clone(), starts, ends, thread_ids, open_calls, dropped_calls, source: None });
     }
     (regions, os_ids)
 }

@@ -222,7 +222,11 @@ fn invalid_handle(id: u32) -> Error {
 }
 
 fn register_name(bytes: &[u8]) -> Result<u32> {
-    REGISTRY.register(bytes, |id, name| {
+    register_name_at(bytes, None)
+}
+
+fn register_name_at(bytes: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
+    REGISTRY.register_at(bytes, location, |id, name| {
         if let Some(l) = likwid_session() {
             l.region_created(id, name);
         }
@@ -279,6 +283,15 @@ pub fn setup(options: &Options) -> Result<Status> {
 pub fn register(name: &[u8]) -> Result<u32> {
     match STATE.load(Ordering::Acquire) {
         RUNNING | RUNNING_LIKWID => register_name(name),
+        DISABLED => Ok(0),
+        s => inactive(s).map(|_| 0),
+    }
+}
+
+/// Register `name` with the place in the source that defines it, and return its handle.
+pub fn register_at(name: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_LIKWID => register_name_at(name, location),
         DISABLED => Ok(0),
         s => inactive(s).map(|_| 0),
     }
@@ -450,7 +463,10 @@ fn take_local_profile(mut info: RankInfo) -> RankProfile {
         // SAFETY: set by Box::into_raw in setup; no thread is inside a call any more.
         if p.is_null() { likwid::LikwidRun::default() } else { unsafe { Box::from_raw(p) }.finish() }
     };
-    let (regions, thread_os_ids) = crate::profile::merge(&REGISTRY.names(), records);
+    let (mut regions, thread_os_ids) = crate::profile::merge(&REGISTRY.names(), records);
+    for r in regions.iter_mut() {
+        r.source = REGISTRY.location_of(&r.name);
+    }
     for r in regions.iter().filter(|r| r.open_calls > 0) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }

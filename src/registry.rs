@@ -33,10 +33,29 @@ pub fn validate_name(bytes: &[u8]) -> Result<&str> {
     Ok(name)
 }
 
+/// Longest accepted source file name, in bytes.
+pub const MAX_FILE_LEN: usize = 4096;
+
+/// Where a region is defined in the program's source: the first place that registered it
+/// with a location. `line` 0 means the line is not known.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SourceLocation {
+    pub file: String,
+    pub line: i64,
+}
+
+impl std::fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line > 0 { write!(f, "{}:{}", self.file, self.line) } else { f.write_str(&self.file) }
+    }
+}
+
 #[derive(Default)]
 struct Names {
     ids: HashMap<Box<str>, u32>,
     names: Vec<Box<str>>,
+    /// Indexed by id, like `names`.
+    locations: Vec<Option<SourceLocation>>,
 }
 
 /// All region names of the process, indexed by id.
@@ -65,10 +84,26 @@ impl Registry {
     /// The id of `bytes`, registering it if new. `on_new(id, name)` runs under the lock for a
     /// new name, so observers (LIKWID) see ids in creation order.
     pub fn register(&self, bytes: &[u8], on_new: impl FnOnce(u32, &str)) -> Result<u32> {
+        self.register_at(bytes, None, on_new)
+    }
+
+    /// `register` that also records where the region is defined. The first location given
+    /// for a name is kept; a different one later warns once and changes nothing.
+    pub fn register_at(&self, bytes: &[u8], location: Option<SourceLocation>, on_new: impl FnOnce(u32, &str)) -> Result<u32> {
         let name = validate_name(bytes)?;
         let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
         let names = guard.get_or_insert_with(Names::default);
         if let Some(&id) = names.ids.get(name) {
+            if let Some(new) = location {
+                match &mut names.locations[id as usize] {
+                    slot @ None => *slot = Some(new),
+                    Some(first) if *first != new => crate::warn::once(
+                        &format!("location:{name}"),
+                        &format!("region '{name}' is registered at {new} and at {first}: keeping the first location, {first}"),
+                    ),
+                    Some(_) => {}
+                }
+            }
             return Ok(id);
         }
         let id = names.names.len() as u32;
@@ -77,6 +112,7 @@ impl Registry {
         }
         names.ids.insert(name.into(), id);
         names.names.push(name.into());
+        names.locations.push(location);
         on_new(id, name);
         self.count.store(id + 1, Ordering::Release);
         Ok(id)
@@ -92,6 +128,13 @@ impl Registry {
     pub fn names(&self) -> Vec<String> {
         let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
         guard.as_ref().map(|n| n.names.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
+    }
+
+    /// Where the region `name` is defined, if it was registered with a location.
+    pub fn location_of(&self, name: &str) -> Option<SourceLocation> {
+        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let names = guard.as_ref()?;
+        names.ids.get(name).and_then(|&id| names.locations[id as usize].clone())
     }
 
     pub fn name(&self, id: u32) -> Option<String> {
@@ -128,5 +171,22 @@ mod tests {
         assert_eq!((r.lookup("b"), r.lookup("zz")), (Some(1), None));
         assert!(r.register(b"", |_, _| {}).is_err());
         assert_eq!(r.count(), 2);
+    }
+
+    #[test]
+    fn first_location_is_kept() {
+        let r = Registry::new();
+        let at = |file: &str, line| Some(SourceLocation { file: file.into(), line });
+        assert_eq!(r.register(b"plain", |_, _| {}).unwrap(), 0);
+        assert_eq!(r.location_of("plain"), None);
+        // A name first registered without a location takes the first one given later.
+        assert_eq!(r.register_at(b"plain", at("a.c", 3), |_, _| {}).unwrap(), 0);
+        assert_eq!(r.register_at(b"solve", at("b.c", 10), |_, _| {}).unwrap(), 1);
+        assert_eq!(r.register_at(b"solve", at("c.c", 20), |_, _| {}).unwrap(), 1);
+        assert_eq!(r.register(b"solve", |_, _| {}).unwrap(), 1);
+        assert_eq!(r.location_of("plain"), at("a.c", 3));
+        assert_eq!(r.location_of("solve"), at("b.c", 10));
+        assert_eq!(r.location_of("none"), None);
+        assert_eq!(at("b.c", 10).unwrap().to_string(), "b.c:10");
     }
 }

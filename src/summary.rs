@@ -62,18 +62,54 @@ pub fn format_duration(ns: f64) -> String {
     }
 }
 
-fn clip(name: &str, width: usize) -> String {
-    if name.chars().count() <= width {
-        name.to_string()
-    } else {
-        name.chars().take(width - 3).collect::<String>() + "..."
-    }
+/// No line of the table is longer than this, terminal or not.
+pub const MAX_LINE: usize = 199;
+/// Width of the columns after the name: calls and four durations.
+const NUMBERS: usize = 2 + 10 + 4 * (2 + 12);
+/// A shortened name keeps at least this many characters.
+const MIN_NAME: usize = 16;
+
+/// The width the table fits in: the terminal's (`$COLUMNS` when set, else the size of the
+/// terminal on standard output), at most [`MAX_LINE`]; [`MAX_LINE`] without a terminal.
+pub fn line_budget() -> usize {
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c > 0);
+    let columns = columns.or_else(|| {
+        // SAFETY: TIOCGWINSZ fills a winsize; it fails when stdout is not a terminal.
+        let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+        (rc == 0 && size.ws_col > 0).then_some(size.ws_col as usize)
+    });
+    columns.map_or(MAX_LINE, |c| c.clamp(40, MAX_LINE))
 }
 
-/// Render the table; `stats` in any order, `ranks` pooled into them.
-pub fn render(mut stats: Vec<RegionStats>, ranks: usize) -> String {
+/// Shorten `name` to `width` characters by replacing its middle with `…` (both ends of a
+/// long name stay readable).
+pub fn shorten(name: &str, width: usize) -> String {
+    let n = name.chars().count();
+    if n <= width {
+        return name.to_string();
+    }
+    let keep = width.saturating_sub(1);
+    let head = keep.div_ceil(2);
+    let mut out: String = name.chars().take(head).collect();
+    out.push('…');
+    out.extend(name.chars().skip(n - (keep - head)));
+    out
+}
+
+/// Render the table to fit the terminal (see [`line_budget`]); `stats` in any order, `ranks`
+/// pooled into them.
+pub fn render(stats: Vec<RegionStats>, ranks: usize) -> String {
+    render_width(stats, ranks, line_budget())
+}
+
+/// Render the table with lines of at most `max_line` characters (names are shortened).
+pub fn render_width(mut stats: Vec<RegionStats>, ranks: usize, max_line: usize) -> String {
     stats.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
-    let width = stats.iter().map(|s| s.name.chars().count()).max().unwrap_or(6).clamp(6, 40);
+    let open_note = |s: &RegionStats| if s.open_calls > 0 { format!("  ({} left open)", s.open_calls) } else { String::new() };
+    let suffix = stats.iter().map(|s| open_note(s).len()).max().unwrap_or(0);
+    let room = max_line.saturating_sub(NUMBERS + suffix).max(MIN_NAME);
+    let width = stats.iter().map(|s| s.name.chars().count()).max().unwrap_or(6).clamp(6, room);
     let mut out = String::new();
     let scope = if ranks > 1 { format!(" (pooled over {ranks} ranks)") } else { String::new() };
     out.push_str(&format!("scope_profiler summary{scope}\n"));
@@ -82,10 +118,10 @@ pub fn render(mut stats: Vec<RegionStats>, ranks: usize) -> String {
         "region", "calls", "total", "mean", "min", "max"
     ));
     for s in &stats {
-        let open = if s.open_calls > 0 { format!("  ({} left open)", s.open_calls) } else { String::new() };
+        let open = open_note(s);
         out.push_str(&format!(
             "{:<width$}  {:>10}  {:>12}  {:>12}  {:>12}  {:>12}{open}\n",
-            clip(&s.name, width),
+            shorten(&s.name, width),
             s.calls,
             format_duration(s.total_ns as f64),
             format_duration(s.mean_ns()),
@@ -113,6 +149,20 @@ mod tests {
         assert!(lines[3].starts_with("a "), "{text}");
         assert_eq!(format_duration(1.5e9), "1.500 s");
         assert_eq!(format_duration(2500.0), "2.500 us");
+    }
+
+    #[test]
+    fn long_names_are_shortened_to_fit() {
+        let long = format!("{}END", "n".repeat(300));
+        let stats = |name: &str| RegionStats { name: name.into(), calls: 1, total_ns: 5, min_ns: 5, max_ns: 5, open_calls: 3 };
+        for max in [101, 120, MAX_LINE] {
+            let text = render_width(vec![stats(&long), stats("short")], 1, max);
+            assert!(text.lines().all(|l| l.chars().count() <= max), "{max}:\n{text}");
+            assert!(text.contains("…") && text.contains("nEND "), "{text}");
+            assert!(text.lines().any(|l| l.starts_with("short ")), "{text}");
+        }
+        assert_eq!(shorten("abcdefghij", 7), "abc…hij");
+        assert_eq!(shorten("abc", 7), "abc");
     }
 
     #[test]

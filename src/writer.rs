@@ -129,6 +129,13 @@ impl ProfileFile {
 fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<()> {
     let g = parent.create_group(&group_name(&region.name, used))?;
     put_str(&g, "tag", &region.name)?;
+    if let Some(at) = &region.source {
+        put_str(&g, "source_file", &at.file)?;
+        // Line 0 means the line is not known (a file without a line).
+        if at.line > 0 {
+            put_int(&g, "source_lineno", at.line)?;
+        }
+    }
     put_int(&g, "open_calls", region.open_calls as i64)?;
     put_int(&g, "dropped_calls", region.dropped_calls as i64)?;
     put_i64_dataset(&g, "start_times", &region.starts)?;
@@ -160,7 +167,7 @@ mod tests {
         f.write_metadata(&[("mpi_size".into(), AttrValue::Int(1))]).unwrap();
         let mut p = RankProfile::default();
         p.info.thread_os_ids = vec![42];
-        p.regions.push(RegionData { name: "x/y".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 0], open_calls: 1, dropped_calls: 0 });
+        p.regions.push(RegionData { name: "x/y".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 0], open_calls: 1, dropped_calls: 0, source: Some(crate::profile::SourceLocation { file: "src/x.c".into(), line: 12 }) });
         p.regions.push(RegionData { name: "only open".into(), open_calls: 2, ..Default::default() });
         f.write_rank(0, &p).unwrap();
         let w = f.finish().unwrap();
@@ -171,6 +178,9 @@ mod tests {
         let r = file.group("rank0/regions/x|y").unwrap();
         assert_eq!(r.attr("tag").unwrap().read_scalar::<VarLenUnicode>().unwrap().as_str(), "x/y");
         assert_eq!(r.dataset("end_times").unwrap().read_raw::<i64>().unwrap(), vec![3, 4]);
+        assert_eq!(r.attr("source_file").unwrap().read_scalar::<VarLenUnicode>().unwrap().as_str(), "src/x.c");
+        assert_eq!(r.attr("source_lineno").unwrap().read_scalar::<i64>().unwrap(), 12);
+        assert!(file.group("rank0/regions/only open").unwrap().attr("source_file").is_err());
         assert_eq!(file.group("rank0/regions/only open").unwrap().dataset("start_times").unwrap().size(), 0);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing but the profile is left");
 

@@ -12,6 +12,7 @@ use crate::inspect::{self, region_rows};
 use crate::plot;
 use crate::read::read_profile;
 use crate::roofline;
+use crate::{compare, trace};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,6 +36,54 @@ pub enum Command {
     /// Draw a chart (PNG or SVG, chosen by the output's extension)
     #[command(subcommand)]
     Plot(PlotCommand),
+    /// Compare two runs region by region: calls, totals, means and their changes
+    Diff(DiffArgs),
+    /// Fail (exit status 3) when a region of CANDIDATE is slower per call than in BASE
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The first run (A)
+    pub a: PathBuf,
+    /// The second run (B), compared against A
+    pub b: PathBuf,
+    /// Compare rank by rank instead of pooling the ranks
+    #[arg(long)]
+    pub ranks: bool,
+    /// Only regions whose name matches this regular expression; repeatable
+    #[arg(long = "include", value_name = "RE")]
+    pub include: Vec<String>,
+    /// Skip regions whose name matches this regular expression; repeatable
+    #[arg(long = "exclude", value_name = "RE")]
+    pub exclude: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The reference run
+    pub base: PathBuf,
+    /// The run to judge
+    pub candidate: PathBuf,
+    /// Largest allowed slowdown of the mean time per call: `10%` for every region (the
+    /// default), `REGION=5%` for one region; repeatable
+    #[arg(long = "max-slowdown", value_name = "[REGION=]PCT")]
+    pub max_slowdown: Vec<String>,
+    /// Compare rank by rank instead of pooling the ranks
+    #[arg(long)]
+    pub ranks: bool,
+    /// Do not judge regions whose total time in BASE is below this many seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub min_time: f64,
+    /// Also fail when a region of BASE was not recorded in CANDIDATE
+    #[arg(long)]
+    pub fail_missing: bool,
+    /// Only regions whose name matches this regular expression; repeatable
+    #[arg(long = "include", value_name = "RE")]
+    pub include: Vec<String>,
+    /// Skip regions whose name matches this regular expression; repeatable
+    #[arg(long = "exclude", value_name = "RE")]
+    pub exclude: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -81,6 +130,9 @@ pub struct ExportArgs {
     /// Output file, or - for standard output
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: PathBuf,
+    /// chrome-trace: write only the N longest calls (a note says what was left out)
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<usize>,
     #[command(flatten)]
     pub selection: Selection,
 }
@@ -162,8 +214,47 @@ fn file_label(path: &std::path::Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
+/// Run a command and give the process's exit status (`check` decides its own).
+pub fn run_status(cli: Cli) -> Result<std::process::ExitCode> {
+    match cli.command {
+        Command::Check(args) => check(&args),
+        command => run(Cli { command }).map(|()| std::process::ExitCode::SUCCESS),
+    }
+}
+
+/// Exit status of `sptool check` when a region got slower.
+pub const CHECK_FAILED: u8 = 3;
+
+fn check(args: &CheckArgs) -> Result<std::process::ExitCode> {
+    let limits = compare::Limits::parse(&args.max_slowdown)?;
+    if !(args.min_time >= 0.0 && args.min_time.is_finite()) {
+        return Err(Error::new("--min-time must be a number of seconds >= 0"));
+    }
+    let filter = Filter::new(&args.include, &args.exclude, None)?;
+    let base = read_profile(&args.base)?;
+    let candidate = read_profile(&args.candidate)?;
+    let rows = compare::rows(&base, &candidate, args.ranks, &|name| filter.name(name));
+    for name in limits.per_region.keys() {
+        if !rows.iter().any(|r| &r.key.0 == name) {
+            eprintln!("sptool: warning: --max-slowdown names region {name:?}, which neither file recorded");
+        }
+    }
+    let options = compare::CheckOptions { limits, by_rank: args.ranks, min_time: args.min_time, fail_missing: args.fail_missing };
+    let (text, passed) = compare::render_check(&base, &candidate, &rows, &options);
+    print(&text)?;
+    Ok(if passed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::from(CHECK_FAILED) })
+}
+
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Check(args) => check(&args).map(|_| ()),
+        Command::Diff(args) => {
+            let filter = Filter::new(&args.include, &args.exclude, None)?;
+            let a = read_profile(&args.a)?;
+            let b = read_profile(&args.b)?;
+            let rows = compare::rows(&a, &b, args.ranks, &|name| filter.name(name));
+            print(&compare::render_diff(&a, &b, &rows, args.ranks))
+        }
         Command::Inspect(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
             let profile = read_profile(&args.file)?;
@@ -173,6 +264,15 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
+            if args.format == Format::ChromeTrace {
+                if args.selection.ranks.is_some() {
+                    filter.check_ranks(&read_profile(&args.file)?)?;
+                }
+                return trace::export(&args.file, &filter, args.max_events, &args.output);
+            }
+            if args.max_events.is_some() {
+                return Err(Error::new("--max-events applies to --format chrome-trace only"));
+            }
             let profile = read_profile(&args.file)?;
             filter.check_ranks(&profile)?;
             export::write(&profile, &filter, args.format, &args.output)

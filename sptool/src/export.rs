@@ -17,6 +17,8 @@ use crate::stats::Stats;
 pub enum Format {
     Json,
     Csv,
+    /// Every call as a Chrome trace event (Perfetto, chrome://tracing)
+    ChromeTrace,
 }
 
 /// Columns every row has, in order. Event and metric columns follow.
@@ -200,6 +202,7 @@ pub fn write(profile: &Profile, filter: &Filter, format: Format, out: &Path) -> 
                 .map_err(|e| Error::in_file(out, format!("cannot encode JSON: {e}")))?;
             bytes.push(b'\n');
         }
+        Format::ChromeTrace => return crate::trace::export(&profile.path, filter, None, out),
         Format::Csv => {
             let table = tidy(profile, filter);
             let mut w = csv::Writer::from_writer(&mut bytes);

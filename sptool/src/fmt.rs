@@ -80,6 +80,46 @@ pub fn clip(text: &str, width: usize) -> String {
     format!("{kept} […]")
 }
 
+/// No line of a table is longer than this, terminal or not.
+pub const MAX_LINE: usize = 199;
+/// A shortened name keeps at least this many characters.
+pub const MIN_NAME: usize = 16;
+
+/// The width tables fit in: the terminal's (`$COLUMNS` when set, else the size of the
+/// terminal on standard output), at most [`MAX_LINE`]; [`MAX_LINE`] without a terminal.
+pub fn line_budget() -> usize {
+    terminal_width().map_or(MAX_LINE, |w| w.clamp(40, MAX_LINE))
+}
+
+fn terminal_width() -> Option<usize> {
+    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c > 0) {
+        return Some(cols);
+    }
+    // SAFETY: TIOCGWINSZ fills a winsize struct; it fails (returns -1) when stdout is not a terminal.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (rc == 0 && size.ws_col > 0).then_some(size.ws_col as usize)
+}
+
+/// Shorten `text` to `width` characters by replacing its middle with `…`, so that both the
+/// start and the end of a long name stay readable.
+pub fn shorten(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width {
+        return text.to_string();
+    }
+    if width <= 1 {
+        return "…".chars().take(width).collect();
+    }
+    let keep = width - 1;
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let mut out: String = text.chars().take(head).collect();
+    out.push('…');
+    out.extend(text.chars().skip(n - tail));
+    out
+}
+
 fn width(text: &str) -> usize {
     text.chars().count()
 }
@@ -96,11 +136,38 @@ pub struct Table {
     header: Vec<String>,
     lines: Vec<Line>,
     left_aligned: bool,
+    /// Columns whose cells are shortened (middle ellipsis) when the table is wider than
+    /// `max_width`, in the order they give up space.
+    shrink: Vec<usize>,
+    max_width: usize,
+    /// Further left-aligned columns (text among numbers).
+    left: Vec<usize>,
 }
 
 impl Table {
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
-        Self { header: header.into_iter().map(Into::into).collect(), lines: Vec::new(), left_aligned: false }
+        Self {
+            header: header.into_iter().map(Into::into).collect(),
+            lines: Vec::new(),
+            left_aligned: false,
+            shrink: Vec::new(),
+            max_width: usize::MAX,
+            left: Vec::new(),
+        }
+    }
+
+    /// Left-align column `column` too.
+    pub fn left_column(mut self, column: usize) -> Self {
+        self.left.push(column);
+        self
+    }
+
+    /// Keep lines within `max_width` characters by shortening the cells of `columns`
+    /// (names), first the first listed, down to [`MIN_NAME`] characters each.
+    pub fn fit(mut self, max_width: usize, columns: &[usize]) -> Self {
+        self.max_width = max_width;
+        self.shrink = columns.to_vec();
+        self
     }
 
     /// Left-align every column (for text, not numbers).
@@ -127,13 +194,30 @@ impl Table {
                 }
             }
         }
+        // Line length: two spaces of indent, the cells, two spaces between cells.
+        let total = |widths: &[usize]| 2 + widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+        for &c in &self.shrink {
+            let excess = total(&widths).saturating_sub(self.max_width);
+            if excess == 0 || c >= columns {
+                continue;
+            }
+            widths[c] = widths[c].saturating_sub(excess).max(MIN_NAME.min(widths[c]));
+        }
+        let (shrink, left) = (&self.shrink, &self.left);
         let render_cells = |cells: &[String], out: &mut String| {
             let mut text = String::from(" ");
             for (i, w) in widths.iter().enumerate() {
                 let cell = cells.get(i).map_or("", String::as_str);
+                let shortened;
+                let cell = if shrink.contains(&i) && width(cell) > *w {
+                    shortened = shorten(cell, *w);
+                    shortened.as_str()
+                } else {
+                    cell
+                };
                 let pad = w.saturating_sub(width(cell));
                 text.push(' ');
-                if i == 0 || self.left_aligned {
+                if i == 0 || self.left_aligned || left.contains(&i) {
                     if i > 0 {
                         text.push(' ');
                     }
@@ -189,6 +273,26 @@ mod tests {
         assert_eq!(ranges(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
         assert_eq!(ranges(&[5]), "5");
         assert_eq!(ranges(&[]), "");
+    }
+
+    #[test]
+    fn shorten_keeps_both_ends() {
+        assert_eq!(shorten("abcdefghij", 10), "abcdefghij");
+        assert_eq!(shorten("abcdefghij", 7), "abc…hij");
+        assert_eq!(shorten("abcdefghij", 6), "abc…ij");
+        assert_eq!(shorten("é".repeat(300).as_str(), 20).chars().count(), 20);
+    }
+
+    #[test]
+    fn table_fits_by_shortening_names() {
+        let mut t = Table::new(["region", "calls"]).fit(30, &[0]);
+        t.row(vec!["x".repeat(100), "1".into()]);
+        t.row(vec!["short".into(), "2".into()]);
+        let mut out = String::new();
+        t.render(&mut out);
+        assert!(out.lines().all(|l| l.chars().count() <= 30), "{out}");
+        assert!(out.contains("xxxxxxxxxx…xxxxxxxxxx"), "{out}");
+        assert!(out.contains("  short "), "{out}");
     }
 
     #[test]

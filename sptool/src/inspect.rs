@@ -15,6 +15,8 @@ pub struct Options {
 
 const RULE: &str = "==============================================================================";
 const VALUE_WIDTH: usize = 96;
+/// A region name inside a sentence is shortened to this many characters.
+const NAME_IN_TEXT: usize = 60;
 
 /// The whole report.
 pub fn render(profile: &Profile, filter: &Filter, options: &Options) -> String {
@@ -254,13 +256,24 @@ fn region_table(profile: &Profile, filter: &Filter, rows: &[RegionRow], per_rank
         out.push_str(&format!("  ({why})\n\n"));
         return;
     }
-    let mut table = Table::new([
-        "region", "ranks", "calls", "total [s]", "mean [s]", "min [s]", "max [s]", "std [s]", "imbalance",
-    ]);
+    let mut header = vec!["region", "ranks", "calls", "total [s]", "mean [s]", "min [s]", "max [s]", "std [s]", "imbalance"];
+    // A "defined at" column when the file knows where some region is defined.
+    let located = rows.iter().any(|r| profile.sources.contains_key(&r.name));
+    if located {
+        header.push("defined at");
+    }
+    let last = header.len() - 1;
+    let mut table = Table::new(header).fit(fmt::line_budget(), &[last, 0]);
+    if located {
+        table = table.left_column(last);
+    }
     for row in rows {
         let mut cells = vec![row.name.clone(), row.ranks_with_calls().to_string()];
         cells.extend(stat_cells(&row.pooled));
         cells.push(row.imbalance().map_or("-".into(), |v| format!("{v:.2}")));
+        if located {
+            cells.push(profile.sources.get(&row.name).map_or("-".into(), |s| s.to_string()));
+        }
         table.row(cells);
         if per_rank {
             for (rank, s, _) in &row.per_rank {
@@ -287,7 +300,7 @@ fn region_table(profile: &Profile, filter: &Filter, rows: &[RegionRow], per_rank
         out.push_str(&format!(
             "  warning: {} call(s) of {} were still open at finalize and are not counted ({}).\n",
             row.open_calls(),
-            row.name,
+            fmt::shorten(&row.name, NAME_IN_TEXT),
             where_.join(", ")
         ));
     }
@@ -313,7 +326,8 @@ impl LikwidTable {
         };
         out.push_str(&title);
         out.push('\n');
-        let mut table = Table::new(std::iter::once("counter".to_string()).chain(self.columns.iter().cloned()));
+        let mut table = Table::new(std::iter::once("counter".to_string()).chain(self.columns.iter().cloned()))
+            .fit(fmt::line_budget(), &[0]);
         for (i, (label, cells)) in self.rows.iter().enumerate() {
             for (_, heading) in self.sections.iter().filter(|(at, _)| *at == i) {
                 table.heading(*heading);
@@ -363,7 +377,8 @@ pub fn likwid_tables(profile: &Profile, filter: &Filter) -> Vec<LikwidTable> {
             for t in 0..r.nthreads() {
                 // One column per region, or per hardware thread when the
                 // region ran on several: LIKWID reports no aggregate.
-                columns.push(if r.nthreads() == 1 { r.tag.clone() } else { format!("{}@cpu{}", r.tag, r.cpus[t]) });
+                let tag = fmt::shorten(&r.tag, NAME_IN_TEXT);
+                columns.push(if r.nthreads() == 1 { tag } else { format!("{tag}@cpu{}", r.cpus[t]) });
                 let c = columns.len() - 1;
                 set(&mut info, "call count", c, r.call_counts[t].to_string());
                 set(&mut info, "runtime [s]", c, fmt::counter(r.times[t]));

@@ -7,6 +7,7 @@
 
 mod cli;
 mod columnar;
+mod compare;
 mod error;
 mod export;
 mod filter;
@@ -19,7 +20,9 @@ mod model;
 mod plot;
 mod read;
 mod roofline;
+mod source;
 mod stats;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -44,8 +47,8 @@ fn install_panic_hook() {
 fn main() -> ExitCode {
     install_panic_hook();
     let cli = cli::Cli::parse();
-    match std::panic::catch_unwind(|| cli::run(cli)) {
-        Ok(Ok(())) => ExitCode::SUCCESS,
+    match std::panic::catch_unwind(|| cli::run_status(cli)) {
+        Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             eprintln!("sptool: {e}");
             ExitCode::from(1)

@@ -182,6 +182,22 @@ impl LikwidRegion {
     }
 }
 
+/// Where a region is defined in the program's source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceLocation {
+    pub file: String,
+    pub line: Option<i64>,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}", self.file),
+            None => f.write_str(&self.file),
+        }
+    }
+}
+
 /// A whole profile file.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -195,10 +211,27 @@ pub struct Profile {
     /// Per (rank, region), in file order.
     pub regions: Vec<RegionRank>,
     pub likwid: Vec<LikwidRegion>,
+    /// Where regions are defined, by region name (only those the file gives a location).
+    pub sources: std::collections::BTreeMap<String, SourceLocation>,
 }
 
 impl Profile {
     pub fn rank_numbers(&self) -> Vec<u32> {
         self.ranks.iter().map(|r| r.rank).collect()
     }
+}
+
+/// A region, pooled over ranks (`None`) or on one rank.
+pub type RegionKey = (String, Option<u32>);
+
+/// Calls and times of every region that `keep` accepts, pooled over the ranks or one entry per
+/// (region, rank): the one place that turns a profile's (rank, region) records into per-region
+/// totals, so whatever a reader stores in [`RegionRank::stats`] (single calls or only counts
+/// and totals) is compared the same way. Regions without a completed call are left out.
+pub fn region_totals(profile: &Profile, by_rank: bool, keep: impl Fn(&str, u32) -> bool) -> std::collections::BTreeMap<RegionKey, Stats> {
+    let mut out: std::collections::BTreeMap<RegionKey, Stats> = std::collections::BTreeMap::new();
+    for r in profile.regions.iter().filter(|r| r.stats.count > 0 && keep(&r.name, r.rank)) {
+        out.entry((r.name.clone(), by_rank.then_some(r.rank))).or_default().merge(&r.stats);
+    }
+    out
 }

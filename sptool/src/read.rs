@@ -103,7 +103,9 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
         layout
     };
 
+    let sources = crate::source::read(file, schema, &ranks_in_file);
     Ok(Profile {
+        sources,
         path: path.to_path_buf(),
         file_size: size,
         schema,

@@ -2,7 +2,8 @@
 Rust tests compare our own reading against).
 
 {"num_ranks": N, "has_likwid": bool, "likwid_ranks": [..], "metadata": {...},
- "regions": {name: {rank: {"calls": n, "total_ns": t, "durations_ns": [...] or null}}},
+ "regions": {name: {rank: {"calls": n, "total_ns": t, "durations_ns": [...] or null,
+                           "source_file": str or null, "source_lineno": int or null}}},
  "likwid": {rank: {tag: {"group_id", "group_name", "source", "event_names", "counter_names",
                          "metric_names", "cpus", "times", "call_counts", "events", "metrics"}}}}
 NaN becomes null and infinities "inf"/"-inf" (JSON has neither).
@@ -47,6 +48,8 @@ for name in results.region_names:
             "calls": int(region.num_calls),
             "total_ns": int(durations.sum()),
             "durations_ns": durations.tolist() if len(durations) <= 100 else None,
+            "source_file": region.source_file,
+            "source_lineno": plain(region.source_lineno),
         }
     out["regions"][name] = per_rank
 for rank, regions in results.get_likwid_regions().items():

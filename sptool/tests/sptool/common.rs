@@ -33,7 +33,7 @@ pub struct Run {
 
 pub fn run_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sptool"));
-    cmd.current_dir(dir).args(args).env_remove("SPTOOL_FONT").env_remove("RUST_BACKTRACE");
+    cmd.current_dir(dir).args(args).env_remove("SPTOOL_FONT").env_remove("RUST_BACKTRACE").env_remove("COLUMNS");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -10,4 +10,5 @@ mod fixtures;
 mod inspect;
 mod plot;
 mod python;
+mod trace;
 mod writer;

@@ -121,6 +121,21 @@ fn reads_python_columnar_file() {
     assert!(text.contains("columnar delta-encoded events"));
     let solve = text.lines().find(|l| l.trim_start().starts_with("solve")).unwrap();
     assert_eq!(solve.split_whitespace().nth(2), Some("5"), "{solve}");
+    // The timeline of the Python package's file: one event per call the package read.
+    ok(dir.path(), &["export", "py.h5", "--format", "chrome-trace", "-o", "t.json"]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    let events: Vec<&Value> = doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").collect();
+    for (name, ranks) in expected.as_object().unwrap() {
+        let calls = ranks["0"][0].as_u64().unwrap();
+        let mine: Vec<&&Value> = events.iter().filter(|e| e["name"] == name.as_str()).collect();
+        assert_eq!(mine.len() as u64, calls, "{name}");
+        let total: f64 = mine.iter().map(|e| e["dur"].as_f64().unwrap() * 1e-6).sum();
+        assert!(close(total, ranks["0"][1].as_f64().unwrap()) || (total - ranks["0"][1].as_f64().unwrap()).abs() < 1e-8, "{name}: {total}");
+    }
+    // Inner calls lie within the outer call on the timeline.
+    let span = |n: &str| events.iter().filter(|e| e["name"] == n).map(|e| (e["ts"].as_f64().unwrap(), e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())).collect::<Vec<_>>();
+    let outer = span("outer")[0];
+    assert!(span("inner").iter().all(|i| i.0 >= outer.0 && i.1 <= outer.1 + 1e-3));
 }
 
 #[test]
@@ -128,6 +143,14 @@ fn reads_python_aggregate_file() {
     let dir = tempdir();
     let expected = write_with_python(dir.path(), "agg.h5", "aggregate");
     compare(dir.path(), "agg.h5", &expected, false);
+    // No single calls, no timeline: a clear error.
+    let r = crate::common::run(dir.path(), &["export", "agg.h5", "--format", "chrome-trace", "-o", "t.json"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("aggregates only"), "{}", r.stderr);
+    // diff and check compare aggregate files like any other.
+    let d = ok(dir.path(), &["diff", "agg.h5", "agg.h5"]);
+    assert!(d.lines().any(|l| l.starts_with("  solve ") && l.split_whitespace().nth(1) == Some("5")), "{d}");
+    assert!(ok(dir.path(), &["check", "agg.h5", "agg.h5"]).contains("PASSED"));
     let text = ok(dir.path(), &["inspect", "agg.h5"]);
     assert!(text.contains("aggregates only"));
     assert!(text.contains("std is not available"));
