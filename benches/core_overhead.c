@@ -145,6 +145,7 @@ int main(int argc, char **argv) {
     double f = median(floor_ns, rounds), hp = median(handle_ns, rounds), np = median(name_ns, rounds);
     double rf = median(record_ns, rounds);
     double tp = median(tsc_ns, rounds), tpp = median(tscp_ns, rounds), tlf = median(lfence_ns, rounds);
+    double mf = least(floor_ns), mh = least(handle_ns), mn = least(name_ns), mt = least(tsc_ns);
     const char *mode = getenv("SCOPE_PROFILER_CLOCK");
     double t_fin0 = now_s();
     int rc = sp_finalize();
@@ -152,9 +153,9 @@ int main(int argc, char **argv) {
     printf("clock setting         %s\n", mode && *mode ? mode : "auto (default)");
     printf("calls recorded        %ld (%ld per kind x %d rounds)\n", calls, n, rounds);
     if (HAVE_TSC) {
-        printf("rdtsc pair            %8.2f ns\n", tp);
-        printf("rdtscp pair           %8.2f ns   (context: ordered reads)\n", tpp);
-        printf("lfence;rdtsc pair     %8.2f ns   (context: ordered reads, as anchors use)\n", tlf);
+        printf("rdtsc pair            %8.2f ns   (least-disturbed round %.2f)\n", tp, mt);
+        printf("rdtscp pair           %8.2f ns   (least %.2f; context: ordered reads)\n", tpp, least(tscp_ns));
+        printf("lfence;rdtsc pair     %8.2f ns   (least %.2f; context: ordered reads, as anchors use)\n", tlf, least(lfence_ns));
         printf("handle pair / rdtsc pair %6.3f (target <= 1.5 with the TSC clock); on top of the two reads %.2f ns\n", hp / tp, hp - tp);
         printf("name pair / rdtsc pair   %6.3f (target <= 1.8 with the TSC clock); on top of the two reads %.2f ns\n", np / tp, np - tp);
     }
@@ -165,7 +166,7 @@ int main(int argc, char **argv) {
     printf("RESULT rdtsc_pair %.3f\nRESULT clock_gettime_pair %.3f\nRESULT handle_pair %.3f\nRESULT name_pair %.3f\n",
            HAVE_TSC ? tp : 0.0, f, hp, np);
     printf("RESULT min_rdtsc_pair %.3f\nRESULT min_clock_gettime_pair %.3f\nRESULT min_handle_pair %.3f\nRESULT min_name_pair %.3f\n",
-           HAVE_TSC ? least(tsc_ns) : 0.0, least(floor_ns), least(handle_ns), least(name_ns));
+           HAVE_TSC ? mt : 0.0, mf, mh, mn);
     printf("memory per call       %8.2f bytes (resident growth / calls, target 16)\n", (double)(rss1 - rss0) / calls);
     printf("finalize              %8.3f s for %ld calls (status %d, target < 2 s for 10M)\n", t_fin, calls, rc);
     return rc == SP_OK ? 0 : 1;

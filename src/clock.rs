@@ -81,6 +81,10 @@ const ANCHOR_TRIES: usize = 5;
 /// A segment whose rate differs from the run's mean by more than this (beyond the noise its
 /// anchors allow) marks the profile.
 pub const MAX_RATE_DEVIATION: f64 = 1000e-6;
+/// Fixed-point bits of the conversion's slopes (ns per tick).
+const SHIFT: u32 = 48;
+/// Largest slope the fixed point holds (ns per tick; a counter of at least 1 MHz).
+const MAX_SLOPE: f64 = 1000.0;
 
 /// What the hot path reads, on one cache line that is written only at setup, at finalize and
 /// once per anchor segment.
@@ -370,6 +374,13 @@ pub struct Timebase {
     /// ns per tick of segment i (anchors i..i+1).
     slopes: Vec<f64>,
     mean_slope: f64,
+    /// The slopes in fixed point (ns per tick times 2^SHIFT), what the conversion multiplies by:
+    /// one integer multiply per value, exact to far below a ns over any segment.
+    muls: Vec<i64>,
+    mean_mul: i64,
+    /// Ticks outside [lo, hi] are outside the anchored span.
+    lo: i64,
+    hi: i64,
     error_bound_ns: i64,
     problems: Vec<String>,
     /// Converted values outside the anchored span, and calls that end before they start.
@@ -384,6 +395,10 @@ impl Clone for Timebase {
             anchors: self.anchors.clone(),
             slopes: self.slopes.clone(),
             mean_slope: self.mean_slope,
+            muls: self.muls.clone(),
+            mean_mul: self.mean_mul,
+            lo: self.lo,
+            hi: self.hi,
             error_bound_ns: self.error_bound_ns,
             problems: self.problems.clone(),
             outside: AtomicU64::new(self.outside.load(Ordering::Relaxed)),
@@ -414,6 +429,10 @@ impl Timebase {
             anchors: Vec::new(),
             slopes: Vec::new(),
             mean_slope: 1.0,
+            muls: Vec::new(),
+            mean_mul: 1 << SHIFT,
+            lo: i64::MIN,
+            hi: i64::MAX,
             error_bound_ns: 0,
             problems: Vec::new(),
             outside: AtomicU64::new(0),
@@ -448,6 +467,10 @@ impl Timebase {
         if n < 2 {
             tb.problems.push("fewer than two usable anchors: the TSC rate is unknown".into());
             tb.slopes = vec![1.0];
+            tb.muls = vec![1 << SHIFT];
+            if tb.anchors.is_empty() {
+                tb.anchors.push(Anchor { tick: 0, ns: 0, half_width: 0 });
+            }
             tb.error_bound_ns = i64::MAX;
             return tb;
         }
@@ -480,6 +503,14 @@ impl Timebase {
             ));
         }
         tb.error_bound_ns = bound.ceil() as i64;
+        if tb.slopes.iter().any(|&x| !(x.is_finite() && x > 0.0 && x < MAX_SLOPE)) {
+            tb.problems.push("a segment's rate is out of range (under 1 MHz?)".into());
+        }
+        let fixed = |x: f64| (x.clamp(0.0, MAX_SLOPE) * (1u64 << SHIFT) as f64).round() as i64;
+        tb.muls = tb.slopes.iter().map(|&x| fixed(x)).collect();
+        tb.mean_mul = fixed(tb.mean_slope);
+        tb.lo = first.tick - first.half_width;
+        tb.hi = last.tick + last.half_width;
         tb
     }
 
@@ -510,7 +541,7 @@ impl Timebase {
     /// forward, so this is a step or two, not a binary search, on sorted input).
     #[inline]
     fn segment(&self, tick: i64, hint: &mut usize) -> usize {
-        let last = self.slopes.len() - 1;
+        let last = self.muls.len() - 1;
         let mut i = (*hint).min(last);
         let a = &self.anchors;
         if tick >= a[i].tick && (i == last || tick < a[i + 1].tick) {
@@ -526,32 +557,39 @@ impl Timebase {
         i
     }
 
-    #[inline]
-    fn convert(&self, tick: i64, hint: &mut usize) -> i64 {
-        if self.is_identity() {
-            return tick;
-        }
-        if self.anchors.is_empty() {
-            return tick;
-        }
+    /// `ticks` times a fixed-point slope, rounded to the nearest ns.
+    #[inline(always)]
+    fn scale(ticks: i64, mul: i64) -> i64 {
+        ((ticks as i128 * mul as i128 + (1i128 << (SHIFT - 1))) >> SHIFT) as i64
+    }
+
+    /// Convert one tick (TSC runs); `outside` counts ticks beyond the anchored span.
+    #[inline(always)]
+    fn convert(&self, tick: i64, hint: &mut usize, outside: &mut u64) -> i64 {
         let i = self.segment(tick, hint);
-        let a = self.anchors[i];
-        let (first, last) = (self.anchors[0], self.anchors[self.anchors.len() - 1]);
-        if tick < first.tick - first.half_width || tick > last.tick + last.half_width {
-            self.outside.fetch_add(1, Ordering::Relaxed);
-        }
-        a.ns + ((tick - a.tick) as f64 * self.slopes[i]).round() as i64
+        *outside += (tick < self.lo || tick > self.hi) as u64;
+        // `segment` returns i < muls.len() <= anchors.len().
+        let a = &self.anchors[i];
+        a.ns + Self::scale(tick - a.tick, self.muls[i])
     }
 
     /// A point in time: ticks -> `CLOCK_MONOTONIC` ns.
     pub fn to_ns(&self, tick: i64) -> i64 {
-        self.convert(tick, &mut 0)
+        if self.is_identity() {
+            return tick;
+        }
+        let mut outside = 0;
+        let ns = self.convert(tick, &mut 0, &mut outside);
+        if outside > 0 {
+            self.outside.fetch_add(outside, Ordering::Relaxed);
+        }
+        ns
     }
 
     /// A length of time: ticks -> ns at the run's mean rate (differs from
     /// `to_ns(end) - to_ns(start)` by at most the rate's variation, parts per million).
     pub fn duration_ns(&self, ticks: i64) -> i64 {
-        if self.is_identity() { ticks } else { (ticks as f64 * self.mean_slope).round() as i64 }
+        if self.is_identity() { ticks } else { Self::scale(ticks, self.mean_mul) }
     }
 
     /// Convert the start and end columns of one thread's calls in place, and check that no
@@ -561,14 +599,17 @@ impl Timebase {
             return;
         }
         let (mut hs, mut he) = (0usize, 0usize);
-        let mut backwards = 0u64;
+        let (mut backwards, mut outside) = (0u64, 0u64);
         for (s, e) in starts.iter_mut().zip(ends.iter_mut()) {
             backwards += (*e < *s) as u64;
-            *s = self.convert(*s, &mut hs);
-            *e = self.convert(*e, &mut he);
+            *s = self.convert(*s, &mut hs, &mut outside);
+            *e = self.convert(*e, &mut he, &mut outside);
         }
         if backwards > 0 {
             self.backwards.fetch_add(backwards, Ordering::Relaxed);
+        }
+        if outside > 0 {
+            self.outside.fetch_add(outside, Ordering::Relaxed);
         }
     }
 
