@@ -346,7 +346,22 @@ fn add_anchor(run: &mut RunClock) {
 /// the clocksource check, and the timebase that converts what was recorded.
 pub fn end_run() -> Timebase {
     HOT.next_anchor.store(i64::MAX, Ordering::Relaxed);
-    let Some(mut run) = run_lock().take() else {
+    // The lock is held for a microsecond per anchor; wait for it, but never forever (a child
+    // forked while another thread held it would otherwise hang in finalize).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let taken = loop {
+        match RUN.try_lock() {
+            Ok(mut g) => break Ok(g.take()),
+            Err(std::sync::TryLockError::Poisoned(e)) => break Ok(e.into_inner().take()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+            Err(std::sync::TryLockError::WouldBlock) => break Err(()),
+        }
+    };
+    let Ok(taken) = taken else {
+        let tsc = HOT.use_tsc.load(Ordering::Relaxed);
+        return if tsc { Timebase::fit(Vec::new(), vec!["the clock's anchors could not be reached at finalize".into()]) } else { Timebase::monotonic() };
+    };
+    let Some(mut run) = taken else {
         return Timebase::monotonic();
     };
     add_anchor(&mut run);

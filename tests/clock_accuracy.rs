@@ -27,17 +27,66 @@ struct Run {
 }
 
 fn run_program(name: &str, env: &[(&str, &str)], seconds: f64, threads: usize, gap_us: u64) -> Run {
+    run_program_with(name, env, seconds, threads, gap_us, None)
+}
+
+const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+
+/// TEST SUPPORT (stand-in for machines this VM is not): run the program in a private mount
+/// namespace where the kernel's `current_clocksource` file is a bind mount of an ordinary file
+/// holding `source`, which the test may rewrite while the program runs (`during`: called after
+/// the program has recorded, before its sp_finalize). Everything else is real.
+struct FakeClocksource<'a> {
+    source: &'a str,
+    during: Option<&'a (dyn Fn(&Path) + Sync)>,
+}
+
+fn run_program_with(name: &str, env: &[(&str, &str)], seconds: f64, threads: usize, gap_us: u64, fake: Option<FakeClocksource>) -> Run {
     let dir = scratch(name);
     let exe = compile(Lang::C, "clock_accuracy", &["tests/c/clock_accuracy.c"], &dir, &["-lpthread"]);
     let file = dir.join("clock.h5");
     let list = dir.join("brackets.txt");
-    let mut cmd = Command::new(&exe);
-    cmd.arg(&file).arg(&list).arg(seconds.to_string()).arg(threads.to_string()).arg(gap_us.to_string()).current_dir(&dir);
+    let args = [file.display().to_string(), list.display().to_string(), seconds.to_string(), threads.to_string(), gap_us.to_string()];
+    let mut cmd = match &fake {
+        None => Command::new(&exe),
+        Some(f) => {
+            let cs = dir.join("clocksource");
+            std::fs::write(&cs, format!("{}\n", f.source)).unwrap();
+            let mut c = Command::new("unshare");
+            c.args(["-m", "--propagation", "private", "sh", "-c", &format!("mount --bind \"$0\" {CLOCKSOURCE} && exec \"$@\"")]);
+            c.arg(&cs).arg(&exe);
+            c
+        }
+    };
+    cmd.args(&args).current_dir(&dir);
     cmd.env_remove("SCOPE_PROFILER_CLOCK").env_remove("SCOPE_PROFILER_CLOCK_ANCHOR_MS");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = run(&mut cmd);
+    let out = match fake.as_ref().and_then(|f| f.during) {
+        None => run(&mut cmd),
+        Some(during) => {
+            // The program says when it has recorded and waits for the go-ahead.
+            let pause = dir.join("pause");
+            cmd.env("CLOCK_ACCURACY_PAUSE", &pause);
+            let cs = dir.join("clocksource");
+            std::thread::scope(|s| {
+                let waiter = s.spawn(|| {
+                    let ready = pause.with_extension("ready");
+                    while !ready.exists() {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    during(&cs);
+                    std::fs::write(pause.with_extension("go"), "").unwrap();
+                });
+                let out = run(&mut cmd);
+                // If the program died before it was ready, release the waiter.
+                std::fs::write(pause.with_extension("ready"), "").unwrap();
+                waiter.join().unwrap();
+                out
+            })
+        }
+    };
     assert!(out.status.success() && text(&out.stdout).contains("DONE failures=0"), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let mut brackets = vec![Vec::new(); threads];
     for line in std::fs::read_to_string(&list).unwrap().lines() {
@@ -152,4 +201,52 @@ fn one_minute_run_stays_within_2us() {
     }
     let worst = check_times(&run, 2000);
     eprintln!("one minute ({clock}): worst distance outside the brackets {worst} ns, bound {bound} ns, anchors {anchors:?}");
+}
+
+/// Where the kernel does not use the TSC as its clocksource (a VM on kvm-clock, say), `auto`
+/// reads clock_gettime and says why; a forced `tsc` warns once and is still checked.
+#[test]
+fn auto_keeps_clock_gettime_where_the_kernel_does_not_trust_the_tsc() {
+    let fake = || Some(FakeClocksource { source: "kvm-clock", during: None });
+    let run = run_program_with("clock_kvm_auto", &[], 0.5, 2, 100, fake());
+    let h5 = hdf5::File::open(&run.file).unwrap();
+    let rank = h5.group("rank0").unwrap();
+    assert_eq!(str_attr(&rank, "clock"), "monotonic");
+    assert!(str_attr(&rank, "clock_note").contains("'kvm-clock'"), "{}", str_attr(&rank, "clock_note"));
+    assert!(!text(&run.out.stderr).contains("clock"), "auto falls back silently: {}", text(&run.out.stderr));
+    assert_eq!(check_times(&run, 0), 0, "monotonic: exact");
+
+    if cfg!(target_arch = "x86_64") {
+        let run = run_program_with("clock_kvm_forced", &[("SCOPE_PROFILER_CLOCK", "tsc")], 0.5, 2, 100, fake());
+        let stderr = text(&run.out.stderr);
+        assert_eq!(stderr.matches("SCOPE_PROFILER_CLOCK=tsc although the kernel's clocksource is 'kvm-clock'").count(), 1, "{stderr}");
+        let h5 = hdf5::File::open(&run.file).unwrap();
+        let rank = h5.group("rank0").unwrap();
+        assert_eq!(str_attr(&rank, "clock"), "tsc");
+        assert!(str_attr(&rank, "clock_note").contains("'kvm-clock'"));
+        // The clocksource did not change during the run, and this TSC is in fact fine.
+        assert_eq!(str_attr(&rank, "clock_status"), "ok");
+        check_times(&run, 2000);
+    }
+}
+
+/// The kernel gives up on the TSC during the run (its watchdog switches the clocksource): the
+/// profile is flagged and the run says so once; the times are still written.
+#[test]
+fn clocksource_change_during_the_run_flags_the_profile() {
+    if expected_auto_clock() != "tsc" {
+        return; // no TSC clock on this machine: nothing to flag (covered by the unit tests)
+    }
+    let switch = |cs: &Path| std::fs::write(cs, "hpet\n").unwrap();
+    let run = run_program_with("clock_switch", &[], 0.5, 2, 100, Some(FakeClocksource { source: "tsc", during: Some(&switch) }));
+    let stderr = text(&run.out.stderr);
+    assert_eq!(stderr.matches("the TSC clock misbehaved during the run").count(), 1, "{stderr}");
+    assert!(stderr.contains("clocksource changed from 'tsc' to 'hpet'"), "{stderr}");
+    let h5 = hdf5::File::open(&run.file).unwrap();
+    let rank = h5.group("rank0").unwrap();
+    assert_eq!(str_attr(&rank, "clock"), "tsc");
+    let status = str_attr(&rank, "clock_status");
+    assert!(status.starts_with("unreliable: ") && status.contains("'hpet'"), "{status}");
+    // Nothing is lost: every call is there (and, the TSC being fine in truth, on time).
+    check_times(&run, 2000);
 }

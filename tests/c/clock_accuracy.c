@@ -4,6 +4,8 @@
  * Threads record their own region ("thread<k>"). Region bodies are short spins (packed calls),
  * sleeps of 1-4 ms, and on thread 0 one sleep of 2.2 s (more than 2^32 TSC ticks: an escaped
  * call). Between calls the threads sleep, so a long run costs little CPU.
+ * With CLOCK_ACCURACY_PAUSE=<path> set, the program creates <path>.ready after recording and
+ * waits for <path>.go before sp_finalize (so a test can change the machine in between).
  * Usage: clock_accuracy OUT.h5 BRACKETS.txt SECONDS THREADS GAP_US */
 #include <scope_profiler.h>
 
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static int64_t mono(void) {
     struct timespec ts;
@@ -100,6 +103,15 @@ int main(int argc, char **argv) {
     for (int t = 0; t < threads; t++) {
         pthread_join(tids[t], NULL);
         failures += jobs[t].failures;
+    }
+    const char *pause = getenv("CLOCK_ACCURACY_PAUSE");
+    if (pause && *pause) {
+        char ready[4096], go[4096];
+        snprintf(ready, sizeof ready, "%s.ready", pause);
+        snprintf(go, sizeof go, "%s.go", pause);
+        FILE *r = fopen(ready, "w");
+        if (r) fclose(r);
+        for (int i = 0; i < 12000 && access(go, F_OK) != 0; i++) sleep_ns(10000000);
     }
     if (sp_finalize() != SP_OK) failures++;
     FILE *f = fopen(argv[2], "w");
