@@ -815,6 +815,11 @@ mod tests {
         // Away from the step's segment the error is that of the anchors.
         let tick = (m.tsc)(t0 + 2.5e9).round() as i64;
         assert!((tb.to_ns(tick) - (t0 + 2.5e9) as i64).abs() <= 30);
+        // A duration at the run's mean rate differs from the difference of its converted ends
+        // by at most the rate's variation (here under 500 ppm of its length).
+        let (a, b) = ((m.tsc)(t0 + 0.2e9).round() as i64, (m.tsc)(t0 + 0.7e9).round() as i64);
+        let diff = tb.to_ns(b) - tb.to_ns(a);
+        assert!((tb.duration_ns(b - a) - diff).abs() as f64 <= 500e-6 * diff as f64, "{} {diff}", tb.duration_ns(b - a));
     }
 
     #[test]
