@@ -342,6 +342,12 @@ fn add_anchor(run: &mut RunClock) {
     HOT.next_anchor.store(a.tick.saturating_add(step), Ordering::Relaxed);
 }
 
+/// The anchors taken so far in this run (empty in monotonic mode), for a recorder that keeps
+/// them next to spilled ticks so that `Timebase::fit` can later convert what a killed run left.
+pub fn anchors_so_far() -> Vec<Anchor> {
+    run_lock().as_ref().map(|r| r.anchors.clone()).unwrap_or_default()
+}
+
 /// End the run's clock (at finalize, after every thread stopped recording): the last anchor,
 /// the clocksource check, and the timebase that converts what was recorded.
 pub fn end_run() -> Timebase {
