@@ -66,6 +66,7 @@ module scope_profiler
       type(c_ptr) :: language
       integer(c_int32_t) :: comm
       integer(c_int32_t) :: has_comm
+      type(c_ptr) :: clock
    end type sp_options_t
 
    interface
@@ -165,15 +166,19 @@ contains
    !>   verbosity  0 silent, 1 summary table at finalize, 2 more notes
    !>              (default: $SCOPE_PROFILER_VERBOSE, else 1)
    !>   ierr       status (SP_OK, SP_ALREADY_SET_UP, or an SP_ERR_* code)
+   !>   clock      "auto", "tsc" or "monotonic" (default: $SCOPE_PROFILER_CLOCK, else "auto";
+   !>              see docs/clock.md); a blank value counts as not given
    !> The run is recorded with language "Fortran".
-   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr)
+   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, clock)
       character(len=*), intent(in), optional :: file_path
       logical, intent(in), optional :: use_likwid
       integer, intent(in), optional :: comm
       integer, intent(in), optional :: verbosity
       integer, intent(out), optional :: ierr
+      character(len=*), intent(in), optional :: clock
       type(sp_options_t) :: options
       character(kind=c_char), dimension(:), allocatable, target :: path
+      character(kind=c_char), dimension(:), allocatable, target :: clock_c
       character(kind=c_char), dimension(8), target :: language
       integer(c_int) :: rc
 
@@ -195,6 +200,12 @@ contains
       if (present(comm)) then
          options%comm = int(comm, c_int32_t)
          options%has_comm = 1_c_int32_t
+      end if
+      if (present(clock)) then
+         if (len_trim(clock) > 0) then
+            call to_c_string(adjustl(clock), clock_c)
+            options%clock = c_loc(clock_c)
+         end if
       end if
       call to_c_chars("Fortran", language)
       options%language = c_loc(language)

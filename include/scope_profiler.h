@@ -187,6 +187,12 @@ typedef struct sp_options {
    * 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
    */
   int32_t has_comm;
+  /**
+   * Clock: "auto" (the TSC where the hardware and kernel make it safe, else
+   * CLOCK_MONOTONIC), "tsc" (forced, with a warning where unsafe) or "monotonic"; NULL for
+   * $SCOPE_PROFILER_CLOCK, else "auto". Timestamps in the file are CLOCK_MONOTONIC ns either way.
+   */
+  const char *clock;
 } sp_options;
 
 #ifdef __cplusplus
@@ -202,7 +208,7 @@ int sp_options_init(struct sp_options *options);
 /**
  * Start profiling. `options` may be NULL: defaults, then the environment
  * (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
- * SCOPE_PROFILER_METADATA); explicit options override the environment.
+ * SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK); explicit options override the environment.
  * Call once, from the main thread, before worker threads record. A second call while
  * profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
  * returns SP_ERR_FINALIZED (one profile per process).

@@ -1,13 +1,16 @@
 //! Completed calls of one region on one thread, packed into 8 bytes per call.
 //!
-//! A call is stored as one word: the gap from the previous call's start (i32 ns, negative
-//! after a recursive inner call) and its duration (u32 ns). Calls that do not fit (the first
-//! call of a log, gaps over 2.1 s, durations of 4.29 s or more) take three words: an escape
-//! word and the absolute start and end. Halving the bytes written per call halves the page
+//! Times are clock ticks (`clock::now`): TSC cycles, or `CLOCK_MONOTONIC` ns in monotonic
+//! mode; they become ns only at collect time. A call is stored as one word: the gap from the
+//! previous call's start (i32 ticks, negative after a recursive inner call) and its duration
+//! (u32 ticks). Calls that do not fit (the first call of a log, gaps over 2^31 ticks, durations
+//! of 2^32 ticks or more, an end before the start) take three words: an escape word and the
+//! absolute start and end. In ns that is 2.1 s and 4.29 s; with a TSC at 2-4 GHz about 0.5-1 s
+//! and 1-2 s: longer calls than that are rare enough that 8 bytes per call stays the average. Halving the bytes written per call halves the page
 //! faults of fresh memory, which dominate the recording cost. Words live in chunks that are
 //! never moved once full, so a long run never copies its history.
 
-/// One completed call: `CLOCK_MONOTONIC` nanoseconds.
+/// One completed call, in clock ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
     pub start: i64,
@@ -135,6 +138,21 @@ mod tests {
             Call { start: t - 1_000_000, end: t + 4_294_967_294 },   // duration just below the escape
             Call { start: -7, end: -3 },                              // negative clock values
             Call { start: i64::MAX - 5, end: i64::MAX },
+        ];
+        round_trip(&calls);
+    }
+
+    #[test]
+    fn tsc_ticks_round_trip() {
+        // Raw TSC values of a machine up for days at 3.7 GHz.
+        let t = 3_700_000_000i64 * 86_400 * 9;
+        let calls = [
+            Call { start: t, end: t + 4_000 },
+            Call { start: t + 10_000, end: t + 10_000 + 4_294_967_294 }, // 1.16 s: still packed
+            Call { start: t + 20_000, end: t + 20_000 + 4_294_967_295 }, // 2^32 - 1 ticks: escaped
+            Call { start: t + 8_000_000_000, end: t + 8_000_000_100 },   // 2.2 s gap: escaped
+            Call { start: t + 8_000_001_000, end: t + 8_000_000_900 },   // end before start (unsynchronized TSC)
+            Call { start: t + 8_000_002_000, end: t + 8_000_002_050 },
         ];
         round_trip(&calls);
     }

@@ -1,23 +1,911 @@
-//! The one clock every timestamp comes from: `CLOCK_MONOTONIC` in nanoseconds, the clock
-//! CPython's `time.perf_counter_ns()` reads on Linux, so C, Fortran and Python regions of one
-//! process tree share a timeline.
+//! The one clock every timestamp comes from, and the one place where it becomes time.
+//!
+//! The file's timestamps are `CLOCK_MONOTONIC` nanoseconds, the clock CPython's
+//! `time.perf_counter_ns()` reads on Linux, so C, Fortran and Python regions of one process tree
+//! share a timeline. The hot path does not read that clock, though: it reads **ticks** through
+//! `now()` / `now_stop()`, which are either the time stamp counter (x86-64 `rdtsc`, where the
+//! hardware and the kernel make it safe) or `CLOCK_MONOTONIC` nanoseconds themselves. Ticks
+//! become nanoseconds only when the profile is collected (`profile::merge`), through the
+//! `Timebase` that `end_run` builds:
+//!
+//! - **anchors**: pairs (TSC, `CLOCK_MONOTONIC`) each taken as a `clock_gettime` bracketed by two
+//!   fenced TSC reads, the tightest of a few tries; at setup, at finalize, and in between
+//!   whenever a stop finds its already-read tick count past the next due tick (one compare on a
+//!   read-mostly static; the anchor itself runs on a cold path, a few hundred ns every
+//!   `SCOPE_PROFILER_CLOCK_ANCHOR_MS`);
+//! - **conversion** piecewise linear between consecutive anchors, each segment with its own
+//!   slope, so a slewed `CLOCK_MONOTONIC` (NTP) is followed segment by segment;
+//! - **checks**: the clocksource at finalize, each segment's rate against the run's mean
+//!   (> 1000 ppm beyond measurement noise), ticks going backwards (between anchors, outside the
+//!   anchored span, an end before its start). Any of them marks the profile (`clock_status` in
+//!   the rank's attributes) and warns once: times are never wrong silently;
+//! - **error bound**: the largest, over segments, of the anchors' half bracket width plus the
+//!   most an unseen rate change inside the segment can bend the line (see `Timebase::fit`).
+//!
+//! In `monotonic` mode ticks are nanoseconds and the conversion is the identity (exact).
+//! See docs/clock.md.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// The clock setting (`SCOPE_PROFILER_CLOCK`, `sp_options.clock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockMode {
+    /// The TSC where it is safe (x86-64, invariant TSC, kernel clocksource `tsc`), else monotonic.
+    Auto,
+    /// The TSC even where the checks fail (with a warning); monotonic where there is none.
+    Tsc,
+    /// `clock_gettime(CLOCK_MONOTONIC)` on every read.
+    Monotonic,
+}
+
+impl ClockMode {
+    pub fn parse(value: &str) -> Option<ClockMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Some(ClockMode::Auto),
+            "tsc" => Some(ClockMode::Tsc),
+            "monotonic" => Some(ClockMode::Monotonic),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockMode::Auto => "auto",
+            ClockMode::Tsc => "tsc",
+            ClockMode::Monotonic => "monotonic",
+        }
+    }
+}
+
+/// The clock the hot path actually reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockKind {
+    Tsc,
+    Monotonic,
+}
+
+impl ClockKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockKind::Tsc => "tsc",
+            ClockKind::Monotonic => "monotonic",
+        }
+    }
+}
+
+/// Default time between anchors.
+pub const DEFAULT_ANCHOR_MS: u64 = 100;
+/// Tries per anchor; the one with the narrowest bracket is kept.
+const ANCHOR_TRIES: usize = 5;
+/// A segment whose rate differs from the run's mean by more than this (beyond the noise its
+/// anchors allow) marks the profile.
+pub const MAX_RATE_DEVIATION: f64 = 1000e-6;
+/// Fixed-point bits of the conversion's slopes (ns per tick).
+const SHIFT: u32 = 48;
+/// Largest slope the fixed point holds (ns per tick; a counter of at least 1 MHz).
+const MAX_SLOPE: f64 = 1000.0;
+
+/// What the hot path reads, on one cache line that is written only at setup, at finalize and
+/// once per anchor segment.
+#[repr(align(64))]
+struct Hot {
+    use_tsc: AtomicBool,
+    /// The tick count at which the next anchor is due (i64::MAX: none).
+    next_anchor: AtomicI64,
+}
+
+static HOT: Hot = Hot { use_tsc: AtomicBool::new(false), next_anchor: AtomicI64::new(i64::MAX) };
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the file's clock; also what MPI clock offsets use).
 #[inline(always)]
-pub fn now_ns() -> i64 {
+pub fn monotonic_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists on Linux (vDSO, no syscall).
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// A raw tick count: the TSC, or `CLOCK_MONOTONIC` ns, as chosen at setup. The one clock read
+/// of the hot path. The choice is a process-global flag that never changes while recording,
+/// so the branch is always predicted.
+///
+/// A plain `rdtsc` (no `lfence`, no `rdtscp`): the CPU may execute it a few dozen cycles early
+/// or late relative to neighbouring instructions, which moves a region edge by nanoseconds,
+/// far below the conversion's error bound, and it costs half a fenced read (Score-P and Extrae
+/// do the same). Anchors, where ordering against `clock_gettime` matters, use fenced reads.
+#[inline(always)]
+pub fn now() -> i64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if HOT.use_tsc.load(Ordering::Relaxed) {
+            // SAFETY: rdtsc has no preconditions; `begin_run` enables this path only where
+            // the kernel lets user space read the TSC.
+            return unsafe { core::arch::x86_64::_rdtsc() } as i64;
+        }
+    }
+    monotonic_ns()
+}
+
+/// `now()` for a stop: also takes an anchor when one is due (a compare of the tick just read
+/// against a read-mostly static; the anchor itself is a cold call every few hundred ms).
+#[inline(always)]
+pub fn now_stop() -> i64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if HOT.use_tsc.load(Ordering::Relaxed) {
+            // SAFETY: as in `now`.
+            let t = unsafe { core::arch::x86_64::_rdtsc() } as i64;
+            if t >= HOT.next_anchor.load(Ordering::Relaxed) {
+                anchor_due(t);
+            }
+            return t;
+        }
+    }
+    monotonic_ns()
+}
+
+/// A TSC read that stays between the instructions around it (for anchors, off the hot path).
+#[cfg(target_arch = "x86_64")]
+fn fenced_tsc() -> i64 {
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: lfence and rdtsc have no preconditions.
+    unsafe {
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t as i64
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn fenced_tsc() -> i64 {
+    monotonic_ns()
+}
+
+/// A point where both clocks were read: `ns` was read between two tick reads whose midpoint is
+/// `tick`, at most `half_width` ticks from either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anchor {
+    pub tick: i64,
+    pub ns: i64,
+    pub half_width: i64,
+}
+
+/// Take an anchor from `ticks` and `ns`: the tightest of `tries` brackets. `None` if every
+/// bracket saw the ticks go backwards.
+pub fn take_anchor_with(mut ticks: impl FnMut() -> i64, mut ns: impl FnMut() -> i64, tries: usize) -> Option<Anchor> {
+    let mut best: Option<(i64, Anchor)> = None;
+    for _ in 0..tries {
+        let a = ticks();
+        let n = ns();
+        let b = ticks();
+        if b < a {
+            continue;
+        }
+        let width = b - a;
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((width, Anchor { tick: a + width / 2, ns: n, half_width: (width + 1) / 2 }));
+        }
+    }
+    best.map(|(_, a)| a)
+}
+
+fn take_anchor() -> Option<Anchor> {
+    take_anchor_with(fenced_tsc, monotonic_ns, ANCHOR_TRIES)
+}
+
+/// Why the TSC is not safe to use here, or None if it is.
+pub fn tsc_unsafe_reason() -> Option<String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Some(format!("no time stamp counter on {}", std::env::consts::ARCH));
+    }
+    if !invariant_tsc() {
+        return Some("the CPU does not report an invariant TSC (CPUID 0x80000007 EDX bit 8)".into());
+    }
+    match current_clocksource() {
+        Some(cs) if cs == "tsc" => None,
+        Some(cs) => Some(format!("the kernel's clocksource is '{cs}', not 'tsc' (the kernel does not trust the TSC here)")),
+        None => Some(format!("cannot read {CLOCKSOURCE}")),
+    }
+}
+
+const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+
+pub fn current_clocksource() -> Option<String> {
+    std::fs::read_to_string(CLOCKSOURCE).ok().map(|s| s.trim().to_string())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn invariant_tsc() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // SAFETY: cpuid exists on every x86-64 CPU; leaf 0x80000007 is read only if reported.
+    // (`__cpuid` is safe in newer Rust, unsafe in the oldest we support.)
+    #[allow(unused_unsafe)]
+    unsafe { __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0 }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn invariant_tsc() -> bool {
+    false
+}
+
+/// Can this process execute rdtsc at all? (prctl(PR_SET_TSC, PR_TSC_SIGSEGV) makes it fault.)
+fn rdtsc_allowed() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let mut mode: libc::c_int = 0;
+    // SAFETY: PR_GET_TSC writes one int through the pointer.
+    let r = unsafe { libc::prctl(libc::PR_GET_TSC, &mut mode as *mut libc::c_int) };
+    r != 0 || mode != libc::PR_TSC_SIGSEGV
+}
+
+/// The state of the current run's clock (TSC runs only).
+struct RunClock {
+    anchors: Vec<Anchor>,
+    problems: Vec<String>,
+    /// Target segment length.
+    segment_ns: i64,
+    /// The clocksource at setup, when the TSC was chosen because it was `tsc`.
+    clocksource: Option<String>,
+}
+
+static RUN: Mutex<Option<RunClock>> = Mutex::new(None);
+
+fn run_lock() -> std::sync::MutexGuard<'static, Option<RunClock>> {
+    RUN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What setup decided, for the metadata and messages.
+#[derive(Debug, Clone)]
+pub struct ClockChoice {
+    pub kind: ClockKind,
+    /// Why the TSC is not used (auto) or why forcing it is unsafe (tsc), if so.
+    pub note: Option<String>,
+}
+
+/// Choose the clock for a run (at setup, before any thread records) and take the first anchor.
+/// `tsc` where unsafe warns once; `auto` falls back to monotonic without a warning (the
+/// metadata says why).
+pub fn begin_run(mode: ClockMode, anchor_ms: u64) -> ClockChoice {
+    let reason = tsc_unsafe_reason();
+    let (kind, note) = match mode {
+        ClockMode::Monotonic => (ClockKind::Monotonic, None),
+        ClockMode::Auto => match reason {
+            None if rdtsc_allowed() => (ClockKind::Tsc, None),
+            None => (ClockKind::Monotonic, Some("rdtsc is disabled for this process (prctl PR_SET_TSC)".into())),
+            Some(r) => (ClockKind::Monotonic, Some(r)),
+        },
+        ClockMode::Tsc if !rdtsc_allowed() => {
+            let r = reason.unwrap_or_else(|| "rdtsc is disabled for this process (prctl PR_SET_TSC)".into());
+            crate::warn::once("clock:forced", &format!("SCOPE_PROFILER_CLOCK=tsc: cannot read a TSC ({r}); using CLOCK_MONOTONIC"));
+            (ClockKind::Monotonic, Some(r))
+        }
+        ClockMode::Tsc => {
+            if let Some(r) = &reason {
+                crate::warn::once(
+                    "clock:forced",
+                    &format!("SCOPE_PROFILER_CLOCK=tsc although {r}: times may be wrong; the run's checks will flag what they can"),
+                );
+            }
+            (ClockKind::Tsc, reason)
+        }
+    };
+    HOT.next_anchor.store(i64::MAX, Ordering::Relaxed);
+    if kind == ClockKind::Monotonic {
+        HOT.use_tsc.store(false, Ordering::Release);
+        *run_lock() = None;
+        return ClockChoice { kind, note };
+    }
+    let mut run = RunClock {
+        anchors: Vec::new(),
+        problems: Vec::new(),
+        segment_ns: (anchor_ms.max(1) as i64).saturating_mul(1_000_000),
+        clocksource: current_clocksource().filter(|cs| cs == "tsc"),
+    };
+    match take_anchor() {
+        Some(a) => run.anchors.push(a),
+        None => run.problems.push("the TSC went backwards while the first anchor was taken".into()),
+    }
+    if let Some(a) = run.anchors.first() {
+        // No rate known yet: assume 1 tick per ns (a faster TSC only shortens the first segment).
+        HOT.next_anchor.store(a.tick.saturating_add(run.segment_ns), Ordering::Relaxed);
+    }
+    *run_lock() = Some(run);
+    HOT.use_tsc.store(true, Ordering::Release);
+    ClockChoice { kind, note }
+}
+
+/// A stop found an anchor due. Whoever gets the lock takes it; the others go on recording.
+#[cold]
+#[inline(never)]
+fn anchor_due(tick: i64) {
+    let Ok(mut guard) = RUN.try_lock() else { return };
+    let Some(run) = guard.as_mut() else { return };
+    if tick < HOT.next_anchor.load(Ordering::Relaxed) {
+        return; // another thread just took it
+    }
+    add_anchor(run);
+}
+
+fn add_anchor(run: &mut RunClock) {
+    let Some(a) = take_anchor() else {
+        run.problems.push("the TSC went backwards while an anchor was taken".into());
+        HOT.next_anchor.store(i64::MAX, Ordering::Relaxed);
+        return;
+    };
+    run.anchors.push(a);
+    let first = run.anchors[0];
+    let ticks_per_ns = if a.ns > first.ns && a.tick > first.tick { (a.tick - first.tick) as f64 / (a.ns - first.ns) as f64 } else { 1.0 };
+    let step = (run.segment_ns as f64 * ticks_per_ns).clamp(1.0, 1e15) as i64;
+    HOT.next_anchor.store(a.tick.saturating_add(step), Ordering::Relaxed);
+}
+
+/// The anchors taken so far in this run (empty in monotonic mode), for a recorder that keeps
+/// them next to spilled ticks so that `Timebase::fit` can later convert what a killed run left.
+pub fn anchors_so_far() -> Vec<Anchor> {
+    run_lock().as_ref().map(|r| r.anchors.clone()).unwrap_or_default()
+}
+
+/// End the run's clock (at finalize, after every thread stopped recording): the last anchor,
+/// the clocksource check, and the timebase that converts what was recorded.
+pub fn end_run() -> Timebase {
+    HOT.next_anchor.store(i64::MAX, Ordering::Relaxed);
+    // The lock is held for a microsecond per anchor; wait for it, but never forever (a child
+    // forked while another thread held it would otherwise hang in finalize).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let taken = loop {
+        match RUN.try_lock() {
+            Ok(mut g) => break Ok(g.take()),
+            Err(std::sync::TryLockError::Poisoned(e)) => break Ok(e.into_inner().take()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+            Err(std::sync::TryLockError::WouldBlock) => break Err(()),
+        }
+    };
+    let Ok(taken) = taken else {
+        let tsc = HOT.use_tsc.load(Ordering::Relaxed);
+        return if tsc { Timebase::fit(Vec::new(), vec!["the clock's anchors could not be reached at finalize".into()]) } else { Timebase::monotonic() };
+    };
+    let Some(mut run) = taken else {
+        return Timebase::monotonic();
+    };
+    add_anchor(&mut run);
+    if let Some(cs) = &run.clocksource {
+        match current_clocksource() {
+            Some(now) if &now == cs => {}
+            now => run.problems.push(format!(
+                "the kernel's clocksource changed from '{cs}' to '{}' during the run (it found the TSC unreliable)",
+                now.as_deref().unwrap_or("unknown")
+            )),
+        }
+    }
+    Timebase::fit(run.anchors, run.problems)
+}
+
+/// Converts ticks to `CLOCK_MONOTONIC` ns for one run. The identity in monotonic mode.
+///
+/// For collect-time users: `to_ns(tick)` for a point in time (start, end), `duration_ns(ticks)`
+/// for a length (total, minimum, maximum, exclusive time, histogram bucket edges: ticks times
+/// the run's mean rate), `convert_calls(starts, ends)` for whole columns (also checks them).
+#[derive(Debug)]
+pub struct Timebase {
+    kind: ClockKind,
+    anchors: Vec<Anchor>,
+    /// ns per tick of segment i (anchors i..i+1).
+    slopes: Vec<f64>,
+    mean_slope: f64,
+    /// The slopes in fixed point (ns per tick times 2^SHIFT), what the conversion multiplies by:
+    /// one integer multiply per value, exact to far below a ns over any segment.
+    muls: Vec<i64>,
+    mean_mul: i64,
+    /// Ticks outside [lo, hi] are outside the anchored span.
+    lo: i64,
+    hi: i64,
+    error_bound_ns: i64,
+    problems: Vec<String>,
+    /// Converted values outside the anchored span, and calls that end before they start.
+    outside: AtomicU64,
+    backwards: AtomicU64,
+}
+
+impl Clone for Timebase {
+    fn clone(&self) -> Self {
+        Timebase {
+            kind: self.kind,
+            anchors: self.anchors.clone(),
+            slopes: self.slopes.clone(),
+            mean_slope: self.mean_slope,
+            muls: self.muls.clone(),
+            mean_mul: self.mean_mul,
+            lo: self.lo,
+            hi: self.hi,
+            error_bound_ns: self.error_bound_ns,
+            problems: self.problems.clone(),
+            outside: AtomicU64::new(self.outside.load(Ordering::Relaxed)),
+            backwards: AtomicU64::new(self.backwards.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// What the metadata says about the clock of one rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockReport {
+    /// "tsc" or "monotonic".
+    pub clock: &'static str,
+    /// TSC frequency found by the anchors (Hz), TSC runs only.
+    pub tsc_hz: Option<i64>,
+    pub anchors: usize,
+    /// Largest conversion error of the run (0 in monotonic mode).
+    pub error_bound_ns: i64,
+    /// "ok", or what went wrong (the times are then not to be trusted to the bound).
+    pub status: String,
+}
+
+impl Timebase {
+    /// Ticks are `CLOCK_MONOTONIC` ns: the identity.
+    pub fn monotonic() -> Timebase {
+        Timebase {
+            kind: ClockKind::Monotonic,
+            anchors: Vec::new(),
+            slopes: Vec::new(),
+            mean_slope: 1.0,
+            muls: Vec::new(),
+            mean_mul: 1 << SHIFT,
+            lo: i64::MIN,
+            hi: i64::MAX,
+            error_bound_ns: 0,
+            problems: Vec::new(),
+            outside: AtomicU64::new(0),
+            backwards: AtomicU64::new(0),
+        }
+    }
+
+    /// Fit the piecewise-linear conversion through `anchors` (in the order taken) and check it.
+    ///
+    /// Error bound: in segment i (anchors i, i+1, length L ticks), a point is converted from the
+    /// two anchors, each known to within its half bracket width u; if the rate changed inside
+    /// the segment from r1 to r2, the straight line misses the true curve by at most
+    /// |r1 - r2| L / 4 (at a change in the middle). r1 and r2 are estimated by the slopes of the
+    /// segment and its neighbours, so the bound is max(u_i, u_i+1) + (largest difference among
+    /// the slopes of segments i-1, i, i+1, less what their anchors' uncertainty alone explains)
+    /// L / 4 + 1 ns of rounding, maximised over segments. (Without that allowance a short
+    /// segment, such as the last one before finalize, would inflate the bound of its long
+    /// neighbour by its mere measurement noise.) It assumes the rate changes at most once per
+    /// segment, which anchors every 100 ms make a safe assumption for NTP.
+    pub fn fit(anchors: Vec<Anchor>, mut problems: Vec<String>) -> Timebase {
+        let mut kept: Vec<Anchor> = Vec::with_capacity(anchors.len());
+        let mut dropped = 0;
+        for a in anchors {
+            match kept.last() {
+                Some(p) if a.tick <= p.tick || a.ns < p.ns => dropped += 1,
+                _ => kept.push(a),
+            }
+        }
+        if dropped > 0 {
+            problems.push(format!("the TSC went backwards against CLOCK_MONOTONIC between anchors ({dropped} anchor(s) dropped)"));
+        }
+        let mut tb = Timebase { kind: ClockKind::Tsc, anchors: kept, ..Timebase::monotonic() };
+        tb.problems = problems;
+        let n = tb.anchors.len();
+        if n < 2 {
+            tb.problems.push("fewer than two usable anchors: the TSC rate is unknown".into());
+            tb.slopes = vec![1.0];
+            tb.muls = vec![1 << SHIFT];
+            if tb.anchors.is_empty() {
+                tb.anchors.push(Anchor { tick: 0, ns: 0, half_width: 0 });
+            }
+            tb.error_bound_ns = i64::MAX;
+            return tb;
+        }
+        let (first, last) = (tb.anchors[0], tb.anchors[n - 1]);
+        tb.mean_slope = (last.ns - first.ns) as f64 / (last.tick - first.tick) as f64;
+        tb.slopes = tb.anchors.windows(2).map(|w| (w[1].ns - w[0].ns) as f64 / (w[1].tick - w[0].tick) as f64).collect();
+        // How far each slope may be off from its anchors' uncertainty alone (ns per tick).
+        let noise: Vec<f64> = tb
+            .anchors
+            .windows(2)
+            .map(|w| (w[0].half_width + w[1].half_width) as f64 / (w[1].tick - w[0].tick) as f64 * tb.mean_slope)
+            .collect();
+        let mut bound = 0f64;
+        let mut worst: Option<(usize, f64)> = None;
+        for i in 0..n - 1 {
+            let (a, b) = (tb.anchors[i], tb.anchors[i + 1]);
+            let len = (b.tick - a.tick) as f64;
+            let u = a.half_width.max(b.half_width) as f64 * tb.mean_slope;
+            let near = i.saturating_sub(1)..(i + 2).min(n - 1);
+            let mut spread = 0f64;
+            for j in near.clone() {
+                for k in near.clone().filter(|&k| k > j) {
+                    spread = spread.max((tb.slopes[j] - tb.slopes[k]).abs() - noise[j] - noise[k]);
+                }
+            }
+            bound = bound.max(u + spread * len / 4.0 + 1.0);
+            // Rate check, allowing for what the anchors' own uncertainty does to the slope.
+            let deviation = (tb.slopes[i] / tb.mean_slope - 1.0).abs();
+            let noise = (a.half_width + b.half_width) as f64 / len;
+            if deviation > MAX_RATE_DEVIATION + noise && worst.is_none_or(|(_, d)| deviation > d) {
+                worst = Some((i, deviation));
+            }
+        }
+        if let Some((i, d)) = worst {
+            tb.problems.push(format!(
+                "the TSC rate of segment {} of {} differs from the run's mean by {:.0} ppm (more than {:.0} ppm)",
+                i + 1,
+                n - 1,
+                d * 1e6,
+                MAX_RATE_DEVIATION * 1e6
+            ));
+        }
+        tb.error_bound_ns = bound.ceil() as i64;
+        if tb.slopes.iter().any(|&x| !(x.is_finite() && x > 0.0 && x < MAX_SLOPE)) {
+            tb.problems.push("a segment's rate is out of range (under 1 MHz?)".into());
+        }
+        let fixed = |x: f64| (x.clamp(0.0, MAX_SLOPE) * (1u64 << SHIFT) as f64).round() as i64;
+        tb.muls = tb.slopes.iter().map(|&x| fixed(x)).collect();
+        tb.mean_mul = fixed(tb.mean_slope);
+        tb.lo = first.tick - first.half_width;
+        tb.hi = last.tick + last.half_width;
+        tb
+    }
+
+    pub fn kind(&self) -> ClockKind {
+        self.kind
+    }
+
+    pub fn is_identity(&self) -> bool {
+        self.kind == ClockKind::Monotonic
+    }
+
+    /// The anchors the conversion runs through.
+    pub fn anchors(&self) -> &[Anchor] {
+        &self.anchors
+    }
+
+    /// The largest conversion error of the run, in ns (0 in monotonic mode).
+    pub fn error_bound_ns(&self) -> i64 {
+        self.error_bound_ns
+    }
+
+    /// Ticks per second (the TSC frequency found), TSC runs only.
+    pub fn tsc_hz(&self) -> Option<f64> {
+        (self.kind == ClockKind::Tsc && self.anchors.len() >= 2).then(|| 1e9 / self.mean_slope)
+    }
+
+    /// The segment holding `tick`, starting the search at `hint` (conversions of a column move
+    /// forward, so this is a step or two, not a binary search, on sorted input).
+    #[inline]
+    fn segment(&self, tick: i64, hint: &mut usize) -> usize {
+        let last = self.muls.len() - 1;
+        let mut i = (*hint).min(last);
+        let a = &self.anchors;
+        if tick >= a[i].tick && (i == last || tick < a[i + 1].tick) {
+            return i;
+        }
+        if i < last && tick >= a[i + 1].tick && (i + 1 == last || tick < a[i + 2].tick) {
+            i += 1;
+        } else {
+            // partition_point: first anchor after tick; the segment starts one before it.
+            i = a.partition_point(|x| x.tick <= tick).saturating_sub(1).min(last);
+        }
+        *hint = i;
+        i
+    }
+
+    /// `ticks` times a fixed-point slope, rounded to the nearest ns.
+    #[inline(always)]
+    fn scale(ticks: i64, mul: i64) -> i64 {
+        ((ticks as i128 * mul as i128 + (1i128 << (SHIFT - 1))) >> SHIFT) as i64
+    }
+
+    /// Convert one tick (TSC runs); `outside` counts ticks beyond the anchored span.
+    #[inline(always)]
+    fn convert(&self, tick: i64, hint: &mut usize, outside: &mut u64) -> i64 {
+        let i = self.segment(tick, hint);
+        *outside += (tick < self.lo || tick > self.hi) as u64;
+        // `segment` returns i < muls.len() <= anchors.len().
+        let a = &self.anchors[i];
+        a.ns + Self::scale(tick - a.tick, self.muls[i])
+    }
+
+    /// A point in time: ticks -> `CLOCK_MONOTONIC` ns.
+    pub fn to_ns(&self, tick: i64) -> i64 {
+        if self.is_identity() {
+            return tick;
+        }
+        let mut outside = 0;
+        let ns = self.convert(tick, &mut 0, &mut outside);
+        if outside > 0 {
+            self.outside.fetch_add(outside, Ordering::Relaxed);
+        }
+        ns
+    }
+
+    /// A length of time: ticks -> ns at the run's mean rate (differs from
+    /// `to_ns(end) - to_ns(start)` by at most the rate's variation, parts per million).
+    pub fn duration_ns(&self, ticks: i64) -> i64 {
+        if self.is_identity() { ticks } else { Self::scale(ticks, self.mean_mul) }
+    }
+
+    /// Convert the start and end columns of one thread's calls in place, and check that no
+    /// call ends before it starts.
+    pub fn convert_calls(&self, starts: &mut [i64], ends: &mut [i64]) {
+        if self.is_identity() {
+            return;
+        }
+        let (mut hs, mut he) = (0usize, 0usize);
+        let (mut backwards, mut outside) = (0u64, 0u64);
+        for (s, e) in starts.iter_mut().zip(ends.iter_mut()) {
+            backwards += (*e < *s) as u64;
+            *s = self.convert(*s, &mut hs, &mut outside);
+            *e = self.convert(*e, &mut he, &mut outside);
+        }
+        if backwards > 0 {
+            self.backwards.fetch_add(backwards, Ordering::Relaxed);
+        }
+        if outside > 0 {
+            self.outside.fetch_add(outside, Ordering::Relaxed);
+        }
+    }
+
+    /// Everything that makes this run's times untrustworthy, or empty.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = self.problems.clone();
+        let outside = self.outside.load(Ordering::Relaxed);
+        if outside > 0 {
+            out.push(format!("{outside} timestamp(s) lie outside the span of the run's anchors (the TSC went backwards or was reset)"));
+        }
+        let backwards = self.backwards.load(Ordering::Relaxed);
+        if backwards > 0 {
+            out.push(format!("{backwards} call(s) end before they start in TSC ticks (the TSC is not synchronized across CPUs)"));
+        }
+        out
+    }
+
+    /// What the metadata records; call after all conversions (they add to the checks).
+    pub fn report(&self) -> ClockReport {
+        let problems = self.problems();
+        ClockReport {
+            clock: self.kind.as_str(),
+            tsc_hz: self.tsc_hz().map(|hz| hz.round() as i64),
+            anchors: self.anchors.len(),
+            error_bound_ns: self.error_bound_ns,
+            status: if problems.is_empty() { "ok".into() } else { format!("unreliable: {}", problems.join("; ")) },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn monotonic_and_in_nanoseconds() {
-        let a = super::now_ns();
+        let a = monotonic_ns();
         std::thread::sleep(std::time::Duration::from_millis(2));
-        let b = super::now_ns();
+        let b = monotonic_ns();
         assert!(b - a >= 2_000_000, "{a} {b}");
         assert!(b - a < 2_000_000_000);
+    }
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(ClockMode::parse(" TSC "), Some(ClockMode::Tsc));
+        assert_eq!(ClockMode::parse("auto"), Some(ClockMode::Auto));
+        assert_eq!(ClockMode::parse("monotonic"), Some(ClockMode::Monotonic));
+        assert_eq!(ClockMode::parse("rdtsc"), None);
+        for m in [ClockMode::Auto, ClockMode::Tsc, ClockMode::Monotonic] {
+            assert_eq!(ClockMode::parse(m.as_str()), Some(m));
+        }
+    }
+
+    /// A mock machine: true time in ns advances by 1-25 ns (pseudo-random) per read of either
+    /// clock, so `clock_gettime` lands anywhere in its bracket; the TSC is `tsc(true ns)`.
+    /// Anchors are taken with `take_anchor_with` as the real ones are.
+    struct Mock<F: Fn(f64) -> f64> {
+        t: std::cell::Cell<f64>,
+        tsc: F,
+        seed: std::cell::Cell<u64>,
+    }
+
+    impl<F: Fn(f64) -> f64> Mock<F> {
+        fn new(tsc: F) -> Self {
+            Mock { t: std::cell::Cell::new(1e12), tsc, seed: std::cell::Cell::new(42) }
+        }
+        fn step(&self) {
+            let x = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.seed.set(x);
+            self.t.set(self.t.get() + 1.0 + ((x >> 33) % 25) as f64);
+        }
+        fn tick(&self) -> i64 {
+            self.step();
+            (self.tsc)(self.t.get()).round() as i64
+        }
+        fn ns(&self) -> i64 {
+            self.step();
+            self.t.get().round() as i64
+        }
+        fn anchor(&self) -> Anchor {
+            take_anchor_with(|| self.tick(), || self.ns(), 5).unwrap()
+        }
+        /// Anchors every `every_ns` over `span_ns`.
+        fn anchors(&self, every_ns: f64, span_ns: f64) -> Vec<Anchor> {
+            let start = self.t.get();
+            let mut out = vec![self.anchor()];
+            while self.t.get() < start + span_ns {
+                self.t.set(self.t.get() + every_ns);
+                out.push(self.anchor());
+            }
+            out
+        }
+    }
+
+    /// Every converted tick within the reported bound of the true time, sampled over the span.
+    fn assert_within_bound<F: Fn(f64) -> f64>(m: &Mock<F>, tb: &Timebase, from: f64, to: f64) -> f64 {
+        let mut worst = 0f64;
+        let mut t = from;
+        while t < to {
+            let tick = (m.tsc)(t).round() as i64;
+            let err = (tb.to_ns(tick) as f64 - t).abs();
+            worst = worst.max(err);
+            assert!(err <= tb.error_bound_ns() as f64, "error {err} ns at {t} above the bound {}", tb.error_bound_ns());
+            t += 1_234_567.0;
+        }
+        worst
+    }
+
+    #[test]
+    fn tightest_bracket_wins() {
+        let widths = std::cell::RefCell::new(vec![10, 2, 6].into_iter());
+        let mut t = 0i64;
+        let mut second = false;
+        let a = take_anchor_with(
+            || {
+                if second {
+                    t += widths.borrow_mut().next().unwrap();
+                }
+                second = !second;
+                t
+            },
+            || 500,
+            3,
+        )
+        .unwrap();
+        assert_eq!(a.half_width, 1);
+        assert_eq!(a.tick, 10 + 1);
+        // Ticks running backwards in every try: no anchor.
+        let mut k = 100;
+        assert!(take_anchor_with(|| { k -= 1; k }, || 0, 3).is_none());
+    }
+
+    #[test]
+    fn constant_rate_is_exact_to_the_anchors() {
+        let m = Mock::new(|t| t * 2.9 + 12345.0);
+        let start = m.t.get();
+        let tb = Timebase::fit(m.anchors(100e6, 2e9), Vec::new());
+        assert!(tb.problems().is_empty(), "{:?}", tb.problems());
+        assert!((tb.tsc_hz().unwrap() - 2.9e9).abs() < 2.9e9 * 1e-8, "{:?}", tb.tsc_hz());
+        // Brackets of 2 reads of up to 25 ns each, plus rounding.
+        assert!(tb.error_bound_ns() <= 30, "{}", tb.error_bound_ns());
+        assert_within_bound(&m, &tb, start + 10.0, m.t.get() - 10.0);
+        assert_eq!(tb.duration_ns(2_900_000), 1_000_000);
+        assert_eq!(tb.report().status, "ok");
+    }
+
+    #[test]
+    fn a_short_last_segment_does_not_inflate_the_bound() {
+        let m = Mock::new(|t| t * 3.1);
+        let start = m.t.get();
+        let mut anchors = m.anchors(100e6, 1e9);
+        m.t.set(m.t.get() + 3_000.0); // finalize 3 us after the last periodic anchor
+        anchors.push(m.anchor());
+        let tb = Timebase::fit(anchors, Vec::new());
+        assert_eq!(tb.report().status, "ok");
+        assert!(tb.error_bound_ns() <= 30, "{}", tb.error_bound_ns());
+        assert_within_bound(&m, &tb, start + 10.0, m.t.get() - 10.0);
+    }
+
+    #[test]
+    fn rate_step_of_500_ppm_is_followed_within_the_bound() {
+        // CLOCK_MONOTONIC slewed by 500 ppm from 1.05 s on (inside a segment, not at an anchor).
+        let t0 = 1e12;
+        let step_at = t0 + 1.05e9;
+        let m = Mock::new(move |t: f64| if t < step_at { (t - t0) * 3.0 } else { (step_at - t0) * 3.0 + (t - step_at) * 3.0 * (1.0 + 500e-6) });
+        let tb = Timebase::fit(m.anchors(100e6, 3e9), Vec::new());
+        // 500 ppm is a legitimate slew: not flagged.
+        assert!(tb.problems().is_empty(), "{:?}", tb.problems());
+        // The bend inside one 100 ms segment: 500e-6 * 100 ms / 4 = 12.5 us at most.
+        assert!(tb.error_bound_ns() >= 12_000 && tb.error_bound_ns() < 30_000, "{}", tb.error_bound_ns());
+        let worst = assert_within_bound(&m, &tb, t0 + 100.0, m.t.get() - 100.0);
+        assert!(worst > 1000.0, "the step did bend the line: {worst}");
+        // Away from the step's segment the error is that of the anchors.
+        let tick = (m.tsc)(t0 + 2.5e9).round() as i64;
+        assert!((tb.to_ns(tick) - (t0 + 2.5e9) as i64).abs() <= 30);
+        // A duration at the run's mean rate differs from the difference of its converted ends
+        // by at most the rate's variation (here under 500 ppm of its length).
+        let (a, b) = ((m.tsc)(t0 + 0.2e9).round() as i64, (m.tsc)(t0 + 0.7e9).round() as i64);
+        let diff = tb.to_ns(b) - tb.to_ns(a);
+        assert!((tb.duration_ns(b - a) - diff).abs() as f64 <= 500e-6 * diff as f64, "{} {diff}", tb.duration_ns(b - a));
+    }
+
+    #[test]
+    fn segment_off_by_more_than_1000_ppm_is_flagged() {
+        let t0 = 1e12;
+        let m = Mock::new(move |t: f64| {
+            let x = t - t0;
+            // 3 GHz, but 1.5 ms extra (ticks at 3 GHz) between 1.0 s and 1.1 s: 15,000 ppm.
+            x * 3.0 + if x < 1.0e9 { 0.0 } else if x < 1.1e9 { (x - 1.0e9) * 3.0 * 0.015 } else { 1e8 * 3.0 * 0.015 }
+        });
+        let tb = Timebase::fit(m.anchors(100e6, 2e9), Vec::new());
+        let report = tb.report();
+        assert!(report.status.starts_with("unreliable: the TSC rate of segment"), "{}", report.status);
+    }
+
+    #[test]
+    fn ticks_jumping_backwards_are_flagged() {
+        let t0 = 1e12;
+        // The TSC is reset by 10^9 ticks half way (a suspend, a VM migration).
+        let m = Mock::new(move |t: f64| if t < t0 + 1e9 { (t - t0) * 3.0 + 5e9 } else { (t - t0) * 3.0 + 4e9 });
+        let tb = Timebase::fit(m.anchors(100e6, 2e9), Vec::new());
+        assert!(tb.report().status.contains("went backwards"), "{}", tb.report().status);
+
+        // Ticks outside the anchored span, and an end before its start, count at conversion.
+        let m = Mock::new(|t| t * 2.0);
+        let tb = Timebase::fit(m.anchors(100e6, 1e9), Vec::new());
+        assert_eq!(tb.report().status, "ok");
+        let first = tb.anchors()[0].tick;
+        let (mut s, mut e) = (vec![first + 100, first + 10_000], vec![first + 50, first - 1_000_000]);
+        tb.convert_calls(&mut s, &mut e);
+        let status = tb.report().status;
+        assert!(status.contains("1 timestamp(s) lie outside") && status.contains("2 call(s) end before"), "{status}");
+    }
+
+    #[test]
+    fn monotonic_mode_is_the_identity() {
+        let tb = Timebase::monotonic();
+        let (mut s, mut e) = (vec![5, 7, -3], vec![6, 9, 1]);
+        tb.convert_calls(&mut s, &mut e);
+        assert_eq!((s, e), (vec![5, 7, -3], vec![6, 9, 1]));
+        assert_eq!(tb.to_ns(123), 123);
+        assert_eq!(tb.duration_ns(77), 77);
+        let r = tb.report();
+        assert_eq!((r.clock, r.tsc_hz, r.error_bound_ns, r.status.as_str()), ("monotonic", None, 0, "ok"));
+    }
+
+    #[test]
+    fn unsorted_ticks_find_their_segment() {
+        let m = Mock::new(|t| t * 2.5);
+        let start = m.t.get();
+        let tb = Timebase::fit(m.anchors(10e6, 1e9), Vec::new());
+        let ts: Vec<f64> = (0..2000).map(|i| start + 100.0 + ((i * 7919) % 2000) as f64 * 4.9e5).collect();
+        let mut s: Vec<i64> = ts.iter().map(|&t| (t * 2.5).round() as i64).collect();
+        let mut e = s.clone();
+        tb.convert_calls(&mut s, &mut e);
+        for (c, t) in s.iter().zip(&ts) {
+            assert!((*c as f64 - t).abs() <= tb.error_bound_ns() as f64);
+        }
+        assert_eq!(tb.report().status, "ok");
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn real_anchors_on_this_machine() {
+        if tsc_unsafe_reason().is_some() {
+            return; // a stand-in machine without a safe TSC: covered by the mock tests
+        }
+        let a = take_anchor().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let b = take_anchor().unwrap();
+        let tb = Timebase::fit(vec![a, b], Vec::new());
+        assert_eq!(tb.report().status, "ok");
+        let hz = tb.tsc_hz().unwrap();
+        assert!(hz > 1e8 && hz < 1e11, "{hz}");
+        // A fresh reading converts to within the bound of a clock_gettime bracketing it
+        // (extrapolated a little past the last anchor).
+        let before = monotonic_ns();
+        let t = fenced_tsc();
+        let after = monotonic_ns();
+        let c = tb.to_ns(t);
+        assert!(c >= before - 2_000 && c <= after + 2_000, "{before} {c} {after}");
     }
 }

@@ -13,6 +13,8 @@ pub struct Options {
     pub language: Option<String>,
     /// Fortran handle (`MPI_Fint`) of the communicator to profile over.
     pub mpi_comm: Option<i32>,
+    /// Clock: "auto", "tsc" or "monotonic" (see clock.rs).
+    pub clock: Option<String>,
 }
 
 /// Which metadata to record: `Full` adds host, user, paths, modules and SLURM_* variables.
@@ -33,6 +35,9 @@ pub struct Config {
     pub language: String,
     pub metadata_detail: MetadataDetail,
     pub mpi_comm: Option<i32>,
+    pub clock: crate::clock::ClockMode,
+    /// Time between clock anchors (TSC clock only).
+    pub clock_anchor_ms: u64,
 }
 
 /// Environment variables read at setup (documented in the README).
@@ -42,6 +47,8 @@ pub mod env {
     pub const DISABLE: &str = "SCOPE_PROFILER_DISABLE";
     pub const LIKWID: &str = "SCOPE_PROFILER_LIKWID";
     pub const METADATA: &str = "SCOPE_PROFILER_METADATA";
+    pub const CLOCK: &str = "SCOPE_PROFILER_CLOCK";
+    pub const CLOCK_ANCHOR_MS: &str = "SCOPE_PROFILER_CLOCK_ANCHOR_MS";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -87,6 +94,24 @@ impl Config {
                 MetadataDetail::Full
             }
         };
+        let clock = options.clock.clone().map(|v| ("sp_options.clock", v)).or_else(|| env(env::CLOCK).map(|v| (env::CLOCK, v)));
+        let clock = match clock {
+            None => crate::clock::ClockMode::Auto,
+            Some((source, v)) => crate::clock::ClockMode::parse(&v).unwrap_or_else(|| {
+                crate::warn::once("env:clock", &format!("ignoring {source}={v:?}: expected auto, tsc or monotonic; using auto"));
+                crate::clock::ClockMode::Auto
+            }),
+        };
+        let clock_anchor_ms = env(env::CLOCK_ANCHOR_MS).and_then(|v| match v.trim().parse::<u64>() {
+            Ok(n) if (1..=3_600_000).contains(&n) => Some(n),
+            _ => {
+                crate::warn::once(
+                    "env:clock_anchor_ms",
+                    &format!("ignoring {}={v:?}: expected milliseconds between 1 and 3600000", env::CLOCK_ANCHOR_MS),
+                );
+                None
+            }
+        });
         let file_path = options
             .file_path
             .clone()
@@ -100,6 +125,8 @@ impl Config {
             language: options.language.clone().unwrap_or_else(|| "C".to_string()),
             metadata_detail,
             mpi_comm: options.mpi_comm,
+            clock,
+            clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
         }
     }
 
@@ -127,6 +154,19 @@ mod tests {
         assert_eq!(c.verbosity, 1);
         assert_eq!(c.language, "C");
         assert_eq!(c.metadata_detail, MetadataDetail::Full);
+        assert_eq!(c.clock, crate::clock::ClockMode::Auto);
+        assert_eq!(c.clock_anchor_ms, crate::clock::DEFAULT_ANCHOR_MS);
+    }
+
+    #[test]
+    fn clock_settings() {
+        use crate::clock::ClockMode;
+        let c = resolve(&Options::default(), &[("SCOPE_PROFILER_CLOCK", "monotonic"), ("SCOPE_PROFILER_CLOCK_ANCHOR_MS", "5")]);
+        assert_eq!((c.clock, c.clock_anchor_ms), (ClockMode::Monotonic, 5));
+        let o = Options { clock: Some("tsc".into()), ..Options::default() };
+        assert_eq!(resolve(&o, &[("SCOPE_PROFILER_CLOCK", "monotonic")]).clock, ClockMode::Tsc);
+        let c = resolve(&Options::default(), &[("SCOPE_PROFILER_CLOCK", "fast"), ("SCOPE_PROFILER_CLOCK_ANCHOR_MS", "0")]);
+        assert_eq!((c.clock, c.clock_anchor_ms), (ClockMode::Auto, crate::clock::DEFAULT_ANCHOR_MS));
     }
 
     #[test]
@@ -155,6 +195,7 @@ mod tests {
             verbosity: Some(2),
             language: Some("Fortran".into()),
             mpi_comm: None,
+            clock: None,
         };
         let c = resolve(&o, &[("SCOPE_PROFILER_FILE", "/tmp/x.h5"), ("SCOPE_PROFILER_LIKWID", "1"), ("SCOPE_PROFILER_VERBOSE", "0")]);
         assert_eq!(c.file_path, PathBuf::from("mine.h5"));

@@ -79,6 +79,10 @@ pub struct sp_options {
     pub comm: i32,
     /// 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
     pub has_comm: i32,
+    /// Clock: "auto" (the TSC where the hardware and kernel make it safe, else
+    /// CLOCK_MONOTONIC), "tsc" (forced, with a warning where unsafe) or "monotonic"; NULL for
+    /// $SCOPE_PROFILER_CLOCK, else "auto". Timestamps in the file are CLOCK_MONOTONIC ns either way.
+    pub clock: *const c_char,
 }
 
 thread_local! {
@@ -261,6 +265,7 @@ pub unsafe extern "C" fn sp_options_init(options: *mut sp_options) -> c_int {
                 language: std::ptr::null(),
                 comm: 0,
                 has_comm: 0,
+                clock: std::ptr::null(),
             })
         };
         SP_OK
@@ -302,12 +307,15 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
     if has(std::mem::offset_of!(sp_options, has_comm) + 4) && o.has_comm == 1 {
         out.mpi_comm = Some(o.comm);
     }
+    if has(std::mem::offset_of!(sp_options, clock) + std::mem::size_of::<*const c_char>()) {
+        out.clock = unsafe { optional_str(o.clock, "sp_options.clock") }?;
+    }
     Ok(out)
 }
 
 /// Start profiling. `options` may be NULL: defaults, then the environment
 /// (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
-/// SCOPE_PROFILER_METADATA); explicit options override the environment.
+/// SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK); explicit options override the environment.
 /// Call once, from the main thread, before worker threads record. A second call while
 /// profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
 /// returns SP_ERR_FINALIZED (one profile per process).

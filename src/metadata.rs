@@ -53,6 +53,7 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
         ("total_cores".into(), AttrValue::Int(mpi_size * facts.omp_num_threads)),
         ("num_nodes".into(), AttrValue::Int(num_nodes)),
         ("language".into(), AttrValue::Str(config.language.clone())),
+        ("clock_mode".into(), AttrValue::Str(config.clock.as_str().into())),
     ];
     if config.metadata_detail == MetadataDetail::Full {
         out.push(("hostname".into(), AttrValue::Str(uts.nodename.clone())));
@@ -101,6 +102,26 @@ pub fn local_rank_info() -> RankInfo {
         thread_os_ids: Vec::new(),
         extra: Vec::new(),
     }
+}
+
+/// The `rank<N>/` attributes about this rank's clock: which one the hot path read, the TSC
+/// frequency found, the anchors, the largest conversion error, and whether the checks passed
+/// (`clock_status` "ok", or "unreliable: why"). `note` says why `auto` did not use the TSC, or
+/// why a forced TSC was unsafe.
+pub fn clock_attrs(r: &crate::clock::ClockReport, note: Option<&str>) -> Vec<(String, AttrValue)> {
+    let mut out = vec![
+        ("clock".into(), AttrValue::Str(r.clock.into())),
+        ("clock_error_bound_ns".into(), AttrValue::Int(r.error_bound_ns)),
+        ("clock_status".into(), AttrValue::Str(truncate(&r.status))),
+    ];
+    if let Some(hz) = r.tsc_hz {
+        out.push(("clock_tsc_hz".into(), AttrValue::Int(hz)));
+        out.push(("clock_anchors".into(), AttrValue::Int(r.anchors as i64)));
+    }
+    if let Some(note) = note {
+        out.push(("clock_note".into(), AttrValue::Str(truncate(note))));
+    }
+    out
 }
 
 pub struct Uname {

@@ -3,7 +3,9 @@
 //! finalize from inside `MPI_Finalize`. The library never initializes MPI and never owns a
 //! `Universe` (dropping one would finalize the host's MPI).
 
-use crate::clock::now_ns;
+// Offsets in CLOCK_MONOTONIC ns, the clock of the file's timestamps after conversion (the
+// hot path may read the TSC; its ticks never enter this comparison).
+use crate::clock::monotonic_ns as now_ns;
 use crate::status::{Error, Result, Status};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;

@@ -1,5 +1,6 @@
 //! What one process recorded, merged over its threads: the unit that is written as `rank<N>/`.
 
+use crate::clock::Timebase;
 use crate::metadata::AttrValue;
 use crate::recorder::ThreadData;
 pub use crate::registry::SourceLocation;
@@ -60,8 +61,9 @@ pub struct ThreadRecord {
 }
 
 /// Merge the threads' logs into per-region data, in registry order. Regions with neither
-/// completed nor open nor dropped calls are left out.
-pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>) -> (Vec<RegionData>, Vec<i64>) {
+/// completed nor open nor dropped calls are left out. Recorded ticks become `CLOCK_MONOTONIC`
+/// ns here, through `timebase` (the one place where they are converted).
+pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timebase) -> (Vec<RegionData>, Vec<i64>) {
     threads.sort_by_key(|t| t.index);
     let recorded: Vec<&ThreadRecord> = threads
         .iter()
@@ -82,8 +84,9 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>) -> (Vec<RegionDat
             if let Some(log) = t.data.logs.get_mut(id) {
                 let log = std::mem::take(log);
                 if !log.is_empty() {
-                    let (starts, ends) = log.columns();
+                    let (mut starts, mut ends) = log.columns();
                     drop(log);
+                    timebase.convert_calls(&mut starts, &mut ends);
                     runs.push((tid, starts, ends));
                 }
             }
@@ -159,7 +162,7 @@ mod tests {
         let names = vec!["a".to_string(), "b".to_string(), "unused".to_string()];
         let t0 = thread(0, 100, &[(0, 1, 2), (0, 5, 6), (1, 7, 8)]);
         let t1 = thread(1, 200, &[(0, 3, 4), (0, 9, 10)]);
-        let (regions, os) = merge(&names, vec![t1, t0]);
+        let (regions, os) = merge(&names, vec![t1, t0], &Timebase::monotonic());
         assert_eq!(os, vec![100, 200]);
         assert_eq!(regions.len(), 2);
         assert_eq!(regions[0].starts, vec![1, 3, 5, 9]);
@@ -178,9 +181,21 @@ mod tests {
         assert!(data.close(0, 3));
         assert!(data.close(0, 4));
         data.open(0, 5);
-        let (regions, _) = merge(&names, vec![ThreadRecord { index: 0, os_tid: 1, data }]);
+        let (regions, _) = merge(&names, vec![ThreadRecord { index: 0, os_tid: 1, data }], &Timebase::monotonic());
         assert_eq!(regions[0].starts, vec![1, 2]);
         assert_eq!(regions[0].ends, vec![4, 3]);
         assert_eq!(regions[0].open_calls, 1);
+    }
+
+    #[test]
+    fn ticks_are_converted_at_merge() {
+        // A 2 GHz TSC anchored at tick 1000 = 5000 ns and tick 21000 = 15000 ns.
+        let anchor = |tick, ns| crate::clock::Anchor { tick, ns, half_width: 0 };
+        let tb = Timebase::fit(vec![anchor(1000, 5000), anchor(21_000, 15_000)], Vec::new());
+        let t0 = thread(0, 100, &[(0, 3000, 5000), (0, 2000, 2200)]);
+        let (regions, _) = merge(&["a".to_string()], vec![t0], &tb);
+        assert_eq!(regions[0].starts, vec![5500, 6000]);
+        assert_eq!(regions[0].ends, vec![5600, 7000]);
+        assert_eq!(tb.report().status, "ok");
     }
 }

@@ -2,7 +2,7 @@
 //! start/stop entry points of the hot path, and finalize, which turns the threads' buffers
 //! into one `RankProfile` and hands it to `output`.
 
-use crate::clock::now_ns;
+use crate::clock;
 use crate::config::{Config, Options};
 use crate::likwid;
 use crate::metadata::RunFacts;
@@ -48,6 +48,8 @@ pub struct Session {
     pub info: RankInfo,
     /// The communicator we gather over, when the host initialized MPI before sp_setup.
     pub mpi: Option<crate::mpi_comm::MpiContext>,
+    /// The clock the hot path reads, chosen at setup.
+    pub clock: clock::ClockChoice,
 }
 
 // The calling thread's buffer pointer lives in initial-exec TLS (src/tls.c): one load instead
@@ -153,7 +155,7 @@ fn open_call(data: &mut ThreadData, id: u32, lk: Option<&likwid::Session>) -> Re
         l.start(id);
     }
     // The timestamp is the last thing taken, so our own work is outside the region.
-    data.push_open(id, now_ns());
+    data.push_open(id, clock::now());
     Ok(())
 }
 
@@ -269,7 +271,9 @@ pub fn setup(options: &Options) -> Result<Status> {
         LIKWID.store(Box::into_raw(Box::new(l)), Ordering::Release);
         running = RUNNING_LIKWID;
     }
-    *guard = Some(Session { config, facts, info, mpi });
+    // Before the state says running: no thread reads the clock before the choice is made.
+    let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
+    *guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);
     SETUP_PID.store(std::process::id(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
@@ -309,7 +313,7 @@ pub fn start_id(id: u32) -> Result<()> {
 
 #[inline]
 pub fn stop_id(id: u32) -> Result<()> {
-    let end = now_ns();
+    let end = clock::now_stop();
     with_thread(|data, lk| {
         if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
@@ -339,7 +343,7 @@ pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl Fn
 /// The stop counterpart of `start_named`.
 #[inline(always)]
 pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
-    let end = now_ns();
+    let end = clock::now_stop();
     with_thread(|data, lk| {
         let id = lookup_name(data, token, same, read, false)?;
         close_call(data, id, end, lk)
@@ -414,7 +418,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     }
     let mut session = guard.take().expect("a running profiler has a session");
     let t0 = Instant::now();
-    let profile = take_local_profile(session.info.clone());
+    let profile = take_local_profile(session.info.clone(), &session.clock);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
     let result = output::write_run(&session, mpi, profile, gather);
@@ -439,7 +443,7 @@ pub fn finalize_inside_mpi_finalize() {
 }
 
 /// Stop every thread's recording and merge what they recorded (the local part of finalize).
-fn take_local_profile(mut info: RankInfo) -> RankProfile {
+fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> RankProfile {
     STATE.store(FINALIZED, Ordering::SeqCst);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -463,10 +467,17 @@ fn take_local_profile(mut info: RankInfo) -> RankProfile {
         // SAFETY: set by Box::into_raw in setup; no thread is inside a call any more.
         if p.is_null() { likwid::LikwidRun::default() } else { unsafe { Box::from_raw(p) }.finish() }
     };
-    let (mut regions, thread_os_ids) = crate::profile::merge(&REGISTRY.names(), records);
+    // Every recorded tick precedes this: the last anchor, and the conversion of the run.
+    let timebase = clock::end_run();
+    let (mut regions, thread_os_ids) = crate::profile::merge(&REGISTRY.names(), records, &timebase);
     for r in regions.iter_mut() {
         r.source = REGISTRY.location_of(&r.name);
     }
+    let clock_report = timebase.report();
+    if clock_report.status != "ok" {
+        warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
+    }
+    info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
     for r in regions.iter().filter(|r| r.open_calls > 0) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }

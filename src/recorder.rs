@@ -15,6 +15,7 @@ pub const MAX_DEPTH: usize = 4096;
 #[derive(Debug, Clone, Copy)]
 pub struct OpenCall {
     pub id: u32,
+    /// Clock ticks (`clock::now`), converted to ns at collect time.
     pub start: i64,
 }
 

@@ -36,6 +36,9 @@ fn fortran_module_records_exact_calls_and_reports_misuse_through_ierr() {
     let meta = h5.group("metadata").unwrap();
     assert_eq!(str_attr(&meta, "language"), "Fortran");
     assert_eq!(int_attr(&meta, "mpi_size"), 1);
+    // clock=" monotonic " (blanks trimmed) reached the library.
+    assert_eq!(str_attr(&meta, "clock_mode"), "monotonic");
+    assert_eq!(str_attr(&h5.group("rank0").unwrap(), "clock"), "monotonic");
     let expected = expectations(&stdout);
     assert_eq!(expected.len(), 7, "{stdout}");
     let regions = read_regions(&h5, 0);

@@ -40,6 +40,7 @@ fn check_file(file: &Path, n: usize, world_ranks: &[i64]) {
     assert_eq!(int_attr(&meta, "num_nodes"), 1);
     assert_eq!(int_attr(&meta, "total_cores"), n as i64 * int_attr(&meta, "omp_num_threads"));
     let mut pids = std::collections::BTreeSet::new();
+    let mut allreduce: Vec<(Vec<i64>, Vec<i64>)> = Vec::new();
     for r in 0..n {
         let world = world_ranks[r];
         let g = h5.group(&format!("rank{r}")).unwrap();
@@ -59,10 +60,22 @@ fn check_file(file: &Path, n: usize, world_ranks: &[i64]) {
         let regions = read_regions(&h5, r);
         assert_eq!(regions["compute"].starts.len() as i64, (world + 1) * 10, "rank {r}");
         assert_eq!(regions["comm/allreduce"].starts.len(), 5);
+        allreduce.push((regions["comm/allreduce"].starts.clone(), regions["comm/allreduce"].ends.clone()));
+        // Each rank converted its own clock (the TSC where safe) and says so.
+        assert_eq!(str_attr(&g, "clock_status"), "ok", "rank {r}");
+        assert_eq!(str_attr(&g, "clock"), str_attr(&h5.group("rank0").unwrap(), "clock"), "one host, one clock choice");
         assert_eq!(regions[&format!("rank {world} only")].starts.len(), 1);
         assert_eq!(regions.len(), 3);
     }
     assert_eq!(pids.len(), n, "every rank group comes from its own process");
+    // No rank leaves an MPI_Allreduce before every rank entered it: on one host (one
+    // CLOCK_MONOTONIC) the k-th calls of all ranks overlap, which holds only if every rank's
+    // ticks became the same nanoseconds (2 us allowed for the conversion).
+    for k in 0..5 {
+        let latest_start = allreduce.iter().map(|(s, _)| s[k]).max().unwrap();
+        let earliest_end = allreduce.iter().map(|(_, e)| e[k]).min().unwrap();
+        assert!(latest_start <= earliest_end + 2000, "allreduce {k}: a rank started at {latest_start}, after another ended at {earliest_end}");
+    }
 }
 
 fn crate_hostname() -> String {

@@ -25,7 +25,7 @@ program api_usage
    allocate (character(len=path_len) :: path)
    call get_command_argument(1, path)
    ! Trailing blanks of file_path are ignored, like those of region names.
-   call sp_setup(file_path=path//"   ", use_likwid=.false., verbosity=0, ierr=ierr)
+   call sp_setup(file_path=path//"   ", use_likwid=.false., verbosity=0, ierr=ierr, clock=" monotonic ")
    call check(ierr == SP_OK, "setup", ierr)
    call sp_setup(ierr=ierr)
    call check(ierr == SP_ALREADY_SET_UP, "second setup", ierr)
