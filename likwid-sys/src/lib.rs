@@ -1,4 +1,5 @@
-//! LIKWID 5.2 C API as a table of function pointers, loaded at run time with `dlopen`.
+//! LIKWID C API (5.2 and 5.5, which agree in everything used here) as a table of function
+//! pointers, loaded at run time with `dlopen`.
 //!
 //! Nothing here links against LIKWID: a program using this crate starts and runs on a
 //! machine without LIKWID, and [`Likwid::load`] then returns an error value.
@@ -9,8 +10,9 @@
 //!    multiarch directory `<prefix>/lib/<triplet>` (`x86_64-linux-gnu` on x86-64)
 //! 3. the loader's default search (`LD_LIBRARY_PATH`, `ld.so.cache`, system dirs)
 //!
-//! with the names `liblikwid.so`, `liblikwid.so.5`, `liblikwid.so.5.2` in each place.
-//! Only symbols that `liblikwid.so.5.2` really exports are declared (the data objects
+//! with the names `liblikwid.so`, `liblikwid.so.5`, `liblikwid.so.5.5`, `liblikwid.so.5.2` in
+//! each place. Only symbols that both `liblikwid.so.5.2` (Debian 12) and `liblikwid.so.5.5`
+//! (5.5.1 from source) really export are declared (the data objects
 //! `perfmon_verbosity`, `cpuid_info`, ... and `calc_metric` are not exported).
 //! The library is never closed: LIKWID keeps state and atexit handlers in it.
 

@@ -5,9 +5,14 @@
 //!   stdio (LIKWID forks rdpmc test children that would flush duplicated buffers).
 //! * `likwid_markerThreadInit` once per recording thread, at most [`THREAD_INIT_CAP`]
 //!   times in all: LIKWID stores each thread in a 300-slot array without a bounds check.
-//! * LIKWID keys results by CPU and numbers regions per CPU in creation order, so every
+//! * LIKWID 5.2 keys results by CPU and numbers regions per CPU in creation order, so every
 //!   region is registered on each CPU in id order before that CPU starts anything
 //!   (otherwise regions of different threads merge or swap, spec 6 rule 4).
+//! * LIKWID 5.5 keys results by thread (gettid): `likwid_markerStopRegion` and
+//!   `likwid_markerGetRegion` dereference NULL for a region the calling thread does not
+//!   have, and `likwid_markerClose` overflows its region array when threads hold different
+//!   region sets. So every thread also registers every region, in id order, before its
+//!   first start/stop (one rule that satisfies both versions).
 //! * Calls on a CPU outside `LIKWID_THREADS` are skipped: LIKWID would refuse them and a
 //!   register there would create a stray per-CPU table.
 //! * At finish: snapshots (`likwid_markerGetRegion`) of the regions this CPU knows, then
@@ -29,6 +34,8 @@ pub const MAX_EVENTS: usize = 410;
 
 thread_local! {
     static THREAD_INIT_DONE: Cell<bool> = const { Cell::new(false) };
+    /// Regions `0..n` are registered by this thread, in id order.
+    static THREAD_REGISTERED: Cell<u32> = const { Cell::new(0) };
 }
 
 /// One `likwid_markerGetRegion` result (the calling thread's CPU).
@@ -123,24 +130,31 @@ impl Markers {
             self.foreign_cpu_calls.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        if self.registered[cpu].load(Ordering::Acquire) < self.tags.len() {
-            self.register_on(cpu);
+        let n = self.tags.len();
+        // No thread-local state left (a call from a TLS destructor): skip rather than risk
+        // a stop of a region this thread never registered.
+        let mine = THREAD_REGISTERED.try_with(Cell::get).ok()?;
+        if mine < n || self.registered[cpu].load(Ordering::Acquire) < n {
+            self.register_on(cpu, mine);
         }
         Some(cpu)
     }
 
+    /// Register regions `from..n` on this thread and this CPU (registering one again is a
+    /// no-op in LIKWID), so both keep the id order.
     #[cold]
-    fn register_on(&self, cpu: usize) {
+    fn register_on(&self, cpu: usize, mine: u32) {
         let _g = self.register_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let done = self.registered[cpu].load(Ordering::Acquire);
+        let from = self.registered[cpu].load(Ordering::Acquire).min(mine);
         let n = self.tags.len();
-        for id in done..n {
+        for id in from..n {
             if let Some(tag) = self.tags.tag(id) {
                 // SAFETY: NUL-terminated tag that lives as long as the table.
                 unsafe { (self.lib.likwid_markerRegisterRegion)(tag.as_ptr()) };
             }
         }
-        self.registered[cpu].store(n, Ordering::Release);
+        self.registered[cpu].fetch_max(n, Ordering::AcqRel);
+        let _ = THREAD_REGISTERED.try_with(|c| c.set(c.get().max(n)));
     }
 
     #[inline]
@@ -163,11 +177,13 @@ impl Markers {
         unsafe { (self.lib.likwid_markerStopRegion)(tag.as_ptr()) }
     }
 
-    /// `likwid_markerGetRegion` of every region already registered on this CPU (asking
-    /// about others would create entries). Must run before [`Markers::close`].
+    /// `likwid_markerGetRegion` of every region already registered by this thread on this
+    /// CPU (asking about others would create entries in 5.2 and crash 5.5). Must run
+    /// before [`Markers::close`].
     pub fn snapshots(&self) -> Vec<Snapshot> {
         let Some(cpu) = current_cpu().filter(|&c| self.measured[c]) else { return Vec::new() };
-        let known = self.registered[cpu].load(Ordering::Acquire);
+        let mine = THREAD_REGISTERED.try_with(Cell::get).unwrap_or(0);
+        let known = self.registered[cpu].load(Ordering::Acquire).min(mine);
         let mut out = Vec::new();
         let mut buf = vec![0f64; MAX_EVENTS];
         for id in 0..known {
