@@ -39,6 +39,7 @@ flock 9
 # The stamp names the tarball and the prefix (LIKWID hard-codes its prefix into its scripts).
 want="likwid-$version $(stat -c %s "$tarball") $prefix"
 if [[ -f $stamp && "$(cat "$stamp")" == "$want" && -x $prefix/bin/likwid-perfctr && -e $prefix/lib/liblikwid.so.5.5 ]]; then
+    echo "[likwid55] LIKWID $version in $prefix (built earlier)" >&2
     echo "$prefix"
     exit 0
 fi
