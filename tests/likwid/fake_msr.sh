@@ -34,6 +34,11 @@ if [[ "${SP_FAKE_MSR_INNER:-}" != "1" ]]; then
     export SP_FAKE_MSR_INNER=1
     userns=()
     [[ $(id -u) -eq 0 ]] || userns=(--user --map-root-user)
+    command -v unshare >/dev/null || { echo "[fake_msr] util-linux unshare not found (apt-get install util-linux)" >&2; exit 1; }
+    if ! err=$(unshare "${userns[@]}" --mount --propagation private true 2>&1); then
+        echo "[fake_msr] cannot create a private mount namespace ($err): the LIKWID stand-in needs root or unprivileged user namespaces" >&2
+        exit 1
+    fi
     exec unshare "${userns[@]}" --mount --propagation private "$0" "$@"
 fi
 unset SP_FAKE_MSR_INNER
@@ -131,7 +136,8 @@ if [[ $claim != none ]]; then
         -e 's/^cpuid_info isIntel = .*/cpuid_info isIntel = 0/' \
         -e 's/^cpuid_info vendor = .*/cpuid_info vendor = 0/' \
         "$host_cfg" >"$layers/upper/likwid_topo.cfg"
-    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$layers/upper,workdir=$layers/work" /etc
+    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$layers/upper,workdir=$layers/work" /etc \
+        || { echo "[fake_msr] cannot overlay /etc with the stand-in topology file (overlayfs needed)" >&2; exit 1; }
     umount -l "$layers"
     rmdir "$layers"
 fi
