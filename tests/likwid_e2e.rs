@@ -482,6 +482,7 @@ macro_rules! both_versions {
 both_versions!(
     perfctr_single_thread_gives_full_api_results,
     perfctr_two_threads_counts_each_cpu,
+    threads_sharing_a_cpu,
     mpirun_two_ranks_each_collect_their_counters,
     helper_crash_before_writing_falls_back_to_marker_file_with_names_and_metrics,
     no_marker_file_falls_back_to_snapshots,
@@ -555,6 +556,41 @@ fn perfctr_two_threads_counts_each_cpu(lk: &Lk) {
     assert_eq!(calls["parallel work"], 8);
     assert_eq!(calls["worker loop"], 6);
     assert_eq!(calls["serial"], 1);
+}
+
+/// Three threads on two CPUs: the main thread records "serial" on CPU 0, then two pinned
+/// pthreads do the work, one of them on CPU 0 as well. LIKWID 5.2 sums everything recorded
+/// on a CPU; 5.5 keeps one result per CPU (a second thread's would overwrite the first's), so
+/// there only the first thread on a CPU is measured and one warning says how many calls
+/// were left out. The timings have every call either way.
+fn threads_sharing_a_cpu(lk: &Lk) {
+    let dir = scratch(&format!("likwid_shared_cpu_{}", lk.label()));
+    let prog = build(&dir, "likwid_threads");
+    let mut c = perfctr_with(lk, &prog, "0,1", true);
+    c.arg("shared");
+    let r = run_in(&dir, c);
+    r.ok();
+    assert!(r.stdout.contains("likwid_threads done rc=0"), "{}", r.stdout);
+    let (_, _, regions) = read_likwid(&r.h5, 0).expect("no rank0/likwid");
+    assert_matches_perfctr(&regions, &parse_perfctr(&r.stdout), "full_api");
+    assert_eq!(regions["serial"].cpus, vec![0]);
+    assert_eq!(regions["serial"].call_counts, vec![1]);
+    if lk.prefix.is_none() {
+        assert!(r.warnings().is_empty(), "unexpected warnings: {:#?}", r.warnings());
+        assert_eq!(regions["parallel work"].cpus, vec![0, 1]);
+        assert_eq!(regions["parallel work"].call_counts, vec![4, 4]);
+        assert_eq!(regions["worker loop"].call_counts, vec![3, 3]);
+    } else {
+        // The worker on CPU 0 made 4 + 3 start/stop pairs there.
+        let w = r.single_warning_containing("another thread already records");
+        assert!(w.contains("14 region start/stop call(s)"), "{w}");
+        assert_eq!(r.warnings().len(), 1, "{:#?}", r.warnings());
+        assert_eq!(regions["parallel work"].cpus, vec![1]);
+        assert_eq!(regions["parallel work"].call_counts, vec![4]);
+        assert_eq!(regions["worker loop"].call_counts, vec![3]);
+    }
+    let calls = timing_calls(&r.h5, 0);
+    assert_eq!((calls["parallel work"], calls["worker loop"], calls["serial"]), (8, 6, 1));
 }
 
 /// Each rank measures its own CPU with its own likwid-perfctr and marker file; rank 0

@@ -40,6 +40,9 @@ macro_rules! likwid_api {
         pub struct Likwid {
             /// The file that was loaded.
             pub path: PathBuf,
+            /// `(major, minor, bugfix)` from `likwid_get{Major,Minor,Bugfix}Version`, which
+            /// 5.5 exports and 5.2 does not (`None`).
+            pub version: Option<(c_int, c_int, c_int)>,
             _handle: *mut c_void,
             $( $(#[$m])* pub $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
         }
@@ -60,6 +63,7 @@ macro_rules! likwid_api {
                         // SAFETY: the symbol has the C signature declared in likwid.h 5.2.
                         unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) $(-> $ret)?>(sym) }
                     }, )*
+                    version: unsafe { version_of(handle) },
                     path,
                     _handle: handle,
                 })
@@ -127,6 +131,27 @@ likwid_api! {
     fn perfmon_setVerbosity(c_int);
     /// TSC Hz calibrated by `timer_init` (run inside `perfmon_init`).
     fn timer_getCycleClock() -> u64;
+}
+
+/// The version functions, where the library has them.
+///
+/// # Safety
+/// `handle` must be a live `dlopen` handle of LIKWID.
+unsafe fn version_of(handle: *mut c_void) -> Option<(c_int, c_int, c_int)> {
+    let get = |name: &str| -> Option<c_int> {
+        let sym = unsafe { loader::symbol(handle, name) }?;
+        // SAFETY: `int likwid_get*Version(void)` (likwid.h 5.5).
+        let f = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(sym) };
+        Some(unsafe { f() })
+    };
+    Some((get("likwid_getMajorVersion")?, get("likwid_getMinorVersion")?, get("likwid_getBugfixVersion")?))
+}
+
+impl Likwid {
+    /// LIKWID 5.5 keeps marker results per thread (gettid) where 5.2 keeps them per CPU.
+    pub fn results_per_thread(&self) -> bool {
+        self.version.is_some_and(|(major, minor, _)| (major, minor) >= (5, 5))
+    }
 }
 
 // SAFETY: the table holds plain function pointers and an opaque handle that is never

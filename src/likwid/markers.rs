@@ -36,6 +36,21 @@ thread_local! {
     static THREAD_INIT_DONE: Cell<bool> = const { Cell::new(false) };
     /// Regions `0..n` are registered by this thread, in id order.
     static THREAD_REGISTERED: Cell<u32> = const { Cell::new(0) };
+    /// This thread's kernel id (0: not asked yet).
+    static THREAD_TID: Cell<u64> = const { Cell::new(0) };
+}
+
+#[inline]
+fn my_tid() -> u64 {
+    THREAD_TID
+        .try_with(|t| {
+            if t.get() == 0 {
+                // SAFETY: plain syscall wrapper.
+                t.set(unsafe { libc::gettid() } as u64);
+            }
+            t.get()
+        })
+        .unwrap_or(0)
 }
 
 /// One `likwid_markerGetRegion` result (the calling thread's CPU).
@@ -58,6 +73,12 @@ pub struct Markers {
     thread_inits: AtomicU32,
     /// Calls skipped because the thread ran on a CPU outside `LIKWID_THREADS`.
     pub foreign_cpu_calls: AtomicU64,
+    /// LIKWID 5.5: one result slot per CPU, so only one thread per CPU may record there.
+    per_thread: bool,
+    /// Per CPU: the thread (tid) that records there (0: none yet). Used when `per_thread`.
+    owner: Box<[AtomicU64]>,
+    /// Calls skipped because another thread already records on that CPU (5.5 only).
+    pub shared_cpu_calls: AtomicU64,
 }
 
 /// The CPU the calling thread runs on (LIKWID's `likwid_getProcessorId` agrees for a
@@ -99,6 +120,9 @@ impl Markers {
             register_lock: Mutex::new(()),
             thread_inits: AtomicU32::new(0),
             foreign_cpu_calls: AtomicU64::new(0),
+            per_thread: lib.results_per_thread(),
+            owner: (0..MAX_CPUS).map(|_| AtomicU64::new(0)).collect(),
+            shared_cpu_calls: AtomicU64::new(0),
         })
     }
 
@@ -130,6 +154,10 @@ impl Markers {
             self.foreign_cpu_calls.fetch_add(1, Ordering::Relaxed);
             return None;
         };
+        if self.per_thread && !self.owns(cpu) {
+            self.shared_cpu_calls.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         let n = self.tags.len();
         // No thread-local state left (a call from a TLS destructor): skip rather than risk
         // a stop of a region this thread never registered.
@@ -138,6 +166,21 @@ impl Markers {
             self.register_on(cpu, mine);
         }
         Some(cpu)
+    }
+
+    /// LIKWID 5.5 writes one result per region and CPU (its thread slot is the CPU's index
+    /// in `LIKWID_THREADS`): a second thread recording on a CPU would overwrite the first
+    /// one's results at close, so the first thread to record on a CPU keeps it.
+    #[inline]
+    fn owns(&self, cpu: usize) -> bool {
+        let me = my_tid();
+        if me == 0 {
+            return false;
+        }
+        match self.owner[cpu].compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(owner) => owner == me,
+        }
     }
 
     /// Register regions `from..n` on this thread and this CPU (registering one again is a
@@ -175,6 +218,25 @@ impl Markers {
         }
         // SAFETY: as in start.
         unsafe { (self.lib.likwid_markerStopRegion)(tag.as_ptr()) }
+    }
+
+    /// LIKWID 5.5 only, before close: the finishing thread registers every region on its
+    /// CPU, if that CPU is its own. 5.5 counts a region's threads by the threads that have
+    /// it but stores them by CPU slot, and writes -22 (-EINVAL) for the counters of slots
+    /// past that count; the main thread on the first CPU is the common such slot.
+    pub fn register_all_here(&self) {
+        if !self.per_thread {
+            return;
+        }
+        let Some(cpu) = current_cpu().filter(|&c| self.measured[c]) else { return };
+        if !self.owns(cpu) {
+            return;
+        }
+        self.enter_thread();
+        let Ok(mine) = THREAD_REGISTERED.try_with(Cell::get) else { return };
+        if mine < self.tags.len() || self.registered[cpu].load(Ordering::Acquire) < self.tags.len() {
+            self.register_on(cpu, mine);
+        }
     }
 
     /// `likwid_markerGetRegion` of every region already registered by this thread on this

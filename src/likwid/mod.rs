@@ -251,11 +251,21 @@ impl Session {
                 ),
             );
         }
+        let shared = self.markers.shared_cpu_calls.load(Ordering::Relaxed);
+        if shared > 0 {
+            warn::once(
+                "likwid-shared-cpu",
+                &format!(
+                    "{shared} region start/stop call(s) ran on a CPU where another thread already records and were not counted (LIKWID 5.5 keeps one result per CPU: give each thread its own CPU, e.g. likwid-perfctr -C with one CPU per thread)"
+                ),
+            );
+        }
         if self.markers.tags.is_empty() {
             // No region was ever created: LIKWID writes no file and there is nothing to read.
             self.markers.close();
             return LikwidRun { env: self.vars.clone(), regions: Vec::new() };
         }
+        self.markers.register_all_here();
         let snapshots = self.markers.snapshots();
         self.markers.close();
         let marker_written =
