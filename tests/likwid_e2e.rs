@@ -1030,3 +1030,15 @@ fn likwid_sys_matches_both_versions() {
         assert!(path.to_string_lossy().contains("liblikwid.so"), "{}", path.display());
     }
 }
+
+/// Outside this project's machines the LIKWID 5.5.1 tarball is absent: the build script
+/// says so in one line and exits with the "skipped by design" status, touching nothing.
+#[test]
+fn likwid55_without_its_tarball_is_skipped_in_one_line() {
+    let out = run(Command::new(repo_root().join("scripts/likwid55.sh")).env("SP_LIKWID55_TARBALL", "/nonexistent/likwid-5.5.1.tar.gz"));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not found") && err.contains("skipped by design"), "{err}");
+}
