@@ -608,6 +608,11 @@ fn mpirun_two_ranks_each_collect_their_counters(lk: &Lk) {
     for rank in 0..2 {
         assert!(r.stdout.contains(&format!("likwid_mpi rank {rank} done rc=0")), "{}", r.stdout);
     }
+    // The metrics of a group recognised in likwid-mpirun's event list are ours to compute;
+    // the only acceptable warning is one per rank where LIKWID knows no TSC frequency (5.5
+    // on a VM whose CPUID leaf 0x16 is empty: inverseClock is unknown).
+    let w = r.warnings();
+    assert!(w.len() <= 2 && w.iter().all(|l| l.contains("TSC frequency of 0 Hz")), "{w:#?}");
     // likwid-mpirun merged every rank's likwid-perfctr output by tag: tags without spaces.
     for name in ["halo exchange", "rank compute"] {
         assert!(r.stdout.contains(&format!("Region: {}", tag_for(name))), "{}", r.stdout);
