@@ -1047,3 +1047,39 @@ fn likwid55_without_its_tarball_is_skipped_in_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not found") && err.contains("skipped by design"), "{err}");
 }
+
+/// What an Intel host's likwid-genTopoCfg writes (a Sapphire Rapids, which LIKWID 5.2 does not
+/// know either) becomes the same Zen3 claim: a stand-in likwid-genTopoCfg, first on PATH,
+/// rewrites this host's topology with Intel's cpuid fields before fake_msr.sh edits it.
+#[test]
+fn stand_in_claim_is_the_same_from_an_intel_host_topology() {
+    let dir = scratch("likwid_intel_host_topology");
+    let prog = build(&dir, "likwid_basic");
+    let bin = dir.join("intel-host-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let generator = bin.join("likwid-genTopoCfg");
+    std::fs::write(
+        &generator,
+        "#!/bin/bash\n# TEST STAND-IN: this host's topology as an Intel Sapphire Rapids host would describe itself.\n\
+         set -e\n/usr/bin/likwid-genTopoCfg \"$@\"\nout=$2\n\
+         sed -i -e 's/^cpuid_info family = .*/cpuid_info family = 6/' -e 's/^cpuid_info model = .*/cpuid_info model = 143/' \
+         -e 's/^cpuid_info isIntel = .*/cpuid_info isIntel = 1/' -e 's/^cpuid_info perf_version = .*/cpuid_info perf_version = 5/' \
+         -e 's/^cpuid_info perf_num_ctr = .*/cpuid_info perf_num_ctr = 8/' -e 's/^cpuid_info perf_width_ctr = .*/cpuid_info perf_width_ctr = 48/' \
+         -e 's/^cpuid_info perf_num_fixed_ctr = .*/cpuid_info perf_num_fixed_ctr = 4/' \
+         -e 's/^cpuid_info osname = .*/cpuid_info osname = Intel(R) Xeon(R) Platinum 8480+/' \"$out\"\n\
+         grep -q 'isIntel = 1' \"$out\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&generator, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = perfctr(&prog, "0", true);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    c.env("PATH", std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(&path))).unwrap());
+    let r = run_in(&dir, c);
+    r.ok();
+    assert!(r.stdout.contains("Xeon(R) Platinum 8480+") && r.stdout.contains("AMD K19 (Zen3) architecture"), "{}", r.stdout);
+    assert!(r.warnings().is_empty(), "{:#?}", r.warnings());
+    let (_, _, regions) = read_likwid(&r.h5, 0).expect("no rank0/likwid");
+    assert_matches_perfctr(&regions, &parse_perfctr(&r.stdout), "full_api");
+    assert_eq!(regions["init"].counter_names, ["FIXC1", "FIXC2", "PMC0", "PMC1", "PMC2", "PMC3"]);
+}

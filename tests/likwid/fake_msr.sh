@@ -55,7 +55,10 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $# -gt 0 ]] || { echo "usage: $0 [--hide-likwid] [--claim zen3|zen4|none] [--] COMMAND [ARGS...]" >&2; exit 2; }
 
-# The claimed CPU (family, model): the one place where it is pinned.
+# The claimed CPU (family, model): the one place where it is pinned. Besides family and
+# model, the claim sets what an AMD host reports: isIntel 0, vendor 0, and 0 for Intel's
+# architectural-perfmon fields (perf_version, perf_num_ctr, ...), so an Intel host makes the
+# same claim as an AMD one.
 case "$claim" in
     zen3) family=25 model=1 ;;
     zen4) family=25 model=17 ;;
@@ -135,6 +138,7 @@ if [[ $claim != none ]]; then
         -e "s/^cpuid_info model = .*/cpuid_info model = $model/" \
         -e 's/^cpuid_info isIntel = .*/cpuid_info isIntel = 0/' \
         -e 's/^cpuid_info vendor = .*/cpuid_info vendor = 0/' \
+        -e 's/^cpuid_info \(perf_version\|perf_num_ctr\|perf_width_ctr\|perf_num_fixed_ctr\) = .*/cpuid_info \1 = 0/' \
         "$host_cfg" >"$layers/upper/likwid_topo.cfg"
     mount -t overlay overlay -o "lowerdir=/etc,upperdir=$layers/upper,workdir=$layers/work" /etc \
         || { echo "[fake_msr] cannot overlay /etc with the stand-in topology file (overlayfs needed)" >&2; exit 1; }
