@@ -35,7 +35,7 @@ pub const EINVAL_RC: c_int = -22;
 
 macro_rules! likwid_api {
     ($( $(#[$m:meta])* fn $name:ident ( $($arg:ty),* ) $(-> $ret:ty)? ; )*) => {
-        /// The LIKWID C API (5.2) as function pointers. Obtain it with [`Likwid::load`].
+        /// The LIKWID C API (5.2 and 5.5) as function pointers. Obtain it with [`Likwid::load`].
         /// Every call is `unsafe`: the contracts are LIKWID's (see the spec, section 3).
         pub struct Likwid {
             /// The file that was loaded.
@@ -51,7 +51,7 @@ macro_rules! likwid_api {
             /// Resolve every symbol from an open `dlopen` handle.
             ///
             /// # Safety
-            /// `handle` must come from a successful `dlopen` of LIKWID 5.2.
+            /// `handle` must come from a successful `dlopen` of LIKWID 5.2 or 5.5.
             unsafe fn from_handle(handle: *mut c_void, path: PathBuf) -> Result<Likwid, LoadError> {
                 Ok(Likwid {
                     $( $name: {
@@ -97,6 +97,7 @@ likwid_api! {
     fn get_numaTopology() -> *mut NumaTopology;
     fn numa_init() -> c_int;
     fn numa_finalize();
+    /// `void` in 5.2, `int` in 5.5 (ignored: same calling convention).
     fn affinity_init();
     fn affinity_finalize();
     /// Call after `topology_init` (which resets the mode to the build default).
