@@ -9,7 +9,8 @@
 # Exit status 3: the tarball is absent (outside this project's machines); one line on stderr.
 # Anything else: the build failed (log in .likwid/build-5.5.1.log).
 # The tarball: $SP_LIKWID55_TARBALL, else ../shared/vendor/likwid-5.5.1.tar.gz beside this
-# checkout or beside its main checkout (for a git worktree). Concurrent callers wait for one
+# checkout, beside its main checkout (for a git worktree) or beside the local repository it
+# was cloned from. Concurrent callers wait for one
 # build (flock).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,9 @@ version=5.5.1
 tarball=${SP_LIKWID55_TARBALL:-}
 if [[ -z $tarball ]]; then
     main=$(cd "$root" && git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-    for dir in "$root/.." ${main:+"$(dirname "$main")/.."}; do
+    origin=$(cd "$root" && git remote get-url origin 2>/dev/null || true)    # a clone of a local checkout
+    [[ -d $origin ]] || origin=""
+    for dir in "$root/.." ${main:+"$(dirname "$main")/.."} ${origin:+"$origin/.."}; do
         tarball=$dir/shared/vendor/likwid-$version.tar.gz
         [[ -f $tarball ]] && break
     done
