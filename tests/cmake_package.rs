@@ -71,6 +71,12 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     for d in [&prefix, &consumer, &consumer_src, &runs] {
         let _ = std::fs::remove_dir_all(d);
     }
+    // A build directory configured for another checkout (target/ copied or moved with the
+    // tree) is refused by CMake: start that one afresh.
+    let cache = std::fs::read_to_string(build.join("CMakeCache.txt")).unwrap_or_default();
+    if !cache.is_empty() && !cache.lines().any(|l| l == format!("CMAKE_HOME_DIRECTORY:INTERNAL={}", root.display())) {
+        let _ = std::fs::remove_dir_all(&build);
+    }
     std::fs::create_dir_all(&runs).unwrap();
 
     // --- configure, build, ctest, install ----------------------------------------------------

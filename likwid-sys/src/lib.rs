@@ -1,4 +1,5 @@
-//! LIKWID 5.2 C API as a table of function pointers, loaded at run time with `dlopen`.
+//! LIKWID C API (5.2 and 5.5, which agree in everything used here) as a table of function
+//! pointers, loaded at run time with `dlopen`.
 //!
 //! Nothing here links against LIKWID: a program using this crate starts and runs on a
 //! machine without LIKWID, and [`Likwid::load`] then returns an error value.
@@ -9,8 +10,9 @@
 //!    multiarch directory `<prefix>/lib/<triplet>` (`x86_64-linux-gnu` on x86-64)
 //! 3. the loader's default search (`LD_LIBRARY_PATH`, `ld.so.cache`, system dirs)
 //!
-//! with the names `liblikwid.so`, `liblikwid.so.5`, `liblikwid.so.5.2` in each place.
-//! Only symbols that `liblikwid.so.5.2` really exports are declared (the data objects
+//! with the names `liblikwid.so`, `liblikwid.so.5`, `liblikwid.so.5.5`, `liblikwid.so.5.2` in
+//! each place. Only symbols that both `liblikwid.so.5.2` (Debian 12) and `liblikwid.so.5.5`
+//! (5.5.1 from source) really export are declared (the data objects
 //! `perfmon_verbosity`, `cpuid_info`, ... and `calc_metric` are not exported).
 //! The library is never closed: LIKWID keeps state and atexit handlers in it.
 
@@ -33,11 +35,14 @@ pub const EINVAL_RC: c_int = -22;
 
 macro_rules! likwid_api {
     ($( $(#[$m:meta])* fn $name:ident ( $($arg:ty),* ) $(-> $ret:ty)? ; )*) => {
-        /// The LIKWID C API (5.2) as function pointers. Obtain it with [`Likwid::load`].
+        /// The LIKWID C API (5.2 and 5.5) as function pointers. Obtain it with [`Likwid::load`].
         /// Every call is `unsafe`: the contracts are LIKWID's (see the spec, section 3).
         pub struct Likwid {
             /// The file that was loaded.
             pub path: PathBuf,
+            /// `(major, minor, bugfix)` from `likwid_get{Major,Minor,Bugfix}Version`, which
+            /// 5.5 exports and 5.2 does not (`None`).
+            pub version: Option<(c_int, c_int, c_int)>,
             _handle: *mut c_void,
             $( $(#[$m])* pub $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
         }
@@ -46,7 +51,7 @@ macro_rules! likwid_api {
             /// Resolve every symbol from an open `dlopen` handle.
             ///
             /// # Safety
-            /// `handle` must come from a successful `dlopen` of LIKWID 5.2.
+            /// `handle` must come from a successful `dlopen` of LIKWID 5.2 or 5.5.
             unsafe fn from_handle(handle: *mut c_void, path: PathBuf) -> Result<Likwid, LoadError> {
                 Ok(Likwid {
                     $( $name: {
@@ -58,6 +63,7 @@ macro_rules! likwid_api {
                         // SAFETY: the symbol has the C signature declared in likwid.h 5.2.
                         unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) $(-> $ret)?>(sym) }
                     }, )*
+                    version: unsafe { version_of(handle) },
                     path,
                     _handle: handle,
                 })
@@ -91,6 +97,7 @@ likwid_api! {
     fn get_numaTopology() -> *mut NumaTopology;
     fn numa_init() -> c_int;
     fn numa_finalize();
+    /// `void` in 5.2, `int` in 5.5 (ignored: same calling convention).
     fn affinity_init();
     fn affinity_finalize();
     /// Call after `topology_init` (which resets the mode to the build default).
@@ -125,6 +132,27 @@ likwid_api! {
     fn perfmon_setVerbosity(c_int);
     /// TSC Hz calibrated by `timer_init` (run inside `perfmon_init`).
     fn timer_getCycleClock() -> u64;
+}
+
+/// The version functions, where the library has them.
+///
+/// # Safety
+/// `handle` must be a live `dlopen` handle of LIKWID.
+unsafe fn version_of(handle: *mut c_void) -> Option<(c_int, c_int, c_int)> {
+    let get = |name: &str| -> Option<c_int> {
+        let sym = unsafe { loader::symbol(handle, name) }?;
+        // SAFETY: `int likwid_get*Version(void)` (likwid.h 5.5).
+        let f = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(sym) };
+        Some(unsafe { f() })
+    };
+    Some((get("likwid_getMajorVersion")?, get("likwid_getMinorVersion")?, get("likwid_getBugfixVersion")?))
+}
+
+impl Likwid {
+    /// LIKWID 5.5 keeps marker results per thread (gettid) where 5.2 keeps them per CPU.
+    pub fn results_per_thread(&self) -> bool {
+        self.version.is_some_and(|(major, minor, _)| (major, minor) >= (5, 5))
+    }
 }
 
 // SAFETY: the table holds plain function pointers and an opaque handle that is never

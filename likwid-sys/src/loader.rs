@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Library file names tried in each directory, in order.
 pub fn library_names() -> &'static [&'static str] {
-    &["liblikwid.so", "liblikwid.so.5", "liblikwid.so.5.2"]
+    &["liblikwid.so", "liblikwid.so.5", "liblikwid.so.5.5", "liblikwid.so.5.2"]
 }
 
 /// Debian multiarch directory name of this target (`lib/<triplet>`).
@@ -72,7 +72,7 @@ pub fn candidates_from(likwid_home: Option<&OsStr>, path: Option<&OsStr>) -> Vec
 pub enum LoadError {
     /// No candidate could be opened; each with its `dlerror()` text.
     NotFound { tried: Vec<(PathBuf, String)> },
-    /// A library was opened but lacks a LIKWID 5.2 symbol (older/other version).
+    /// A library was opened but lacks a symbol of the LIKWID 5.2/5.5 API (older/other version).
     MissingSymbol { path: PathBuf, symbol: &'static str },
 }
 
@@ -88,7 +88,7 @@ impl fmt::Display for LoadError {
                 Ok(())
             }
             LoadError::MissingSymbol { path, symbol } => {
-                write!(f, "{} lacks symbol {} (LIKWID 5.2 needed)", path.display(), symbol)
+                write!(f, "{} lacks symbol {} (LIKWID 5.2 or newer needed)", path.display(), symbol)
             }
         }
     }

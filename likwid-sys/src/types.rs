@@ -1,4 +1,6 @@
-//! `#[repr(C)]` copies of the two LIKWID 5.2 structs we read fields from (likwid.h).
+//! `#[repr(C)]` copies of the LIKWID structs we read fields from (likwid.h). Identical in
+//! 5.2.2 and 5.5.1 (5.5 only adds `const` to `CpuInfo::name`/`short_name`); the e2e test
+//! `likwid_sys_matches_both_versions` compares every offset with both headers.
 
 use std::ffi::{c_char, c_int};
 

@@ -5,9 +5,14 @@
 //!   stdio (LIKWID forks rdpmc test children that would flush duplicated buffers).
 //! * `likwid_markerThreadInit` once per recording thread, at most [`THREAD_INIT_CAP`]
 //!   times in all: LIKWID stores each thread in a 300-slot array without a bounds check.
-//! * LIKWID keys results by CPU and numbers regions per CPU in creation order, so every
+//! * LIKWID 5.2 keys results by CPU and numbers regions per CPU in creation order, so every
 //!   region is registered on each CPU in id order before that CPU starts anything
 //!   (otherwise regions of different threads merge or swap, spec 6 rule 4).
+//! * LIKWID 5.5 keys results by thread (gettid): `likwid_markerStopRegion` and
+//!   `likwid_markerGetRegion` dereference NULL for a region the calling thread does not
+//!   have, and `likwid_markerClose` overflows its region array when threads hold different
+//!   region sets. So every thread also registers every region, in id order, before its
+//!   first start/stop (one rule that satisfies both versions).
 //! * Calls on a CPU outside `LIKWID_THREADS` are skipped: LIKWID would refuse them and a
 //!   register there would create a stray per-CPU table.
 //! * At finish: snapshots (`likwid_markerGetRegion`) of the regions this CPU knows, then
@@ -29,6 +34,23 @@ pub const MAX_EVENTS: usize = 410;
 
 thread_local! {
     static THREAD_INIT_DONE: Cell<bool> = const { Cell::new(false) };
+    /// Regions `0..n` are registered by this thread, in id order.
+    static THREAD_REGISTERED: Cell<u32> = const { Cell::new(0) };
+    /// This thread's kernel id (0: not asked yet).
+    static THREAD_TID: Cell<u64> = const { Cell::new(0) };
+}
+
+#[inline]
+fn my_tid() -> u64 {
+    THREAD_TID
+        .try_with(|t| {
+            if t.get() == 0 {
+                // SAFETY: plain syscall wrapper.
+                t.set(unsafe { libc::gettid() } as u64);
+            }
+            t.get()
+        })
+        .unwrap_or(0)
 }
 
 /// One `likwid_markerGetRegion` result (the calling thread's CPU).
@@ -51,6 +73,12 @@ pub struct Markers {
     thread_inits: AtomicU32,
     /// Calls skipped because the thread ran on a CPU outside `LIKWID_THREADS`.
     pub foreign_cpu_calls: AtomicU64,
+    /// LIKWID 5.5: one result slot per CPU, so only one thread per CPU may record there.
+    per_thread: bool,
+    /// Per CPU: the thread (tid) that records there (0: none yet). Used when `per_thread`.
+    owner: Box<[AtomicU64]>,
+    /// Calls skipped because another thread already records on that CPU (5.5 only).
+    pub shared_cpu_calls: AtomicU64,
 }
 
 /// The CPU the calling thread runs on (LIKWID's `likwid_getProcessorId` agrees for a
@@ -92,6 +120,9 @@ impl Markers {
             register_lock: Mutex::new(()),
             thread_inits: AtomicU32::new(0),
             foreign_cpu_calls: AtomicU64::new(0),
+            per_thread: lib.results_per_thread(),
+            owner: (0..MAX_CPUS).map(|_| AtomicU64::new(0)).collect(),
+            shared_cpu_calls: AtomicU64::new(0),
         })
     }
 
@@ -123,24 +154,50 @@ impl Markers {
             self.foreign_cpu_calls.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        if self.registered[cpu].load(Ordering::Acquire) < self.tags.len() {
-            self.register_on(cpu);
+        if self.per_thread && !self.owns(cpu) {
+            self.shared_cpu_calls.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let n = self.tags.len();
+        // No thread-local state left (a call from a TLS destructor): skip rather than risk
+        // a stop of a region this thread never registered.
+        let mine = THREAD_REGISTERED.try_with(Cell::get).ok()?;
+        if mine < n || self.registered[cpu].load(Ordering::Acquire) < n {
+            self.register_on(cpu, mine);
         }
         Some(cpu)
     }
 
+    /// LIKWID 5.5 writes one result per region and CPU (its thread slot is the CPU's index
+    /// in `LIKWID_THREADS`): a second thread recording on a CPU would overwrite the first
+    /// one's results at close, so the first thread to record on a CPU keeps it.
+    #[inline]
+    fn owns(&self, cpu: usize) -> bool {
+        let me = my_tid();
+        if me == 0 {
+            return false;
+        }
+        match self.owner[cpu].compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(owner) => owner == me,
+        }
+    }
+
+    /// Register regions `from..n` on this thread and this CPU (registering one again is a
+    /// no-op in LIKWID), so both keep the id order.
     #[cold]
-    fn register_on(&self, cpu: usize) {
+    fn register_on(&self, cpu: usize, mine: u32) {
         let _g = self.register_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let done = self.registered[cpu].load(Ordering::Acquire);
+        let from = self.registered[cpu].load(Ordering::Acquire).min(mine);
         let n = self.tags.len();
-        for id in done..n {
+        for id in from..n {
             if let Some(tag) = self.tags.tag(id) {
                 // SAFETY: NUL-terminated tag that lives as long as the table.
                 unsafe { (self.lib.likwid_markerRegisterRegion)(tag.as_ptr()) };
             }
         }
-        self.registered[cpu].store(n, Ordering::Release);
+        self.registered[cpu].fetch_max(n, Ordering::AcqRel);
+        let _ = THREAD_REGISTERED.try_with(|c| c.set(c.get().max(n)));
     }
 
     #[inline]
@@ -163,11 +220,32 @@ impl Markers {
         unsafe { (self.lib.likwid_markerStopRegion)(tag.as_ptr()) }
     }
 
-    /// `likwid_markerGetRegion` of every region already registered on this CPU (asking
-    /// about others would create entries). Must run before [`Markers::close`].
+    /// LIKWID 5.5 only, before close: the finishing thread registers every region on its
+    /// CPU, if that CPU is its own. 5.5 counts a region's threads by the threads that have
+    /// it but stores them by CPU slot, and writes -22 (-EINVAL) for the counters of slots
+    /// past that count; the main thread on the first CPU is the common such slot.
+    pub fn register_all_here(&self) {
+        if !self.per_thread {
+            return;
+        }
+        let Some(cpu) = current_cpu().filter(|&c| self.measured[c]) else { return };
+        if !self.owns(cpu) {
+            return;
+        }
+        self.enter_thread();
+        let Ok(mine) = THREAD_REGISTERED.try_with(Cell::get) else { return };
+        if mine < self.tags.len() || self.registered[cpu].load(Ordering::Acquire) < self.tags.len() {
+            self.register_on(cpu, mine);
+        }
+    }
+
+    /// `likwid_markerGetRegion` of every region already registered by this thread on this
+    /// CPU (asking about others would create entries in 5.2 and crash 5.5). Must run
+    /// before [`Markers::close`].
     pub fn snapshots(&self) -> Vec<Snapshot> {
         let Some(cpu) = current_cpu().filter(|&c| self.measured[c]) else { return Vec::new() };
-        let known = self.registered[cpu].load(Ordering::Acquire);
+        let mine = THREAD_REGISTERED.try_with(Cell::get).unwrap_or(0);
+        let known = self.registered[cpu].load(Ordering::Acquire).min(mine);
         let mut out = Vec::new();
         let mut buf = vec![0f64; MAX_EVENTS];
         for id in 0..known {

@@ -60,7 +60,11 @@ pub struct Session {
 
 /// What LIKWID's topology tells us before markerInit: the perfgroup arch and where groups live.
 struct Machine {
+    /// `None` when LIKWID does not know this CPU model (its perfmon would fail or crash).
     arch: Option<String>,
+    /// `family F model M` as LIKWID read it (cpuid, or its topology file).
+    cpu: String,
+    topology_rc: i32,
     group_dirs: Vec<PathBuf>,
     is_intel: bool,
     smt: bool,
@@ -70,10 +74,16 @@ fn machine(lib: &Likwid) -> Machine {
     // SAFETY: topology_init/init_configuration are idempotent and run again inside
     // likwid_markerInit; we only read fields of the structs they fill.
     unsafe {
-        (lib.topology_init)();
+        let topology_rc = (lib.topology_init)();
         (lib.init_configuration)();
         let info = (lib.get_cpuInfo)();
         let arch = if info.is_null() { None } else { likwid_sys::owned_string((*info).short_name) };
+        let cpu = if info.is_null() {
+            "unknown".to_string()
+        } else {
+            let name = likwid_sys::owned_string((*info).osname).map(|n| format!(", {}", n.trim())).unwrap_or_default();
+            format!("family {} model {}{name}", (*info).family, (*info).model)
+        };
         let is_intel = !info.is_null() && (*info).is_intel != 0;
         let conf = (lib.get_configuration)();
         let configured = if conf.is_null() { None } else { likwid_sys::owned_string((*conf).group_path) };
@@ -81,6 +91,8 @@ fn machine(lib: &Likwid) -> Machine {
         let smt = !topo.is_null() && (*topo).num_threads_per_core > 1;
         Machine {
             arch: arch.filter(|a| !a.is_empty()),
+            cpu,
+            topology_rc,
             group_dirs: perfgroup::group_dirs(configured.as_deref().map(std::path::Path::new)),
             is_intel,
             smt,
@@ -166,6 +178,20 @@ impl Session {
             }
         };
         let m = machine(lib);
+        // LIKWID names every CPU its perfmon supports (the same family/model table). On one
+        // it does not know, likwid_markerInit crashes the program (5.2 on a Zen4: SIGSEGV
+        // after "Unsupported AMD Zen Processor"), so it is never called there.
+        if m.arch.is_none() || m.topology_rc != 0 {
+            warn::once(
+                "likwid-cpu",
+                &format!(
+                    "LIKWID ({}) does not support this CPU ({}) and would crash in likwid_markerInit: no hardware counters (a newer LIKWID may support it); {TIMINGS_ONLY}",
+                    lib.path.display(),
+                    m.cpu
+                ),
+            );
+            return None;
+        }
         if let Err(why) = check_event_sets(&env, &m) {
             warn::once(
                 "likwid-events",
@@ -225,11 +251,21 @@ impl Session {
                 ),
             );
         }
+        let shared = self.markers.shared_cpu_calls.load(Ordering::Relaxed);
+        if shared > 0 {
+            warn::once(
+                "likwid-shared-cpu",
+                &format!(
+                    "{shared} region start/stop call(s) ran on a CPU where another thread already records and were not counted (LIKWID 5.5 keeps one result per CPU: give each thread its own CPU, e.g. likwid-perfctr -C with one CPU per thread)"
+                ),
+            );
+        }
         if self.markers.tags.is_empty() {
             // No region was ever created: LIKWID writes no file and there is nothing to read.
             self.markers.close();
             return LikwidRun { env: self.vars.clone(), regions: Vec::new() };
         }
+        self.markers.register_all_here();
         let snapshots = self.markers.snapshots();
         self.markers.close();
         let marker_written =

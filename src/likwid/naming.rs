@@ -159,8 +159,14 @@ pub fn add_metrics(res: &mut RegionResult, info: &SetInfo, inputs: &MetricInputs
                 }
             }
         }
-        if let Some(e) = err {
-            errors.push(format!("metric {mname:?} of group {}: {e}", info.group_name));
+        match err {
+            // One text for every such metric (warnings are deduplicated by text).
+            Some(FormulaError::Unknown(id)) if id == "inverseClock" && (inputs.clock_hz.is_nan() || inputs.clock_hz <= 0.0) => errors.push(format!(
+                "reports a TSC frequency of {} Hz, so metrics using inverseClock cannot be computed (LIKWID 5.5 on a VM whose CPUID leaf 0x16 is empty)",
+                inputs.clock_hz
+            )),
+            Some(e) => errors.push(format!("metric {mname:?} of group {}: {e}", info.group_name)),
+            None => {}
         }
         res.metric_names.push(mname.clone());
         res.metrics.push(row);
@@ -171,6 +177,32 @@ pub fn add_metrics(res: &mut RegionResult, info: &SetInfo, inputs: &MetricInputs
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_tsc_clock_gives_one_error_for_all_inverse_clock_metrics() {
+        let g = parse("G", "SHORT x\n\nEVENTSET\nFIXC1 A\nFIXC2 B\n\nMETRICS\nRuntime unhalted [s] FIXC1*inverseClock\nClock [MHz] 1.E-06*(FIXC1/FIXC2)/inverseClock\nRatio FIXC1/FIXC2\n");
+        let info = SetInfo {
+            group_name: "G".into(),
+            custom: false,
+            events: g.events.clone(),
+            metrics: g.metrics.clone(),
+        };
+        let mut r = RegionResult {
+            counter_names: vec!["FIXC1".into(), "FIXC2".into()],
+            event_names: vec!["A".into(), "B".into()],
+            cpus: vec![0],
+            times: vec![1.0],
+            call_counts: vec![1],
+            events: vec![vec![4.0], vec![2.0]],
+            ..Default::default()
+        };
+        let errs = add_metrics(&mut r, &info, &inputs(0.0));
+        assert_eq!(errs.len(), 2);
+        assert_eq!(errs[0], errs[1]);
+        assert!(errs[0].contains("TSC frequency of 0 Hz"), "{}", errs[0]);
+        assert!(r.metrics[0][0].is_nan() && r.metrics[1][0].is_nan());
+        assert_eq!(r.metrics[2][0], 2.0);
+    }
     use crate::likwid::perfgroup::parse;
 
     use crate::likwid::perfgroup::tests::ZEN3_FLOPS_DP as ZEN3_FLOPS_DP_EVENTS_METRICS;

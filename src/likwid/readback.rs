@@ -109,6 +109,42 @@ fn fallback(inp: &Inputs) -> (Vec<RegionResult>, String) {
 }
 
 pub fn collect(inp: &Inputs) -> Vec<RegionResult> {
+    let mut regions = collect_any(inp);
+    let lost = drop_error_values(&mut regions);
+    if !lost.is_empty() {
+        warn::once(
+            "likwid-einval",
+            &format!(
+                "LIKWID wrote -22 (-EINVAL) instead of the counter values of {}; stored as NaN (LIKWID 5.5 does this for a region that not every measured CPU's thread has run)",
+                lost.join(", ")
+            ),
+        );
+    }
+    regions
+}
+
+/// LIKWID's getters answer -EINVAL (-22.0) for a thread slot they consider out of range,
+/// and 5.5's marker writer prints that as the counter values. A record whose every value
+/// is exactly -22 is such an error, not a measurement (counter deltas are never negative):
+/// its events and metrics become NaN. Returns `region on CPU n` for each.
+pub fn drop_error_values(regions: &mut [RegionResult]) -> Vec<String> {
+    const EINVAL: f64 = -22.0;
+    let mut lost = Vec::new();
+    for r in regions.iter_mut() {
+        for t in 0..r.cpus.len() {
+            let column_is_einval = !r.events.is_empty() && r.events.iter().all(|row| row.get(t) == Some(&EINVAL));
+            if column_is_einval {
+                for row in r.events.iter_mut().chain(r.metrics.iter_mut()) {
+                    row[t] = f64::NAN;
+                }
+                lost.push(format!("{} on CPU {}", r.tag, r.cpus[t]));
+            }
+        }
+    }
+    lost
+}
+
+fn collect_any(inp: &Inputs) -> Vec<RegionResult> {
     if !inp.marker_written {
         let regions = from_snapshots(inp);
         warn::once(
@@ -136,5 +172,30 @@ pub fn collect(inp: &Inputs) -> Vec<RegionResult> {
             warn::once("likwid-helper", &format!("LIKWID read-back helper unavailable: {e}; {used}"));
             regions
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn einval_columns_become_nan() {
+        let mut r = vec![RegionResult {
+            tag: "a".into(),
+            event_names: vec!["E0".into(), "E1".into()],
+            metric_names: vec!["M".into()],
+            cpus: vec![0, 1],
+            times: vec![1.0, 1.0],
+            call_counts: vec![1, 1],
+            events: vec![vec![-22.0, -22.0], vec![5.0, -22.0]],
+            metrics: vec![vec![2.0, 3.0]],
+            ..Default::default()
+        }];
+        assert_eq!(drop_error_values(&mut r), vec!["a on CPU 1".to_string()]);
+        assert_eq!(r[0].events[0][0], -22.0);
+        assert_eq!(r[0].events[1][0], 5.0);
+        assert!(r[0].events[0][1].is_nan() && r[0].events[1][1].is_nan() && r[0].metrics[0][1].is_nan());
+        assert_eq!(r[0].metrics[0][0], 2.0);
     }
 }
