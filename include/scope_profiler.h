@@ -157,6 +157,12 @@ typedef struct sp_options {
    * 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
    */
   int32_t has_comm;
+  /**
+   * perf events to count per region and thread, comma-separated as for `perf stat -e`
+   * (cycles, instructions, task-clock, page-faults, rNNNN, pmu/event=..,umask=../, flops,
+   * flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
+   */
+  const char *perf_events;
 } sp_options;
 
 #ifdef __cplusplus
@@ -202,6 +208,21 @@ int sp_region_start_id(int32_t handle);
  * See sp_region_stop for mismatched stops.
  */
 int sp_region_stop_id(int32_t handle);
+
+/**
+ * Add `flops` floating-point operations (your own count, e.g. 2*N*N*N for a matrix product)
+ * to the region with this handle, on the calling thread. Callable inside or outside the
+ * region, any number of times; the file keeps the total per rank and region
+ * (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
+ * SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+ */
+int sp_region_add_flops(int32_t handle, double flops);
+
+/**
+ * Add `bytes` of memory traffic (your own count) to the region with this handle, on the
+ * calling thread; as sp_region_add_flops. With both, sptool shows GB/s and FLOP/byte.
+ */
+int sp_region_add_bytes(int32_t handle, double bytes);
 
 /**
  * Start a call of the region `name` (registered on first use) on the calling thread.

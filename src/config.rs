@@ -13,6 +13,8 @@ pub struct Options {
     pub language: Option<String>,
     /// Fortran handle (`MPI_Fint`) of the communicator to profile over.
     pub mpi_comm: Option<i32>,
+    /// perf events to count per region (`SCOPE_PROFILER_PERF_EVENTS` syntax).
+    pub perf_events: Option<String>,
 }
 
 /// Which metadata to record: `Full` adds host, user, paths, modules and SLURM_* variables.
@@ -33,6 +35,8 @@ pub struct Config {
     pub language: String,
     pub metadata_detail: MetadataDetail,
     pub mpi_comm: Option<i32>,
+    /// Comma-separated perf events (empty: none).
+    pub perf_events: String,
 }
 
 /// Environment variables read at setup (documented in the README).
@@ -42,6 +46,7 @@ pub mod env {
     pub const DISABLE: &str = "SCOPE_PROFILER_DISABLE";
     pub const LIKWID: &str = "SCOPE_PROFILER_LIKWID";
     pub const METADATA: &str = "SCOPE_PROFILER_METADATA";
+    pub const PERF_EVENTS: &str = "SCOPE_PROFILER_PERF_EVENTS";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -100,6 +105,7 @@ impl Config {
             language: options.language.clone().unwrap_or_else(|| "C".to_string()),
             metadata_detail,
             mpi_comm: options.mpi_comm,
+            perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
         }
     }
 
@@ -155,6 +161,7 @@ mod tests {
             verbosity: Some(2),
             language: Some("Fortran".into()),
             mpi_comm: None,
+            perf_events: None,
         };
         let c = resolve(&o, &[("SCOPE_PROFILER_FILE", "/tmp/x.h5"), ("SCOPE_PROFILER_LIKWID", "1"), ("SCOPE_PROFILER_VERBOSE", "0")]);
         assert_eq!(c.file_path, PathBuf::from("mine.h5"));

@@ -12,6 +12,8 @@ struct Header {
     info: RankInfo,
     regions: Vec<RegionHeader>,
     likwid: LikwidRun,
+    #[serde(default)]
+    counters: crate::counters::RankCounters,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -31,12 +33,14 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
             .map(|r| RegionHeader { name: r.name.clone(), calls: r.calls() as u64, open_calls: r.open_calls, dropped_calls: r.dropped_calls })
             .collect(),
         likwid: p.likwid.clone(),
+        counters: p.counters.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
     let json = serde_json::to_vec(&header)
         .or_else(|_| {
             header.likwid = LikwidRun::default();
+            header.counters = Default::default();
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -75,7 +79,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
         let (starts, ends, thread_ids) = (column(n)?, column(n)?, column(n)?);
         regions.push(RegionData { name: r.name, starts, ends, thread_ids, open_calls: r.open_calls, dropped_calls: r.dropped_calls });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters })
 }
 
 #[cfg(test)]

@@ -79,6 +79,10 @@ pub struct sp_options {
     pub comm: i32,
     /// 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
     pub has_comm: i32,
+    /// perf events to count per region and thread, comma-separated as for `perf stat -e`
+    /// (cycles, instructions, task-clock, page-faults, rNNNN, pmu/event=..,umask=../, flops,
+    /// flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
+    pub perf_events: *const c_char,
 }
 
 thread_local! {
@@ -261,6 +265,7 @@ pub unsafe extern "C" fn sp_options_init(options: *mut sp_options) -> c_int {
                 language: std::ptr::null(),
                 comm: 0,
                 has_comm: 0,
+                perf_events: std::ptr::null(),
             })
         };
         SP_OK
@@ -301,6 +306,9 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
     }
     if has(std::mem::offset_of!(sp_options, has_comm) + 4) && o.has_comm == 1 {
         out.mpi_comm = Some(o.comm);
+    }
+    if has(std::mem::offset_of!(sp_options, perf_events) + std::mem::size_of::<*const c_char>()) {
+        out.perf_events = unsafe { optional_str(o.perf_events, "sp_options.perf_events") }?;
     }
     Ok(out)
 }
@@ -352,6 +360,23 @@ pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
     guard(|| code(profiler::stop_id(handle as u32)))
+}
+
+/// Add `flops` floating-point operations (your own count, e.g. 2*N*N*N for a matrix product)
+/// to the region with this handle, on the calling thread. Callable inside or outside the
+/// region, any number of times; the file keeps the total per rank and region
+/// (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
+/// SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_region_add_flops(handle: i32, flops: f64) -> c_int {
+    guard(|| code(profiler::annotate(handle as u32, 0, flops)))
+}
+
+/// Add `bytes` of memory traffic (your own count) to the region with this handle, on the
+/// calling thread; as sp_region_add_flops. With both, sptool shows GB/s and FLOP/byte.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_region_add_bytes(handle: i32, bytes: f64) -> c_int {
+    guard(|| code(profiler::annotate(handle as u32, 1, bytes)))
 }
 
 /// Start a call of the region `name` (registered on first use) on the calling thread.
