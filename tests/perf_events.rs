@@ -293,3 +293,35 @@ fn mpi_two_ranks_each_count_their_regions() {
     }
     check_python_oracle(&file, 2);
 }
+
+#[path = "fortran/support.rs"]
+mod fortran_support;
+
+#[test]
+fn fortran_setup_option_and_annotations() {
+    let dir = scratch("perf_fortran");
+    let exe = fortran_support::build_fortran("gfortran", "tests/fortran/perf_usage.f90", &dir, "perf_usage", &[]);
+    let file = dir.join("f.h5");
+    let out = run(Command::new(&exe).arg(&file).env_remove("SCOPE_PROFILER_PERF_EVENTS"));
+    assert!(out.status.success() && text(&out.stdout).contains("DONE failures=0"), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let perf = perf_regions(&file, 0);
+    assert_eq!(perf["axpy"].events, ["task-clock", "page-faults"]);
+    assert_eq!(perf["axpy"].calls, 4);
+    let h5 = hdf5::File::open(&file).unwrap();
+    let a = h5.group("rank0/annotations/axpy").unwrap();
+    assert_eq!(f64_attr(&a, "flops"), 8e6);
+    assert_eq!(f64_attr(&a, "bytes"), 2.4e7);
+}
+
+#[test]
+fn cxx_region_annotations() {
+    let dir = scratch("perf_cxx");
+    let exe = compile(Lang::Cxx, "perf_cxx", &["tests/c/perf_cxx.cpp"], &dir, &[]);
+    let file = dir.join("cxx.h5");
+    let out = run(Command::new(&exe).arg(&file));
+    assert!(out.status.success() && text(&out.stdout).contains("DONE failures=0"), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let h5 = hdf5::File::open(&file).unwrap();
+    let a = h5.group("rank0/annotations/kernel").unwrap();
+    assert_eq!(f64_attr(&a, "flops"), 5e6);
+    assert_eq!(f64_attr(&a, "bytes"), 8e6);
+}
