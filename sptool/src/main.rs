@@ -7,6 +7,7 @@
 
 mod cli;
 mod columnar;
+mod counters;
 mod error;
 mod export;
 mod filter;

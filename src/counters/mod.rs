@@ -202,8 +202,8 @@ pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> Ra
                     continue;
                 }
                 r.calls += calls;
-                for i in 0..n {
-                    r.totals[i] += v[i];
+                for (t, x) in r.totals.iter_mut().zip(&v[..n]) {
+                    *t += x;
                 }
                 en += v[n];
                 run += v[n + 1];
