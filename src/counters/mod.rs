@@ -214,6 +214,12 @@ pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> Ra
             }
             if r.calls > 0 {
                 r.running_fraction = if en > 0.0 { run / en } else { 0.0 };
+                if run == 0.0 && en > 0.0 {
+                    crate::warn::once(
+                        "perf-never-scheduled",
+                        "the perf event group was never scheduled on the PMU (more hardware events than counters?): its counts are 0, with running fraction 0",
+                    );
+                }
                 for f in &fin.formulas {
                     let flops = f
                         .terms

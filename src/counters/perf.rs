@@ -201,6 +201,29 @@ impl Drop for PerfThread {
     }
 }
 
+/// Add one call to a region's totals `t` (n scaled counts, enabled, running, calls) from the
+/// readings at its start and stop (n values, enabled, running): like perf stat, each
+/// difference is scaled by time enabled / time running (0 if the group never ran).
+#[inline]
+fn accumulate(t: &mut [f64], start: &[u64], now: &[u64]) {
+    let n = start.len() - 2;
+    let enabled = now[n].wrapping_sub(start[n]);
+    let running = now[n + 1].wrapping_sub(start[n + 1]);
+    let scale = if running > 0 { enabled as f64 / running as f64 } else { 0.0 };
+    for i in 0..n {
+        t[i] += now[i].wrapping_sub(start[i]) as f64 * scale;
+    }
+    t[n] += enabled as f64;
+    t[n + 1] += running as f64;
+    t[n + 2] += 1.0;
+}
+
+/// The low `width` bits of a counter read with rdpmc, sign-extended (as the kernel documents).
+#[inline(always)]
+fn sign_extend(pmc: u64, width: u32) -> u64 {
+    if (1..64).contains(&width) { (((pmc << (64 - width)) as i64) >> (64 - width)) as u64 } else { pmc }
+}
+
 #[cold]
 fn grow(totals: &mut Vec<f64>, len: usize) {
     totals.resize(len, 0.0);
@@ -246,11 +269,7 @@ fn read_page(pc: *const MmapPage) -> (u64, u64, u64) {
             let mut count = read_volatile(addr_of!((*pc).offset)) as u64;
             if caps & CAP_USER_RDPMC != 0 && idx != 0 {
                 let width = read_volatile(addr_of!((*pc).pmc_width)) as u32;
-                let mut pmc = rdpmc(idx - 1);
-                if (1..64).contains(&width) {
-                    pmc = (((pmc << (64 - width)) as i64) >> (64 - width)) as u64;
-                }
-                count = count.wrapping_add(pmc);
+                count = count.wrapping_add(sign_extend(rdpmc(idx - 1), width));
             }
             if caps & CAP_USER_TIME != 0 {
                 let shift = read_volatile(addr_of!((*pc).time_shift)) as u32;
@@ -422,21 +441,12 @@ impl PerfThread {
         let ok = Self::read_into(self.fds[0], &self.pages, &mut self.buf, &mut now);
         if ok {
             let start = &self.stack_vals[pos * stride..(pos + 1) * stride];
-            let enabled = now[n].wrapping_sub(start[n]);
-            let running = now[n + 1].wrapping_sub(start[n + 1]);
-            let scale = if running > 0 { enabled as f64 / running as f64 } else { 0.0 };
             let tstride = n + 3;
             let base = id as usize * tstride;
             if self.totals.len() < base + tstride {
                 grow(&mut self.totals, base + tstride);
             }
-            let t = &mut self.totals[base..base + tstride];
-            for i in 0..n {
-                t[i] += now[i].wrapping_sub(start[i]) as f64 * scale;
-            }
-            t[n] += enabled as f64;
-            t[n + 1] += running as f64;
-            t[n + 2] += 1.0;
+            accumulate(&mut self.totals[base..base + tstride], start, &now);
         }
         self.scratch = now;
         self.stack_ids.truncate(pos);
@@ -454,5 +464,55 @@ impl PerfThread {
 
     pub fn num_events(&self) -> usize {
         self.n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multiplexed_counts_are_scaled_like_perf_stat() {
+        // Two events; the group ran half of the time it was enabled during this call.
+        let mut t = vec![0.0; 5];
+        accumulate(&mut t, &[10, 20, 100, 50], &[30, 60, 300, 150]);
+        assert_eq!(t, vec![40.0, 80.0, 200.0, 100.0, 1.0]);
+        // A call during which the group never ran counts nothing, but its time is kept.
+        accumulate(&mut t, &[30, 60, 300, 150], &[30, 60, 400, 150]);
+        assert_eq!(t, vec![40.0, 80.0, 300.0, 100.0, 2.0]);
+        // Software events: never multiplexed, the counts are the differences.
+        let mut t = vec![0.0; 4];
+        accumulate(&mut t, &[5, 7, 7], &[9, 19, 19]);
+        assert_eq!(t, vec![4.0, 12.0, 12.0, 1.0]);
+    }
+
+    #[test]
+    fn rdpmc_values_are_sign_extended_from_the_counter_width() {
+        assert_eq!(sign_extend(0x0000_7fff_ffff_ffff, 48), 0x0000_7fff_ffff_ffff);
+        assert_eq!(sign_extend(0x0000_ffff_ffff_fffe, 48), (-2i64) as u64);
+        assert_eq!(sign_extend(5, 0), 5);
+        // offset + sign-extended counter = count (a counter the kernel started at -50).
+        assert_eq!(150u64.wrapping_add(sign_extend(0x0000_ffff_ffff_ffce, 48)), 100);
+    }
+
+    /// A stand-in for the kernel's mmap page (this VM has no PMU, so no event offers rdpmc):
+    /// with index 0 the count is `offset`, and times are extended by the cap_user_time formula.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn mmap_page_read_without_an_active_counter() {
+        let mut page: MmapPage = unsafe { std::mem::zeroed() };
+        page.offset = 1234;
+        page.time_enabled = 100;
+        page.time_running = 50;
+        assert_eq!(read_page(&page), (1234, 100, 50));
+        page.capabilities = CAP_USER_TIME;
+        page.time_offset = 7; // time_mult 0: delta = time_offset
+        assert_eq!(read_page(&page), (1234, 107, 50), "running grows only while the counter is on the PMU");
+    }
+
+    #[test]
+    fn errors_are_described() {
+        assert!(describe_errno(libc::ENOENT, false).contains("no hardware PMU"));
+        assert!(describe_errno(libc::EACCES, true).contains("perf_event_paranoid"));
     }
 }
