@@ -178,7 +178,7 @@ int sp_options_init(struct sp_options *options);
 /**
  * Start profiling. `options` may be NULL: defaults, then the environment
  * (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
- * SCOPE_PROFILER_METADATA); explicit options override the environment.
+ * SCOPE_PROFILER_METADATA, SCOPE_PROFILER_PERF_EVENTS); explicit options override the environment.
  * Call once, from the main thread, before worker threads record. A second call while
  * profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
  * returns SP_ERR_FINALIZED (one profile per process).
