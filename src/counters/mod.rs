@@ -258,6 +258,33 @@ pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> Ra
 mod tests {
     use super::*;
 
+    /// FLOPs from a FLOP set's formula, applied to a region's scaled totals. The events are
+    /// real software events (this VM has no FLOP events); the totals are set by hand.
+    #[test]
+    fn counted_flops_apply_the_formula_to_the_totals() {
+        let config = PerfConfig {
+            events: events::parse_list("task-clock,page-faults", &ThisMachine).events,
+        };
+        let mut p = PerfThread::open(&config);
+        assert!(!p.failed, "software events open here");
+        // Region 1: totals (task-clock 100, page-faults 10), enabled 50, running 25, 3 calls.
+        p.totals = vec![0.0; 5];
+        p.totals.extend([100.0, 10.0, 50.0, 25.0, 3.0]);
+        let fin = Finished {
+            event_names: vec!["task-clock".into(), "page-faults".into()],
+            formulas: vec![FlopsFormula { set: "flops".into(), terms: vec![("task-clock".into(), 2.0), ("page-faults".into(), 8.0)] }],
+        };
+        let t = ThreadCounters { perf: Some(Box::new(p)), annotations: Vec::new() };
+        let r = collect(&["a".into(), "b".into()], &fin, vec![ThreadTake { thread_id: 0, counters: t }]);
+        assert_eq!(r.perf.len(), 1, "region a has no calls counted");
+        let b = &r.perf[0];
+        assert_eq!((b.name.as_str(), b.calls), ("b", 3));
+        assert_eq!(b.totals, vec![100.0, 10.0]);
+        assert_eq!(b.running_fraction, 0.5);
+        assert_eq!(b.counted_flops, vec![("flops".to_string(), 2.0 * 100.0 + 8.0 * 10.0)]);
+        assert_eq!(b.thread_values, vec![vec![100.0, 10.0]]);
+    }
+
     #[test]
     fn annotations_sum_over_threads() {
         let mut t0 = ThreadCounters::default();
