@@ -23,6 +23,8 @@ pub struct Counters {
     pub likwid: Option<likwid::Session>,
     pub perf: Option<PerfConfig>,
     pub formulas: Vec<FlopsFormula>,
+    /// The events in the order they were asked for (the group puts hardware events first).
+    pub requested: Vec<String>,
 }
 
 /// What a run's counters need from setup.
@@ -36,15 +38,17 @@ impl Counters {
     /// Start the requested sources; warnings for what cannot be had. `None` if none is left.
     pub fn begin(req: &CounterRequest) -> Option<Counters> {
         let likwid = likwid::Session::begin(req.use_likwid);
-        let (perf, formulas) = if req.perf_events.trim().is_empty() { (None, Vec::new()) } else { Self::begin_perf(req.perf_events) };
+        let (perf, formulas, requested) =
+            if req.perf_events.trim().is_empty() { (None, Vec::new(), Vec::new()) } else { Self::begin_perf(req.perf_events) };
         if likwid.is_none() && perf.is_none() {
             return None;
         }
-        Some(Counters { likwid, perf, formulas })
+        Some(Counters { likwid, perf, formulas, requested })
     }
 
-    fn begin_perf(list: &str) -> (Option<PerfConfig>, Vec<FlopsFormula>) {
+    fn begin_perf(list: &str) -> (Option<PerfConfig>, Vec<FlopsFormula>, Vec<String>) {
         let EventList { events, formulas, errors } = events::parse_list(list, &ThisMachine);
+        let requested: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
         for e in &errors {
             crate::warn::once(&format!("perf-parse:{e}"), &format!("{e}; ignored, the other events are counted"));
         }
@@ -55,7 +59,7 @@ impl Counters {
         // A FLOP set whose events did not all open gives no counted FLOPs.
         let opened: Vec<&str> = perf.as_ref().map(|p| p.events.iter().map(|e| e.name.as_str()).collect()).unwrap_or_default();
         let formulas = formulas.into_iter().filter(|f| f.terms.iter().all(|(n, _)| opened.contains(&n.as_str()))).collect();
-        (perf, formulas)
+        (perf, formulas, requested)
     }
 
     /// A new region (dense ids, in creation order), under the registry lock.
@@ -97,15 +101,22 @@ impl Counters {
     /// End of recording (all threads quiesced): LIKWID's read-back, and what `collect` needs.
     pub fn finish(self) -> (likwid::LikwidRun, Finished) {
         let lk = self.likwid.map(|l| l.finish()).unwrap_or_default();
-        let events = self.perf.map(|p| p.events.iter().map(|e| e.name.clone()).collect()).unwrap_or_default();
-        (lk, Finished { event_names: events, formulas: self.formulas })
+        let group: Vec<String> = self.perf.map(|p| p.events.iter().map(|e| e.name.clone()).collect()).unwrap_or_default();
+        // Report the events in the order asked for.
+        let mut order: Vec<usize> = (0..group.len()).collect();
+        order.sort_by_key(|&i| self.requested.iter().position(|r| *r == group[i]).unwrap_or(usize::MAX));
+        let event_names = order.iter().map(|&i| group[i].clone()).collect();
+        (lk, Finished { event_names, group_index: order, formulas: self.formulas })
     }
 }
 
 /// What `collect` needs from the run's counter sources.
 #[derive(Default)]
 pub struct Finished {
+    /// The counted events, in the order asked for.
     pub event_names: Vec<String>,
+    /// Position in the thread's group of each of `event_names` (empty: the same order).
+    pub group_index: Vec<usize>,
     pub formulas: Vec<FlopsFormula>,
 }
 
@@ -202,13 +213,14 @@ pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> Ra
                     continue;
                 }
                 r.calls += calls;
-                for (t, x) in r.totals.iter_mut().zip(&v[..n]) {
+                let values: Vec<f64> = (0..n).map(|k| v[fin.group_index.get(k).copied().unwrap_or(k)]).collect();
+                for (t, x) in r.totals.iter_mut().zip(&values) {
                     *t += x;
                 }
                 en += v[n];
                 run += v[n + 1];
                 r.thread_ids.push(t.thread_id);
-                r.thread_values.push(v[..n].to_vec());
+                r.thread_values.push(values);
                 r.thread_running_fraction.push(if v[n] > 0.0 { v[n + 1] / v[n] } else { 0.0 });
                 r.thread_calls.push(calls);
             }
@@ -272,6 +284,7 @@ mod tests {
         p.totals.extend([100.0, 10.0, 50.0, 25.0, 3.0]);
         let fin = Finished {
             event_names: vec!["task-clock".into(), "page-faults".into()],
+            group_index: vec![],
             formulas: vec![FlopsFormula { set: "flops".into(), terms: vec![("task-clock".into(), 2.0), ("page-faults".into(), 8.0)] }],
         };
         let t = ThreadCounters { perf: Some(Box::new(p)), annotations: Vec::new() };
@@ -283,6 +296,15 @@ mod tests {
         assert_eq!(b.running_fraction, 0.5);
         assert_eq!(b.counted_flops, vec![("flops".to_string(), 2.0 * 100.0 + 8.0 * 10.0)]);
         assert_eq!(b.thread_values, vec![vec![100.0, 10.0]]);
+        // Reported in another order than the group's (hardware events lead the group, the file
+        // keeps the order asked for): values follow their names.
+        let mut p = PerfThread::open(&config);
+        p.totals = vec![100.0, 10.0, 50.0, 50.0, 1.0];
+        let fin = Finished { event_names: vec!["page-faults".into(), "task-clock".into()], group_index: vec![1, 0], formulas: vec![] };
+        let t = ThreadCounters { perf: Some(Box::new(p)), annotations: Vec::new() };
+        let r = collect(&["a".into()], &fin, vec![ThreadTake { thread_id: 0, counters: t }]);
+        assert_eq!(r.perf[0].totals, vec![10.0, 100.0]);
+        assert_eq!(r.perf[0].thread_values, vec![vec![10.0, 100.0]]);
     }
 
     #[test]
