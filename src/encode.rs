@@ -94,9 +94,23 @@ mod tests {
         p.info.extra.push(("clock_offset_ns".into(), crate::metadata::AttrValue::Int(-5)));
         p.regions.push(RegionData { name: "a/β".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 1], open_calls: 1, dropped_calls: 2 });
         p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
+        p.counters.event_names = vec!["task-clock".into()];
+        p.counters.perf.push(crate::counters::PerfRegion {
+            name: "a/β".into(),
+            calls: 2,
+            totals: vec![1.5e9],
+            running_fraction: 1.0,
+            thread_ids: vec![0, 1],
+            thread_values: vec![vec![1e9], vec![0.5e9]],
+            thread_running_fraction: vec![1.0, 1.0],
+            thread_calls: vec![1, 1],
+            counted_flops: vec![],
+        });
+        p.counters.annotated.push(crate::counters::AnnotatedRegion { name: "a/β".into(), flops: Some(2e9), ..Default::default() });
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions, p.regions);
+        assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
         assert!(decode(&encode(&p)[..20]).is_err());
         assert!(decode(b"garbage").is_err());
     }
