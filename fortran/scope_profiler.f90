@@ -24,7 +24,7 @@
 !> blanks are ignored), without a NUL-terminated copy.
 module scope_profiler
    use, intrinsic :: iso_c_binding, only: c_char, c_int, c_int32_t, c_size_t, c_ptr, &
-      c_null_char, c_loc, c_f_pointer, c_associated
+      c_null_char, c_loc, c_f_pointer, c_associated, c_double
    implicit none
    private
 
@@ -32,6 +32,7 @@ module scope_profiler
    public :: sp_region_start, sp_region_stop
    public :: sp_region_register, sp_region_start_id, sp_region_stop_id
    public :: sp_last_error, sp_status_string, sp_version
+   public :: sp_region_add_flops, sp_region_add_bytes
 
    !> Status codes (values of include/scope_profiler.h).
    integer, parameter, public :: SP_OK = 0
@@ -67,6 +68,7 @@ module scope_profiler
       integer(c_int32_t) :: comm
       integer(c_int32_t) :: has_comm
       type(c_ptr) :: clock
+      type(c_ptr) :: perf_events
    end type sp_options_t
 
    interface
@@ -126,6 +128,20 @@ module scope_profiler
          integer(c_int) :: rc
       end function c_sp_region_stop_id
 
+      function c_sp_region_add_flops(handle, flops) bind(C, name="sp_region_add_flops") result(rc)
+         import :: c_int32_t, c_int, c_double
+         integer(c_int32_t), value :: handle
+         real(c_double), value :: flops
+         integer(c_int) :: rc
+      end function c_sp_region_add_flops
+
+      function c_sp_region_add_bytes(handle, bytes) bind(C, name="sp_region_add_bytes") result(rc)
+         import :: c_int32_t, c_int, c_double
+         integer(c_int32_t), value :: handle
+         real(c_double), value :: bytes
+         integer(c_int) :: rc
+      end function c_sp_region_add_bytes
+
       function c_sp_finalize() bind(C, name="sp_finalize") result(rc)
          import :: c_int
          integer(c_int) :: rc
@@ -168,17 +184,21 @@ contains
    !>   ierr       status (SP_OK, SP_ALREADY_SET_UP, or an SP_ERR_* code)
    !>   clock      "auto", "tsc" or "monotonic" (default: $SCOPE_PROFILER_CLOCK, else "auto";
    !>              see docs/clock.md); a blank value counts as not given
+   !>   perf_events perf events to count per region, e.g. "task-clock,cycles,flops"
+   !>              (default: $SCOPE_PROFILER_PERF_EVENTS, else none)
    !> The run is recorded with language "Fortran".
-   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, clock)
+   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, clock, perf_events)
       character(len=*), intent(in), optional :: file_path
       logical, intent(in), optional :: use_likwid
       integer, intent(in), optional :: comm
       integer, intent(in), optional :: verbosity
       integer, intent(out), optional :: ierr
       character(len=*), intent(in), optional :: clock
+      character(len=*), intent(in), optional :: perf_events
       type(sp_options_t) :: options
       character(kind=c_char), dimension(:), allocatable, target :: path
       character(kind=c_char), dimension(:), allocatable, target :: clock_c
+      character(kind=c_char), dimension(:), allocatable, target :: events
       character(kind=c_char), dimension(8), target :: language
       integer(c_int) :: rc
 
@@ -206,6 +226,10 @@ contains
             call to_c_string(adjustl(clock), clock_c)
             options%clock = c_loc(clock_c)
          end if
+      end if
+      if (present(perf_events)) then
+         call to_c_string(perf_events, events)
+         options%perf_events = c_loc(events)
       end if
       call to_c_chars("Fortran", language)
       options%language = c_loc(language)
@@ -288,6 +312,27 @@ contains
       rc = c_sp_region_stop_id(int(handle, c_int32_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_stop_id
+
+   !> Add your own count of floating-point operations (e.g. 2*n**3 for a matrix product)
+   !> to the region with this handle, on the calling thread; inside or outside the region.
+   subroutine sp_region_add_flops(handle, flops, ierr)
+      integer, intent(in) :: handle
+      double precision, intent(in) :: flops
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      rc = c_sp_region_add_flops(int(handle, c_int32_t), real(flops, c_double))
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_region_add_flops
+
+   !> Add your own count of bytes moved to the region with this handle (as sp_region_add_flops).
+   subroutine sp_region_add_bytes(handle, bytes, ierr)
+      integer, intent(in) :: handle
+      double precision, intent(in) :: bytes
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      rc = c_sp_region_add_bytes(int(handle, c_int32_t), real(bytes, c_double))
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_region_add_bytes
 
    !> The message of the last error on the calling thread ("" if none).
    function sp_last_error() result(message)

@@ -193,6 +193,12 @@ typedef struct sp_options {
    * $SCOPE_PROFILER_CLOCK, else "auto". Timestamps in the file are CLOCK_MONOTONIC ns either way.
    */
   const char *clock;
+  /**
+   * perf events to count per region and thread, comma-separated as for `perf stat -e`
+   * (cycles, instructions, task-clock, page-faults, rNNNN, pmu/event=..,umask=../, flops,
+   * flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
+   */
+  const char *perf_events;
 } sp_options;
 
 #ifdef __cplusplus
@@ -208,7 +214,7 @@ int sp_options_init(struct sp_options *options);
 /**
  * Start profiling. `options` may be NULL: defaults, then the environment
  * (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
- * SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK); explicit options override the environment.
+ * SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK, SCOPE_PROFILER_PERF_EVENTS); explicit options override the environment.
  * Call once, from the main thread, before worker threads record. A second call while
  * profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
  * returns SP_ERR_FINALIZED (one profile per process).
@@ -259,6 +265,21 @@ int sp_region_start_id(int32_t handle);
  * See sp_region_stop for mismatched stops.
  */
 int sp_region_stop_id(int32_t handle);
+
+/**
+ * Add `flops` floating-point operations (your own count, e.g. 2*N*N*N for a matrix product)
+ * to the region with this handle, on the calling thread. Callable inside or outside the
+ * region, any number of times; the file keeps the total per rank and region
+ * (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
+ * SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+ */
+int sp_region_add_flops(int32_t handle, double flops);
+
+/**
+ * Add `bytes` of memory traffic (your own count) to the region with this handle, on the
+ * calling thread; as sp_region_add_flops. With both, sptool shows GB/s and FLOP/byte.
+ */
+int sp_region_add_bytes(int32_t handle, double bytes);
 
 /**
  * Start a call of the region `name` (registered on first use) on the calling thread.

@@ -107,6 +107,10 @@ public:
         return h;
     }
     const char* name() const noexcept { return name_ != nullptr ? name_ : owned_.c_str(); }
+    /** Add your own FLOP count to this region on the calling thread (sp_region_add_flops). */
+    int add_flops(double flops) const noexcept { return sp_region_add_flops(handle(), flops); }
+    /** Add your own byte count to this region on the calling thread (sp_region_add_bytes). */
+    int add_bytes(double bytes) const noexcept { return sp_region_add_bytes(handle(), bytes); }
 
 private:
     Region(const Region&) = delete;

@@ -15,6 +15,8 @@ pub struct Options {
     pub mpi_comm: Option<i32>,
     /// Clock: "auto", "tsc" or "monotonic" (see clock.rs).
     pub clock: Option<String>,
+    /// perf events to count per region (`SCOPE_PROFILER_PERF_EVENTS` syntax).
+    pub perf_events: Option<String>,
 }
 
 /// Which metadata to record: `Full` adds host, user, paths, modules and SLURM_* variables.
@@ -38,6 +40,8 @@ pub struct Config {
     pub clock: crate::clock::ClockMode,
     /// Time between clock anchors (TSC clock only).
     pub clock_anchor_ms: u64,
+    /// Comma-separated perf events (empty: none).
+    pub perf_events: String,
 }
 
 /// Environment variables read at setup (documented in the README).
@@ -49,6 +53,7 @@ pub mod env {
     pub const METADATA: &str = "SCOPE_PROFILER_METADATA";
     pub const CLOCK: &str = "SCOPE_PROFILER_CLOCK";
     pub const CLOCK_ANCHOR_MS: &str = "SCOPE_PROFILER_CLOCK_ANCHOR_MS";
+    pub const PERF_EVENTS: &str = "SCOPE_PROFILER_PERF_EVENTS";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -127,6 +132,7 @@ impl Config {
             mpi_comm: options.mpi_comm,
             clock,
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
+            perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
         }
     }
 
@@ -196,6 +202,7 @@ mod tests {
             language: Some("Fortran".into()),
             mpi_comm: None,
             clock: None,
+            perf_events: None,
         };
         let c = resolve(&o, &[("SCOPE_PROFILER_FILE", "/tmp/x.h5"), ("SCOPE_PROFILER_LIKWID", "1"), ("SCOPE_PROFILER_VERBOSE", "0")]);
         assert_eq!(c.file_path, PathBuf::from("mine.h5"));

@@ -12,6 +12,8 @@ struct Header {
     info: RankInfo,
     regions: Vec<RegionHeader>,
     likwid: LikwidRun,
+    #[serde(default)]
+    counters: crate::counters::RankCounters,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -33,12 +35,14 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
             .map(|r| RegionHeader { name: r.name.clone(), calls: r.calls() as u64, open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source.clone() })
             .collect(),
         likwid: p.likwid.clone(),
+        counters: p.counters.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
     let json = serde_json::to_vec(&header)
         .or_else(|_| {
             header.likwid = LikwidRun::default();
+            header.counters = Default::default();
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -77,7 +81,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
         let (starts, ends, thread_ids) = (column(n)?, column(n)?, column(n)?);
         regions.push(RegionData { name: r.name, starts, ends, thread_ids, open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters })
 }
 
 #[cfg(test)]
@@ -92,9 +96,23 @@ mod tests {
         p.info.extra.push(("clock_offset_ns".into(), crate::metadata::AttrValue::Int(-5)));
         p.regions.push(RegionData { name: "a/β".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 1], open_calls: 1, dropped_calls: 2, source: Some(crate::profile::SourceLocation { file: "a.c".into(), line: 7 }) });
         p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
+        p.counters.event_names = vec!["task-clock".into()];
+        p.counters.perf.push(crate::counters::PerfRegion {
+            name: "a/β".into(),
+            calls: 2,
+            totals: vec![1.5e9],
+            running_fraction: 1.0,
+            thread_ids: vec![0, 1],
+            thread_values: vec![vec![1e9], vec![0.5e9]],
+            thread_running_fraction: vec![1.0, 1.0],
+            thread_calls: vec![1, 1],
+            counted_flops: vec![],
+        });
+        p.counters.annotated.push(crate::counters::AnnotatedRegion { name: "a/β".into(), flops: Some(2e9), ..Default::default() });
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions, p.regions);
+        assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
         assert!(decode(&encode(&p)[..20]).is_err());
         assert!(decode(b"garbage").is_err());
     }

@@ -83,6 +83,10 @@ pub struct sp_options {
     /// CLOCK_MONOTONIC), "tsc" (forced, with a warning where unsafe) or "monotonic"; NULL for
     /// $SCOPE_PROFILER_CLOCK, else "auto". Timestamps in the file are CLOCK_MONOTONIC ns either way.
     pub clock: *const c_char,
+    /// perf events to count per region and thread, comma-separated as for `perf stat -e`
+    /// (cycles, instructions, task-clock, page-faults, rNNNN, pmu/event=..,umask=../, flops,
+    /// flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
+    pub perf_events: *const c_char,
 }
 
 thread_local! {
@@ -266,6 +270,7 @@ pub unsafe extern "C" fn sp_options_init(options: *mut sp_options) -> c_int {
                 comm: 0,
                 has_comm: 0,
                 clock: std::ptr::null(),
+                perf_events: std::ptr::null(),
             })
         };
         SP_OK
@@ -310,12 +315,15 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
     if has(std::mem::offset_of!(sp_options, clock) + std::mem::size_of::<*const c_char>()) {
         out.clock = unsafe { optional_str(o.clock, "sp_options.clock") }?;
     }
+    if has(std::mem::offset_of!(sp_options, perf_events) + std::mem::size_of::<*const c_char>()) {
+        out.perf_events = unsafe { optional_str(o.perf_events, "sp_options.perf_events") }?;
+    }
     Ok(out)
 }
 
 /// Start profiling. `options` may be NULL: defaults, then the environment
 /// (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
-/// SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK); explicit options override the environment.
+/// SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK, SCOPE_PROFILER_PERF_EVENTS); explicit options override the environment.
 /// Call once, from the main thread, before worker threads record. A second call while
 /// profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
 /// returns SP_ERR_FINALIZED (one profile per process).
@@ -426,6 +434,23 @@ pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
     guard(|| code(profiler::stop_id(handle as u32)))
+}
+
+/// Add `flops` floating-point operations (your own count, e.g. 2*N*N*N for a matrix product)
+/// to the region with this handle, on the calling thread. Callable inside or outside the
+/// region, any number of times; the file keeps the total per rank and region
+/// (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
+/// SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_region_add_flops(handle: i32, flops: f64) -> c_int {
+    guard(|| code(profiler::annotate(handle as u32, 0, flops)))
+}
+
+/// Add `bytes` of memory traffic (your own count) to the region with this handle, on the
+/// calling thread; as sp_region_add_flops. With both, sptool shows GB/s and FLOP/byte.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_region_add_bytes(handle: i32, bytes: f64) -> c_int {
+    guard(|| code(profiler::annotate(handle as u32, 1, bytes)))
 }
 
 /// Start a call of the region `name` (registered on first use) on the calling thread.

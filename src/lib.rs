@@ -12,6 +12,8 @@ pub mod clock;
 /// cbindgen:ignore
 pub mod config;
 /// cbindgen:ignore
+pub mod counters;
+/// cbindgen:ignore
 pub mod encode;
 pub mod ffi;
 /// cbindgen:ignore

@@ -80,6 +80,10 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
         vars.sort();
         out.extend(vars.into_iter().map(|(k, v)| (k, AttrValue::Str(truncate(&v)))));
     }
+    if !config.perf_events.trim().is_empty() {
+        // As requested; rank<N>/perf_events/event_names lists the events that could be counted.
+        out.push(("perf_events".into(), AttrValue::Str(truncate(config.perf_events.trim()))));
+    }
     out
 }
 

@@ -45,6 +45,7 @@ pub struct RankProfile {
     pub info: RankInfo,
     pub regions: Vec<RegionData>,
     pub likwid: crate::likwid::LikwidRun,
+    pub counters: crate::counters::RankCounters,
 }
 
 impl RankProfile {

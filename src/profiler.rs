@@ -4,6 +4,7 @@
 
 use crate::clock;
 use crate::config::{Config, Options};
+use crate::counters::{self, Counters};
 use crate::likwid;
 use crate::metadata::RunFacts;
 use crate::profile::{RankInfo, RankProfile, ThreadRecord};
@@ -19,13 +20,13 @@ const UNINIT: u8 = 0;
 const RUNNING: u8 = 1;
 const DISABLED: u8 = 2;
 const FINALIZED: u8 = 3;
-/// Running with LIKWID markers: a state of its own so the plain fast path never loads the
-/// LIKWID session.
-const RUNNING_LIKWID: u8 = 4;
+/// Running with counter sources (LIKWID markers, perf events): a state of its own so the
+/// plain fast path never loads them.
+const RUNNING_COUNTERS: u8 = 4;
 
 #[inline(always)]
 fn is_running(state: u8) -> bool {
-    state == RUNNING || state == RUNNING_LIKWID
+    state == RUNNING || state == RUNNING_COUNTERS
 }
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
@@ -34,8 +35,8 @@ static REGISTRY: Registry = Registry::new();
 /// must stay valid for the life of the process (only the data inside is freed at finalize).
 static THREADS: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
-/// The LIKWID session, or null. Set at setup, taken at finalize once all threads are quiesced.
-static LIKWID: AtomicPtr<likwid::Session> = AtomicPtr::new(std::ptr::null_mut());
+/// The counter sources, or null. Set at setup, taken at finalize once all threads are quiesced.
+static COUNTERS: AtomicPtr<Counters> = AtomicPtr::new(std::ptr::null_mut());
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
 /// The process that set up profiling: a forked child that exits must not write the file.
@@ -90,10 +91,10 @@ fn inactive(state: u8) -> Result<()> {
     }
 }
 
-/// Run `f` on the calling thread's data inside the quiescence window. `f` gets the LIKWID
-/// session when markers are on.
+/// Run `f` on the calling thread's data inside the quiescence window. `f` gets the counter
+/// sources when there are any.
 #[inline(always)]
-fn with_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&likwid::Session>) -> Result<R>) -> Result<R> {
+fn with_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>) -> Result<R>) -> Result<R> {
     let p = current_thread();
     if p.is_null() {
         return with_new_thread(f);
@@ -114,7 +115,7 @@ fn with_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&likwid::Sessi
 
 /// The calling thread's first call: only a running profiler gives it a buffer.
 #[cold]
-fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&likwid::Session>) -> Result<R>) -> Result<R> {
+fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>) -> Result<R>) -> Result<R> {
     let state = STATE.load(Ordering::Acquire);
     if !is_running(state) {
         return inactive(state).map(|_| R::default());
@@ -123,36 +124,36 @@ fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&likwid::S
     with_thread(f)
 }
 
-/// Inside the window but not plainly running: LIKWID markers on, or stopped.
+/// Inside the window but not plainly running: counter sources on, or stopped.
 #[cold]
 fn with_thread_not_plain<R: Default>(
     state: u8,
     tb: &ThreadBuffer,
-    f: impl FnOnce(&mut ThreadData, Option<&likwid::Session>) -> Result<R>,
+    f: impl FnOnce(&mut ThreadData, Option<&Counters>) -> Result<R>,
 ) -> Result<R> {
-    match (state, likwid_session()) {
+    match (state, counter_sources()) {
         // SAFETY: owner thread, inside enter/leave.
-        (RUNNING_LIKWID, Some(l)) => f(unsafe { tb.data() }, Some(l)),
-        (RUNNING_LIKWID, None) => f(unsafe { tb.data() }, None),
+        (RUNNING_COUNTERS, Some(c)) => f(unsafe { tb.data() }, Some(c)),
+        (RUNNING_COUNTERS, None) => f(unsafe { tb.data() }, None),
         _ => inactive(state).map(|_| R::default()),
     }
 }
 
 #[inline(always)]
-fn likwid_session() -> Option<&'static likwid::Session> {
-    let p = LIKWID.load(Ordering::Acquire);
+fn counter_sources() -> Option<&'static Counters> {
+    let p = COUNTERS.load(Ordering::Acquire);
     // SAFETY: non-null only between setup and finalize; finalize frees it only after every
     // thread is quiesced, and callers use it only inside the quiescence window.
     if p.is_null() { None } else { Some(unsafe { &*p }) }
 }
 
 #[inline(always)]
-fn open_call(data: &mut ThreadData, id: u32, lk: Option<&likwid::Session>) -> Result<()> {
+fn open_call(data: &mut ThreadData, id: u32, cs: Option<&Counters>) -> Result<()> {
     if !data.has_room() {
         return Err(too_deep(id));
     }
-    if let Some(l) = lk {
-        l.start(id);
+    if let Some(c) = cs {
+        c.on_start(&mut data.counters, id);
     }
     // The timestamp is the last thing taken, so our own work is outside the region.
     data.push_open(id, clock::now());
@@ -160,22 +161,21 @@ fn open_call(data: &mut ThreadData, id: u32, lk: Option<&likwid::Session>) -> Re
 }
 
 #[inline(always)]
-fn close_call(data: &mut ThreadData, id: u32, end: i64, lk: Option<&likwid::Session>) -> Result<()> {
+fn close_call(data: &mut ThreadData, id: u32, end: i64, cs: Option<&Counters>) -> Result<()> {
     if data.close(id, end) {
-        if let Some(l) = lk {
-            l.stop(id);
+        if let Some(c) = cs {
+            c.on_stop(&mut data.counters, id);
         }
         return Ok(());
     }
-    close_mismatched(data, id, end, lk)
+    close_mismatched(data, id, end, cs)
 }
 
 #[cold]
-fn close_mismatched(data: &mut ThreadData, id: u32, end: i64, lk: Option<&likwid::Session>) -> Result<()> {
+fn close_mismatched(data: &mut ThreadData, id: u32, end: i64, cs: Option<&Counters>) -> Result<()> {
     let outcome = data.close_out_of_order(id, end);
-    if let (Some(l), Mismatch::ClosedInner(inner)) = (lk, &outcome) {
-        inner.iter().for_each(|&i| l.stop(i));
-        l.stop(id);
+    if let (Some(c), Mismatch::ClosedInner(inner)) = (cs, &outcome) {
+        c.on_stop_out_of_order(&mut data.counters, inner, id);
     }
     Err(mismatch_error(id, outcome))
 }
@@ -229,8 +229,8 @@ fn register_name(bytes: &[u8]) -> Result<u32> {
 
 fn register_name_at(bytes: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
     REGISTRY.register_at(bytes, location, |id, name| {
-        if let Some(l) = likwid_session() {
-            l.region_created(id, name);
+        if let Some(c) = counter_sources() {
+            c.region_created(id, name);
         }
     })
 }
@@ -242,7 +242,7 @@ fn register_name_at(bytes: &[u8], location: Option<crate::registry::SourceLocati
 pub fn setup(options: &Options) -> Result<Status> {
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
-        RUNNING | RUNNING_LIKWID | DISABLED => return Ok(Status::AlreadySetUp),
+        RUNNING | RUNNING_COUNTERS | DISABLED => return Ok(Status::AlreadySetUp),
         FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
         _ => {}
     }
@@ -267,9 +267,10 @@ pub fn setup(options: &Options) -> Result<Status> {
     let facts = RunFacts::now();
     let info = crate::metadata::local_rank_info();
     let mut running = RUNNING;
-    if let Some(l) = likwid::Session::begin(config.use_likwid) {
-        LIKWID.store(Box::into_raw(Box::new(l)), Ordering::Release);
-        running = RUNNING_LIKWID;
+    let request = counters::CounterRequest { use_likwid: config.use_likwid, perf_events: &config.perf_events };
+    if let Some(c) = Counters::begin(&request) {
+        COUNTERS.store(Box::into_raw(Box::new(c)), Ordering::Release);
+        running = RUNNING_COUNTERS;
     }
     // Before the state says running: no thread reads the clock before the choice is made.
     let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
@@ -286,7 +287,7 @@ pub fn setup(options: &Options) -> Result<Status> {
 /// Register `name` and return its handle.
 pub fn register(name: &[u8]) -> Result<u32> {
     match STATE.load(Ordering::Acquire) {
-        RUNNING | RUNNING_LIKWID => register_name(name),
+        RUNNING | RUNNING_COUNTERS => register_name(name),
         DISABLED => Ok(0),
         s => inactive(s).map(|_| 0),
     }
@@ -295,7 +296,7 @@ pub fn register(name: &[u8]) -> Result<u32> {
 /// Register `name` with the place in the source that defines it, and return its handle.
 pub fn register_at(name: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
     match STATE.load(Ordering::Acquire) {
-        RUNNING | RUNNING_LIKWID => register_name_at(name, location),
+        RUNNING | RUNNING_COUNTERS => register_name_at(name, location),
         DISABLED => Ok(0),
         s => inactive(s).map(|_| 0),
     }
@@ -303,22 +304,38 @@ pub fn register_at(name: &[u8], location: Option<crate::registry::SourceLocation
 
 #[inline]
 pub fn start_id(id: u32) -> Result<()> {
-    with_thread(|data, lk| {
+    with_thread(|data, cs| {
         if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
         }
-        open_call(data, id, lk)
+        open_call(data, id, cs)
     })
 }
 
 #[inline]
 pub fn stop_id(id: u32) -> Result<()> {
     let end = clock::now_stop();
-    with_thread(|data, lk| {
+    with_thread(|data, cs| {
         if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
         }
-        close_call(data, id, end, lk)
+        close_call(data, id, end, cs)
+    })
+}
+
+/// Add analytic work to region `id` on the calling thread: `which` 0 = FLOPs, 1 = bytes.
+/// Inside or outside the region; summed per rank and region at finalize.
+pub fn annotate(id: u32, which: usize, value: f64) -> Result<()> {
+    if !value.is_finite() || value < 0.0 {
+        let what = if which == 0 { "flops" } else { "bytes" };
+        return Err(Error::new(Status::InvalidArgument, format!("sp_region_add_{what}: {value} is not a finite, non-negative number: ignored")));
+    }
+    with_thread(|data, _| {
+        if !data.knows_region(id, || REGISTRY.count()) {
+            return Err(invalid_handle(id));
+        }
+        data.counters.annotate(id, which, value);
+        Ok(())
     })
 }
 
@@ -334,9 +351,9 @@ pub struct CallerName<'a> {
 /// name still equals `cached`; `read()` reads and checks the name (only on a cache miss).
 #[inline(always)]
 pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
-    with_thread(|data, lk| {
+    with_thread(|data, cs| {
         let id = lookup_name(data, token, same, read, true)?;
-        open_call(data, id, lk)
+        open_call(data, id, cs)
     })
 }
 
@@ -344,9 +361,9 @@ pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl Fn
 #[inline(always)]
 pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
     let end = clock::now_stop();
-    with_thread(|data, lk| {
+    with_thread(|data, cs| {
         let id = lookup_name(data, token, same, read, false)?;
-        close_call(data, id, end, lk)
+        close_call(data, id, end, cs)
     })
 }
 
@@ -462,14 +479,17 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     if busy > 0 {
         warn::always(&format!("{busy} thread(s) were still inside a start/stop call at finalize; their calls are not in the file"));
     }
-    let likwid = {
-        let p = LIKWID.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let (likwid, finished) = {
+        let p = COUNTERS.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: set by Box::into_raw in setup; no thread is inside a call any more.
-        if p.is_null() { likwid::LikwidRun::default() } else { unsafe { Box::from_raw(p) }.finish() }
+        if p.is_null() { (likwid::LikwidRun::default(), counters::Finished::default()) } else { unsafe { Box::from_raw(p) }.finish() }
     };
+    let names = REGISTRY.names();
+    let mut taken: Vec<(u32, i64, counters::ThreadCounters)> =
+        records.iter_mut().map(|r| (r.index, r.os_tid, std::mem::take(&mut r.data.counters))).collect();
     // Every recorded tick precedes this: the last anchor, and the conversion of the run.
     let timebase = clock::end_run();
-    let (mut regions, thread_os_ids) = crate::profile::merge(&REGISTRY.names(), records, &timebase);
+    let (mut regions, thread_os_ids) = crate::profile::merge(&names, records, &timebase);
     for r in regions.iter_mut() {
         r.source = REGISTRY.location_of(&r.name);
     }
@@ -478,11 +498,27 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
+    // The file's thread ids are positions among the threads that recorded (merge's order).
+    taken.sort_by_key(|t| t.0);
+    let mut next = 0;
+    let threads = taken
+        .into_iter()
+        .map(|(_, os_tid, c)| {
+            let id = if thread_os_ids.get(next) == Some(&os_tid) {
+                next += 1;
+                next as i64 - 1
+            } else {
+                -1
+            };
+            counters::ThreadTake { thread_id: id, counters: c }
+        })
+        .collect();
+    let counters = counters::collect(&names, &finished, threads);
     for r in regions.iter().filter(|r| r.open_calls > 0) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }
     info.thread_os_ids = thread_os_ids;
-    RankProfile { info, regions, likwid }
+    RankProfile { info, regions, likwid, counters }
 }
 
 /// A program that set up profiling but never finalized still gets its file.

@@ -63,6 +63,8 @@ pub struct ThreadData {
     pub slots: Vec<NameSlot>,
     /// How many regions were registered when this thread last looked (see `knows_region`).
     pub known_regions: u32,
+    /// Counter-source state of this thread (perf group, annotations).
+    pub counters: crate::counters::ThreadCounters,
 }
 
 impl ThreadData {

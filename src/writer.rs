@@ -109,6 +109,7 @@ impl ProfileFile {
             write_region(&regions, region, &mut used)?;
         }
         crate::likwid::write_group(&g, &profile.likwid)?;
+        crate::counters::h5::write(&g, &profile.counters)?;
         Ok(())
     }
 

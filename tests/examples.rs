@@ -49,8 +49,19 @@ fn expect_counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
+/// `rank<N>/annotations/<region>` FLOPs (sp_region_add_flops).
+fn annotated_flops(h5: &hdf5::File, rank: usize, region: &str) -> f64 {
+    let g = h5.group(&format!("rank{rank}/annotations/{region}")).unwrap_or_else(|e| panic!("rank{rank}/annotations/{region}: {e}"));
+    g.attr("flops").unwrap().read_scalar::<f64>().unwrap()
+}
+
 fn check_nbody(h5: &hdf5::File, ranks: usize, steps: usize) {
     for rank in 0..ranks {
+        // The documented per-pair counts: 20 (force_div), 18 (force_rcp), 12 per body (update).
+        let bodies = annotated_flops(h5, rank, "update") / (12.0 * steps as f64);
+        let all = bodies * ranks as f64;
+        assert_eq!(annotated_flops(h5, rank, "force_div"), 20.0 * bodies * all * steps as f64, "rank {rank}");
+        assert_eq!(annotated_flops(h5, rank, "force_rcp"), 18.0 * bodies * all * steps as f64, "rank {rank}");
         let (got, regions) = counts(h5, rank);
         let mut want = vec![("step", steps), ("force_div", steps), ("force_rcp", steps), ("update", steps)];
         if ranks > 1 {
@@ -119,6 +130,12 @@ fn check_matmul(stdout: &str, h5: &hdf5::File, n: u64, ranks: usize, sweeps: usi
         let (flop, printed) = rates[&rank];
         let rows = (n * (rank as u64 + 1) / ranks as u64 - n * rank as u64 / ranks as u64) as f64;
         assert_eq!(flop, 2.0 * rows * (n * n) as f64, "rank {rank}: flop count");
+        // The same count annotated with sp_region_add_flops, and 24 bytes per stream element.
+        assert_eq!(annotated_flops(h5, rank, "matmul"), flop, "rank {rank}: annotated FLOPs");
+        let stream = h5.group(&format!("rank{rank}/annotations/stream")).unwrap();
+        let bytes = stream.attr("bytes").unwrap().read_scalar::<f64>().unwrap();
+        let flops = stream.attr("flops").unwrap().read_scalar::<f64>().unwrap();
+        assert_eq!(bytes, 12.0 * flops, "rank {rank}: stream moves 24 bytes per 2 FLOPs");
         flop_total += flop;
         // The region encloses the program's own timing: its rate is at most the printed one
         // (up to the printed rounding), and close to it.

@@ -10,6 +10,9 @@
 ! "stream": x = y + s * z over stream_len doubles per sweep, one call per sweep.
 ! Built with -DUSE_MPI (target matmul_f_mpi), the rows of c and the stream arrays are
 ! split over the ranks; each rank reports its rate, rank 0 the aggregate.
+! Both regions annotate their work with sp_region_add_flops / sp_region_add_bytes (matmul:
+! 2*N^3 FLOPs and the compulsory 8*(3*N^2 + N^2) bytes; stream: 2 FLOPs and 24 bytes per
+! element), so `sptool inspect` shows GFLOP/s, GB/s and FLOP/byte on any machine.
 ! Nothing here is LIKWID specific: set SCOPE_PROFILER_LIKWID=1 under likwid-perfctr -m.
 program matmul_f
    use, intrinsic :: iso_fortran_env, only: int64, real64, output_unit, error_unit
@@ -87,6 +90,9 @@ program matmul_f
    end do
    call system_clock(t1)
    call sp_region_stop_id(matmul_region)
+   ! This rank's share: 2 FLOPs (multiply, add) per (i, k, j).
+   call sp_region_add_flops(matmul_region, 2.0d0 * rows * real(n, real64)**2)
+   call sp_region_add_bytes(matmul_region, 8.0d0 * (3.0d0 * rows * n + real(n, real64)**2))
    t_matmul = real(t1 - t0, real64) / real(rate, real64)
 
    t_stream = 0
@@ -96,6 +102,8 @@ program matmul_f
       x = y + (s - 0.5_real64) * z
       call system_clock(t1)
       call sp_region_stop_id(stream_region)
+      call sp_region_add_flops(stream_region, 2.0d0 * nloc)
+      call sp_region_add_bytes(stream_region, 24.0d0 * nloc)
       t_stream = t_stream + real(t1 - t0, real64) / real(rate, real64)
    end do
 

@@ -11,6 +11,11 @@
  *           traffic and 2 flops per element), one call per sweep.
  * Built with -DUSE_MPI (target matmul_mpi) the rows of c and the stream arrays are split
  * over the ranks; each rank prints its own rate and rank 0 the aggregate.
+ * Both regions annotate their work with sp_region_add_flops / sp_region_add_bytes (matmul:
+ * 2*N^3 FLOPs and the compulsory traffic 8*(3*N^2 + N^2) bytes: a, b and c read once, c
+ * written once; stream: 2 FLOPs and 24 bytes per element), so `sptool inspect` shows GFLOP/s,
+ * GB/s and FLOP/byte on any machine; with SCOPE_PROFILER_PERF_EVENTS=flops on a CPU with a PMU
+ * it also shows the counted FLOPs and the analytic/counted ratio.
  * Nothing here is LIKWID specific: set SCOPE_PROFILER_LIKWID=1 under likwid-perfctr -m. */
 #define _POSIX_C_SOURCE 200809L
 #include <scope_profiler.h>
@@ -96,6 +101,9 @@ int main(int argc, char **argv) {
     }
     const double t_matmul = now() - t0;
     sp_region_stop_id(matmul_region);
+    /* This rank's share: 2 FLOPs (multiply, add) per (i, k, j). */
+    sp_region_add_flops(matmul_region, 2.0 * (double)rows * (double)n * (double)n);
+    sp_region_add_bytes(matmul_region, 8.0 * (3.0 * (double)rows * (double)n + (double)n * (double)n));
 
     double t_stream = 0.0;
     for (long s = 0; s < sweeps; s++) {
@@ -105,6 +113,8 @@ int main(int argc, char **argv) {
         for (long i = 0; i < len; i++) x[i] = y[i] + scale * z[i];
         t_stream += now() - t1;
         sp_region_stop_id(stream_region);
+        sp_region_add_flops(stream_region, 2.0 * (double)len);
+        sp_region_add_bytes(stream_region, 24.0 * (double)len);
     }
 
     /* Checksums of c and x, and what the sum of c must be:

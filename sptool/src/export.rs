@@ -1,6 +1,8 @@
 //! `sptool export`: per-rank region statistics joined with the LIKWID
 //! results in one tidy table, one row per (rank, region, hardware thread),
-//! one column per event label and metric; written as JSON or CSV.
+//! one column per event label and metric; written as JSON or CSV. Files with
+//! perf events or FLOP/byte annotations add the columns `flops`, `bytes`,
+//! `gflops_per_s`, `counted_flops` and one per perf event (totals per rank and region).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -108,7 +110,51 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
         }
     }
 
-    let mut keys: Vec<Key> = timing.keys().chain(likwid.keys()).copied().collect();
+    // perf events and analytic work, per (rank, region).
+    let work: BTreeMap<Key, crate::counters::WorkRow> = crate::counters::work_rows(profile, filter)
+        .into_iter()
+        .filter_map(|w| {
+            let name = profile.annotations.iter().map(|a| a.name.as_str()).chain(profile.perf.iter().map(|p| p.name.as_str())).find(|n| *n == w.name)?;
+            Some(((w.rank, name), w))
+        })
+        .collect();
+    let mut perf: BTreeMap<Key, &crate::model::PerfRegion> = BTreeMap::new();
+    for p in profile.perf.iter().filter(|p| filter.rank(p.rank) && filter.name(&p.name)) {
+        perf.insert((p.rank, p.name.as_str()), p);
+    }
+    let work_cols = if work.is_empty() && perf.is_empty() {
+        None
+    } else {
+        let first = columns.len();
+        for name in ["flops", "bytes", "gflops_per_s", "counted_flops"] {
+            add(&mut columns, name, "work");
+        }
+        Some(first)
+    };
+    let mut perf_col: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in perf.values() {
+        for (e, _) in &p.events {
+            if !perf_col.contains_key(e.as_str()) {
+                let i = add(&mut columns, e, "perf");
+                perf_col.insert(e, i);
+            }
+        }
+    }
+    let fill_counters = |key: &Key, row: &mut Vec<Value>| {
+        if let (Some(first), Some(w)) = (work_cols, work.get(key)) {
+            row[first] = num(w.flops);
+            row[first + 1] = num(w.bytes);
+            row[first + 2] = num(w.gflops_per_s());
+            row[first + 3] = num(w.counted);
+        }
+        if let Some(p) = perf.get(key) {
+            for (e, v) in &p.events {
+                row[perf_col[e.as_str()]] = num(Some(*v));
+            }
+        }
+    };
+
+    let mut keys: Vec<Key> = timing.keys().chain(likwid.keys()).chain(work.keys()).chain(perf.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
     let mut rows = Vec::new();
@@ -123,6 +169,7 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
             None => {
                 let mut row = base(Value::Null);
                 row.resize(columns.len(), Value::Null);
+                fill_counters(&key, &mut row);
                 rows.push(row);
             }
             Some(l) => {
@@ -142,6 +189,7 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
                     for (name, values) in l.metric_names.iter().zip(&l.metrics) {
                         row[metric_col[name.as_str()]] = num(values.get(th).copied());
                     }
+                    fill_counters(&key, &mut row);
                     rows.push(row);
                 }
             }

@@ -29,7 +29,73 @@ pub fn render(profile: &Profile, filter: &Filter, options: &Options) -> String {
     for table in likwid_tables(profile, filter) {
         table.render(&mut out);
     }
+    perf_tables(profile, filter, &mut out);
+    work_table(profile, filter, &mut out);
     out
+}
+
+/// One perf-event table per rank: regions as columns (like the LIKWID tables), events as rows.
+fn perf_tables(profile: &Profile, filter: &Filter, out: &mut String) {
+    let mut ranks: BTreeMap<u32, Vec<&crate::model::PerfRegion>> = BTreeMap::new();
+    for p in profile.perf.iter().filter(|p| filter.rank(p.rank) && filter.name(&p.name)) {
+        ranks.entry(p.rank).or_default().push(p);
+    }
+    for (rank, mut regions) in ranks {
+        regions.sort_by(|a, b| a.name.cmp(&b.name));
+        out.push_str(&format!("perf events (rank {rank})\n"));
+        let mut table = Table::new(std::iter::once("event".to_string()).chain(regions.iter().map(|r| r.name.clone())));
+        table.row(std::iter::once("calls".to_string()).chain(regions.iter().map(|r| r.calls.to_string())).collect());
+        let mut events: Vec<&str> = Vec::new();
+        for r in &regions {
+            for (e, _) in &r.events {
+                if !events.contains(&e.as_str()) {
+                    events.push(e);
+                }
+            }
+        }
+        for e in events {
+            let cells = regions.iter().map(|r| r.events.iter().find(|(n, _)| n == e).map_or("-".into(), |(_, v)| fmt::counter(*v)));
+            table.row(std::iter::once(e.to_string()).chain(cells).collect());
+        }
+        if regions.iter().any(|r| r.running_fraction.is_some()) {
+            let cells = regions.iter().map(|r| r.running_fraction.map_or("-".into(), |f| format!("{:.3}", f)));
+            table.row(std::iter::once("running fraction".to_string()).chain(cells).collect());
+        }
+        if regions.iter().any(|r| r.counted().is_some()) {
+            let cells = regions.iter().map(|r| r.counted().map_or("-".into(), fmt::counter));
+            table.row(std::iter::once("counted FLOPs".to_string()).chain(cells).collect());
+        }
+        table.render(out);
+        out.push_str("  Totals over calls and threads; counts scaled by time enabled / time running when multiplexed.\n\n");
+    }
+}
+
+/// FLOP/s and bytes/s of the regions with analytic (sp_region_add_flops/bytes) or counted FLOPs.
+fn work_table(profile: &Profile, filter: &Filter, out: &mut String) {
+    let rows = crate::counters::work_rows(profile, filter);
+    if rows.is_empty() {
+        return;
+    }
+    let opt = |v: Option<f64>| v.map_or("-".into(), |v| fmt::g(v, 4, false));
+    out.push_str("FLOPs and bytes\n");
+    let mut table = Table::new(["region", "rank", "time [s]", "GFLOP", "GFLOP/s", "GB", "GB/s", "FLOP/byte", "counted GFLOP/s", "analytic/counted"]);
+    for r in &rows {
+        table.row(vec![
+            r.name.clone(),
+            r.rank.to_string(),
+            fmt::seconds(Some(r.time_s)),
+            opt(r.flops.map(|f| f / 1e9)),
+            opt(r.gflops_per_s()),
+            opt(r.bytes.map(|b| b / 1e9)),
+            opt(r.gbytes_per_s()),
+            opt(r.intensity()),
+            opt(r.counted_gflops_per_s()),
+            opt(r.analytic_over_counted()),
+        ]);
+    }
+    table.render(out);
+    out.push_str("  GFLOP and GB from sp_region_add_flops/sp_region_add_bytes (else FLOPs counted by the flops event sets);\n");
+    out.push_str("  rates over the summed call time of the region on that rank (per thread for regions run by several threads at once).\n\n");
 }
 
 /// One region pooled over the selected ranks, with its per-rank parts.

@@ -8,6 +8,7 @@
 mod cli;
 mod columnar;
 mod compare;
+mod counters;
 mod error;
 mod export;
 mod filter;

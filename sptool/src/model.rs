@@ -198,6 +198,40 @@ impl fmt::Display for SourceLocation {
     }
 }
 
+/// perf_event totals of one region on one rank (`rank<N>/perf_events/<region>`).
+#[derive(Clone, Debug)]
+pub struct PerfRegion {
+    pub rank: u32,
+    pub name: String,
+    pub calls: i64,
+    /// (event, total over calls and threads).
+    pub events: Vec<(String, f64)>,
+    /// Smallest time-running / time-enabled fraction (1 = never multiplexed), if recorded.
+    pub running_fraction: Option<f64>,
+    /// FLOPs computed from FLOP events: (set, FLOPs).
+    pub counted_flops: Vec<(String, f64)>,
+}
+
+impl PerfRegion {
+    /// FLOPs from the counters: the `flops` set, else DP + SP.
+    pub fn counted(&self) -> Option<f64> {
+        let get = |k: &str| self.counted_flops.iter().find(|(s, _)| s == k).map(|(_, v)| *v);
+        get("flops").or_else(|| match (get("flops_dp"), get("flops_sp")) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        })
+    }
+}
+
+/// Analytic work of one region on one rank (`rank<N>/annotations/<region>`).
+#[derive(Clone, Debug)]
+pub struct Annotation {
+    pub rank: u32,
+    pub name: String,
+    pub flops: Option<f64>,
+    pub bytes: Option<f64>,
+}
+
 /// A whole profile file.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -213,6 +247,8 @@ pub struct Profile {
     pub likwid: Vec<LikwidRegion>,
     /// Where regions are defined, by region name (only those the file gives a location).
     pub sources: std::collections::BTreeMap<String, SourceLocation>,
+    pub perf: Vec<PerfRegion>,
+    pub annotations: Vec<Annotation>,
 }
 
 impl Profile {

@@ -10,7 +10,7 @@ use crate::error::{self, Error, Result};
 use crate::h5util::{self, has};
 use crate::model::{Layout, Profile, RankInfo, RegionRank};
 use crate::stats::Stats;
-use crate::{columnar, likwid};
+use crate::{columnar, counters, likwid};
 
 pub const SCHEMA_ATTR: &str = "scope_profiler_schema";
 pub const SUPPORTED: &str = "sptool reads schema 1 (per-rank groups, written by the scope_profiler \
@@ -74,6 +74,8 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
     let mut ranks = Vec::new();
     let mut regions = Vec::new();
     let mut likwid_regions = Vec::new();
+    let mut perf = Vec::new();
+    let mut annotations = Vec::new();
     for (rank, name) in &ranks_in_file {
         let group = file.group(name).map_err(h5err(name))?;
         let attrs = h5util::read_attrs(&group).map_err(h5err(name))?;
@@ -82,6 +84,12 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
             let (attrs, found) = likwid::read_rank(&group, *rank)?;
             likwid_attrs = attrs;
             likwid_regions.extend(found);
+        }
+        if has(&group, counters::PERF_GROUP) {
+            perf.extend(counters::read_perf(&group, *rank)?);
+        }
+        if has(&group, counters::ANNOTATIONS_GROUP) {
+            annotations.extend(counters::read_annotations(&group, *rank)?);
         }
         if schema == 1 {
             regions.extend(read_rank_regions(&group, *rank)?);
@@ -114,6 +122,8 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
         ranks,
         regions,
         likwid: likwid_regions,
+        perf,
+        annotations,
     })
 }
 

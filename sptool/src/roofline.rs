@@ -1,8 +1,10 @@
 //! Roofline points from LIKWID metrics: for every selected (rank, region)
 //! with a FLOP-rate metric and a memory-bandwidth metric, the rates summed
 //! over the region's hardware threads, and the intensity GFLOP/s / GB/s
-//! (= FLOP/byte). Ceilings are the given peaks, or else the largest
-//! observed values, flagged as empirical.
+//! (= FLOP/byte). Regions annotated with both sp_region_add_flops and
+//! sp_region_add_bytes are placed too (group "annotations": their FLOPs and
+//! bytes over the region's summed call time). Ceilings are the given peaks,
+//! or else the largest observed values, flagged as empirical.
 
 use std::collections::BTreeSet;
 
@@ -116,9 +118,13 @@ pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roof
     }
     let selected: Vec<&LikwidRegion> =
         profile.likwid.iter().filter(|r| filter.rank(r.rank) && filter.name(&r.tag)).collect();
+    let annotated = annotated_points(profile, filter);
+    if selected.is_empty() && !annotated.is_empty() {
+        return finish(annotated, req);
+    }
     if selected.is_empty() {
         let why = if profile.likwid.is_empty() {
-            "has no LIKWID counters; a roofline needs a LIKWID group with FLOP-rate and bandwidth metrics (e.g. MEM_DP)"
+            "has no LIKWID counters; a roofline needs a LIKWID group with FLOP-rate and bandwidth metrics (e.g. MEM_DP), or regions annotated with sp_region_add_flops and sp_region_add_bytes"
         } else {
             "has no LIKWID region matching the selection"
         };
@@ -175,6 +181,7 @@ pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roof
             bandwidth_metric: bw,
         });
     }
+    points.extend(annotated);
     if points.is_empty() {
         return Err(Error::in_file(
             path,
@@ -185,6 +192,31 @@ pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roof
             ),
         ));
     }
+    finish(points, req)
+}
+
+/// Regions with analytic FLOPs and bytes and a positive time.
+fn annotated_points(profile: &Profile, filter: &Filter) -> Vec<Point> {
+    crate::counters::work_rows(profile, filter)
+        .into_iter()
+        .filter_map(|w| {
+            let (gflops, gbs) = (w.rate(w.flops)?, w.gbytes_per_s()?);
+            (gflops > 0.0 && gbs > 0.0).then(|| Point {
+                rank: w.rank,
+                region: w.name.clone(),
+                group: "annotations".into(),
+                gflops,
+                gbs,
+                intensity: gflops / gbs,
+                runtime_s: w.time_s,
+                flops_metric: "sp_region_add_flops".into(),
+                bandwidth_metric: "sp_region_add_bytes".into(),
+            })
+        })
+        .collect()
+}
+
+fn finish(mut points: Vec<Point>, req: &Request) -> Result<Roofline> {
     points.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.region.cmp(&b.region)));
     let max_f = points.iter().map(|p| p.gflops).fold(0.0, f64::max);
     let max_b = points.iter().map(|p| p.gbs).fold(0.0, f64::max);

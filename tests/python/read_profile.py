@@ -4,6 +4,7 @@ Rust tests compare our own reading against).
 {"num_ranks": N, "has_likwid": bool, "likwid_ranks": [..], "metadata": {...},
  "regions": {name: {rank: {"calls": n, "total_ns": t, "durations_ns": [...] or null,
                            "source_file": str or null, "source_lineno": int or null}}},
+ "perf_events": {rank: {region: {"calls": n, "values": {event: count}}}},
  "likwid": {rank: {tag: {"group_id", "group_name", "source", "event_names", "counter_names",
                          "metric_names", "cpus", "times", "call_counts", "events", "metrics"}}}}
 NaN becomes null and infinities "inf"/"-inf" (JSON has neither).
@@ -69,4 +70,8 @@ for rank, regions in results.get_likwid_regions().items():
         }
         for tag, r in regions.items()
     }
+out["perf_events"] = {
+    str(rank): {name: {"calls": int(t.calls), "values": {k: int(v) for k, v in t.values.items()}} for name, t in regions.items()}
+    for rank, regions in results.get_perf_events().items()
+}
 json.dump(out, sys.stdout)

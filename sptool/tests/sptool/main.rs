@@ -3,6 +3,7 @@
 //! writes (`python.rs`).
 
 mod common;
+mod counters;
 mod errors;
 mod export;
 mod file_safety;
