@@ -1,5 +1,5 @@
 #!/bin/bash
-# LIKWID overhead benchmark (issue 4). Runs benches/likwid_overhead.c under
+# LIKWID overhead benchmark. Runs benches/likwid_overhead.c under
 # `likwid-perfctr -M 0 -C 0 -g FLOPS_DP -m` with fake MSRs (tests/likwid/fake_msr.sh):
 #  * per start/stop pair: scope_profiler (timing + LIKWID layer + LIKWID) vs bare
 #    likwid_markerStartRegion/StopRegion in the same process, interleaved blocks;

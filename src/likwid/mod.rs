@@ -1,4 +1,4 @@
-//! LIKWID hardware counters (issue 4): markers around every region, read back in an
+//! LIKWID hardware counters: markers around every region, read back in an
 //! isolated child process at finalize.
 //!
 //! Contract with the core (signatures kept):

@@ -32,7 +32,7 @@ fn likwid_groups_and_repeated_events() {
         assert!(out.contains(label), "{label} missing");
     }
     assert!(!out.contains("  CAS_COUNT_RD  "), "bare repeated name shown");
-    // The excerpt from the issue: costliest first, values as LIKWID gave them.
+    // The documented excerpt: costliest first, values as LIKWID gave them.
     assert!(out.contains("LIKWID counters (rank 0, group MEM_DP)"));
     let header = out.lines().find(|l| l.trim_start().starts_with("counter") && l.contains("main")).unwrap();
     let cols: Vec<&str> = header.split_whitespace().collect();
