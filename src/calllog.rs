@@ -77,6 +77,24 @@ impl CallLog {
         self.full.iter().chain(std::iter::once(&self.current)).flat_map(|c| c.iter().copied())
     }
 
+    /// Number of calls, and whether they are in start order (they are in stop order, which
+    /// differs only after recursion). One pass over the words, no decoding into memory.
+    pub fn scan(&self) -> (usize, bool) {
+        let mut cur = self.cursor();
+        let (mut n, mut sorted, mut prev) = (0usize, true, i64::MIN);
+        while let Some(c) = cur.next() {
+            n += 1;
+            sorted &= c.start >= prev;
+            prev = c.start;
+        }
+        (n, sorted)
+    }
+
+    /// Decode the calls one by one, in recording order.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor { log: self, chunk: 0, pos: 0, prev: 0 }
+    }
+
     /// Start and end columns in recording order (what finalize writes, without a copy).
     pub fn columns(&self) -> (Vec<i64>, Vec<i64>) {
         let n = self.len();
@@ -98,6 +116,52 @@ impl CallLog {
     }
 }
 
+/// Decodes a `CallLog` call by call (escapes never straddle chunks).
+pub struct Cursor<'a> {
+    log: &'a CallLog,
+    chunk: usize,
+    pos: usize,
+    prev: i64,
+}
+
+impl Cursor<'_> {
+    #[inline]
+    fn words(&self) -> &[u64] {
+        match self.log.full.get(self.chunk) {
+            Some(c) => c,
+            None if self.chunk == self.log.full.len() => &self.log.current,
+            None => &[],
+        }
+    }
+
+    #[inline]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Call> {
+        loop {
+            let words = self.words();
+            if let Some(&w) = words.get(self.pos) {
+                let call = if w == ESCAPE {
+                    let start = words.get(self.pos + 1).copied().unwrap_or_default() as i64;
+                    let end = words.get(self.pos + 2).copied().unwrap_or_default() as i64;
+                    self.pos += 3;
+                    Call { start, end }
+                } else {
+                    self.pos += 1;
+                    let start = self.prev.wrapping_add((w >> 32) as u32 as i32 as i64);
+                    Call { start, end: start + (w & ESCAPE) as i64 }
+                };
+                self.prev = call.start;
+                return Some(call);
+            }
+            if self.chunk >= self.log.full.len() {
+                return None;
+            }
+            self.chunk += 1;
+            self.pos = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +175,10 @@ mod tests {
         let (starts, ends) = log.columns();
         assert_eq!(starts, calls.iter().map(|c| c.start).collect::<Vec<_>>());
         assert_eq!(ends, calls.iter().map(|c| c.end).collect::<Vec<_>>());
+        let mut cur = log.cursor();
+        let decoded: Vec<Call> = std::iter::from_fn(|| cur.next()).collect();
+        assert_eq!(decoded, calls);
+        assert_eq!(log.scan(), (calls.len(), calls.is_sorted_by_key(|c| c.start)));
         log
     }
 

@@ -1,0 +1,188 @@
+//! The columnar layout: the Python package's schema 3 (`storage_layout = "columnar"`).
+//!
+//! - `/events/start_deltas`, `/events/durations` (int64): every call, rank by rank and region
+//!   by region; within a (rank, region) row the first start is absolute and the others are
+//!   gaps from the previous start, so the reader's cumulative sum restores the starts.
+//! - `/events/thread_ids`: the recording thread of each call, as narrow as the run allows
+//!   (uint8 up to 256 threads per rank, then uint16, uint32), so a call costs 17 bytes.
+//! - `/region_table/names` and `/rank_region_index/*`: one row per (rank, region) with the
+//!   offset and count of its calls, the summary statistics and the exclusive time.
+//! - Ours, beside it (the Python reader ignores them): `rank_region_index/open_calls`,
+//!   `dropped_calls`, `histograms`, and the per-thread statistics in `/scope_profiler_threads`.
+
+use super::aggregate::{IndexRows, Row};
+use super::{LayoutWriter, Plan, new_column, write_at};
+use crate::profile::RankProfile;
+
+#[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
+#[repr(C)]
+pub struct Summary {
+    pub total: i64,
+    pub minimum: i64,
+    pub maximum: i64,
+    pub first: i64,
+    pub last: i64,
+    pub start_minimum: i64,
+    pub end_maximum: i64,
+    pub gpu_count: u64,
+    pub gpu_total: i64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+struct Events {
+    deltas: hdf5::Dataset,
+    durations: hdf5::Dataset,
+    threads: ThreadColumn,
+}
+
+enum ThreadColumn {
+    U8(hdf5::Dataset),
+    U16(hdf5::Dataset),
+    U32(hdf5::Dataset),
+}
+
+pub struct Columnar {
+    plan: Plan,
+    events: Option<Events>,
+    offset: usize,
+    index: IndexRows,
+    offsets: Vec<u64>,
+    counts: Vec<u64>,
+    summaries: Vec<Summary>,
+    // Reused slab buffers.
+    d: Vec<i64>,
+    u: Vec<i64>,
+    t8: Vec<u8>,
+    t16: Vec<u16>,
+    t32: Vec<u32>,
+}
+
+impl Columnar {
+    pub fn new(plan: Plan) -> Columnar {
+        Columnar {
+            plan,
+            events: None,
+            offset: 0,
+            index: IndexRows::default(),
+            offsets: Vec::new(),
+            counts: Vec::new(),
+            summaries: Vec::new(),
+            d: Vec::new(),
+            u: Vec::new(),
+            t8: Vec::new(),
+            t16: Vec::new(),
+            t32: Vec::new(),
+        }
+    }
+
+    fn events(&mut self, file: &hdf5::File) -> hdf5::Result<&Events> {
+        if self.events.is_none() {
+            let g = file.create_group("events")?;
+            let n = self.plan.total_calls as usize;
+            let threads = match self.plan.max_threads {
+                0..=256 => ThreadColumn::U8(new_column::<u8>(&g, "thread_ids", n)?),
+                257..=65536 => ThreadColumn::U16(new_column::<u16>(&g, "thread_ids", n)?),
+                _ => ThreadColumn::U32(new_column::<u32>(&g, "thread_ids", n)?),
+            };
+            self.events = Some(Events { deltas: new_column::<i64>(&g, "start_deltas", n)?, durations: new_column::<i64>(&g, "durations", n)?, threads });
+        }
+        Ok(self.events.as_ref().unwrap())
+    }
+}
+
+impl LayoutWriter for Columnar {
+    fn write_rank(&mut self, file: &hdf5::File, _group: &hdf5::Group, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
+        self.events(file)?;
+        for region in &profile.regions {
+            let n = region.calls();
+            if self.offset + n > self.plan.total_calls as usize {
+                return Err(hdf5::Error::from(format!("rank {rank} has more calls than announced ({} > {})", self.offset + n, self.plan.total_calls)));
+            }
+            let start_offset = self.offset;
+            let mut s = Summary::default();
+            let (mut prev, mut count, mut mean, mut m2) = (0i64, 0u64, 0f64, 0f64);
+            let Columnar { events, offset, d, u, t8, t16, t32, .. } = self;
+            let ev = events.as_ref().unwrap();
+            region.for_each_slab(|slab| {
+                let m = slab.starts.len();
+                d.clear();
+                u.clear();
+                for (&a, &b) in slab.starts.iter().zip(slab.ends) {
+                    let dur = b - a;
+                    d.push(a - prev);
+                    u.push(dur);
+                    prev = a;
+                    if count == 0 {
+                        s.first = dur;
+                        s.minimum = dur;
+                        s.maximum = dur;
+                        s.start_minimum = a;
+                        s.end_maximum = b;
+                    }
+                    count += 1;
+                    s.total += dur;
+                    s.minimum = s.minimum.min(dur);
+                    s.maximum = s.maximum.max(dur);
+                    s.start_minimum = s.start_minimum.min(a);
+                    s.end_maximum = s.end_maximum.max(b);
+                    s.last = dur;
+                    let delta = dur as f64 - mean;
+                    mean += delta / count as f64;
+                    m2 += delta * (dur as f64 - mean);
+                }
+                write_at(&ev.deltas, *offset, d)?;
+                write_at(&ev.durations, *offset, u)?;
+                match &ev.threads {
+                    ThreadColumn::U8(ds) => {
+                        t8.clear();
+                        t8.extend(slab.thread_ids.iter().map(|&t| t as u8));
+                        write_at(ds, *offset, t8)?;
+                    }
+                    ThreadColumn::U16(ds) => {
+                        t16.clear();
+                        t16.extend(slab.thread_ids.iter().map(|&t| t as u16));
+                        write_at(ds, *offset, t16)?;
+                    }
+                    ThreadColumn::U32(ds) => {
+                        t32.clear();
+                        t32.extend(slab.thread_ids.iter().map(|&t| t as u32));
+                        write_at(ds, *offset, t32)?;
+                    }
+                }
+                *offset += m;
+                Ok::<(), hdf5::Error>(())
+            })?;
+            s.mean = mean;
+            s.m2 = m2;
+            self.offsets.push(start_offset as u64);
+            self.counts.push((self.offset - start_offset) as u64);
+            self.summaries.push(s);
+            self.index.push(Row { rank: rank as u32, region, stats: region.pooled() });
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, file: &hdf5::File) -> hdf5::Result<()> {
+        let n = self.plan.total_calls as usize;
+        self.events(file)?;
+        if self.offset != n {
+            return Err(hdf5::Error::from(format!("{} calls written of {} announced", self.offset, n)));
+        }
+        let index = self.index.write(file, "columnar")?;
+        index.new_dataset_builder().with_data(&self.offsets).create("event_offsets")?;
+        index.new_dataset_builder().with_data(&self.counts).create("event_counts")?;
+        index.new_dataset_builder().with_data(&self.summaries).create("summary_statistics")?;
+        let rows = self.counts.len();
+        index.new_dataset_builder().with_data(&vec![-1i64; rows]).create("source_lines")?;
+        let empty = super::aggregate::strings(&vec![String::new(); rows]);
+        let brackets = super::aggregate::strings(&vec!["[]".to_string(); rows]);
+        index.new_dataset_builder().with_data(&empty).create("source_files")?;
+        index.new_dataset_builder().with_data(&empty).create("source_texts")?;
+        index.new_dataset_builder().with_data(&brackets).create("tags")?;
+        index.new_dataset_builder().with_data(&brackets).create("event_metadata")?;
+        let excl: Vec<i64> = self.index.rows_exclusive();
+        index.new_dataset_builder().with_data(&excl).create("exclusive_totals")?;
+        Ok(())
+    }
+}
