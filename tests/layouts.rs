@@ -260,3 +260,48 @@ fn columnar_costs_at_most_17_bytes_per_call_and_aggregate_is_small() {
     assert!(per_call("regions") > 23.5, "the regions layout keeps 24 bytes per call: {sizes:?}");
     assert!(sizes["aggregate"] < 1 << 20, "{sizes:?}");
 }
+
+/// LIKWID results stay in `rank<N>/likwid` in every layout and the Python reader finds them.
+/// A stand-in for what this machine cannot do (no PMU, and LIKWID's fake-MSR runs do not yet
+/// work on this CPU): the counter results are given, not measured; the real end-to-end run
+/// per layout is in tests/likwid_e2e.rs (likwid_results_are_written_in_every_layout).
+#[test]
+fn likwid_results_are_kept_in_every_layout_given_results() {
+    use scope_profiler::likwid::{LikwidRun, RegionResult};
+    let dir = scratch("layouts_likwid");
+    for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
+        let mut p = sample_profile();
+        p.likwid = LikwidRun {
+            env: vec![("LIKWID_EVENTS".into(), "FLOPS_DP".into())],
+            regions: vec![RegionResult {
+                tag: "solve".into(),
+                group_id: 0,
+                group_name: "FLOPS_DP".into(),
+                source: "full_api".into(),
+                event_names: vec!["INSTR_RETIRED_ANY".into()],
+                counter_names: vec!["FIXC0".into()],
+                metric_names: vec!["CPI".into()],
+                cpus: vec![0, 1],
+                times: vec![0.5, 0.25],
+                call_counts: vec![3, 2],
+                events: vec![vec![100.0, 200.0]],
+                metrics: vec![vec![1.5, 2.5]],
+            }],
+        };
+        let path = dir.join(format!("{}.h5", layout.name()));
+        let mut w = layout_writer(layout, Plan::of(&p));
+        scope_profiler::output::write_file(&path, |f| {
+            f.write_metadata(&[])?;
+            f.write_rank(0, &p, w.as_mut())?;
+            w.finish(f.file())
+        })
+        .unwrap();
+        // The writer is still alive: the file must be closed all the same.
+        let py = python_view(&path);
+        assert_eq!(py["has_likwid"], true, "{}", layout.name());
+        let r = &py["likwid"]["0"]["solve"];
+        assert_eq!(r["call_counts"], serde_json::json!([3, 2]), "{}", layout.name());
+        assert_eq!(r["metrics"], serde_json::json!([[1.5, 2.5]]), "{}", layout.name());
+        assert_eq!(py["regions"]["solve"]["0"]["calls"], 5, "{}", layout.name());
+    }
+}

@@ -183,6 +183,8 @@ impl LayoutWriter for Columnar {
         index.new_dataset_builder().with_data(&brackets).create("event_metadata")?;
         let excl: Vec<i64> = self.index.rows_exclusive();
         index.new_dataset_builder().with_data(&excl).create("exclusive_totals")?;
+        // Close the event columns: the file closes only when its last object does.
+        self.events = None;
         Ok(())
     }
 }
