@@ -305,3 +305,46 @@ fn likwid_results_are_kept_in_every_layout_given_results() {
         assert_eq!(py["regions"]["solve"]["0"]["calls"], 5, "{}", layout.name());
     }
 }
+
+/// sptool (built from this workspace) reads every layout: the same calls and totals, and
+/// for the schema-3 layouts the exclusive times and duration histograms.
+#[test]
+fn sptool_inspects_and_exports_every_layout() {
+    let mut sptool = lib_dir().join("sptool");
+    if !sptool.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let release = lib_dir().ends_with("release");
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "sptool"]).current_dir(repo_root());
+        if release {
+            cmd.arg("--release");
+        }
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "building sptool: {}", text(&out.stderr));
+        sptool = lib_dir().join("sptool");
+    }
+    let dir = scratch("layouts_sptool");
+    for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
+        let file = write_sample(&dir, layout);
+        let out = run(Command::new(&sptool).arg("inspect").arg(&file));
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{}: {}", layout.name(), text(&out.stderr));
+        let solve = stdout.lines().find(|l| l.trim_start().starts_with("solve ")).unwrap_or_else(|| panic!("{stdout}"));
+        assert!(solve.split_whitespace().nth(2) == Some("5"), "5 calls of solve: {solve}");
+        if layout != Layout::Regions {
+            assert!(stdout.contains("Exclusive time and call durations"), "{stdout}");
+            // 50, 85, 5e9+100, 49 and 1 ns: buckets [32ns,64ns) twice, [64ns,128ns), [1ns,2ns) and 2^32 ns.
+            assert!(stdout.contains("[32ns, 64ns) 2"), "{stdout}");
+        }
+        let out = run(Command::new(&sptool).args(["export", "--format", "json", "-o", "-"]).arg(&file));
+        assert!(out.status.success(), "{}: {}", layout.name(), text(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = doc["rows"].as_array().unwrap().iter().find(|r| r["region"] == "solve").unwrap().clone();
+        assert_eq!(row["calls"], 5, "{}", layout.name());
+        assert!((row["total_s"].as_f64().unwrap() - 5.000000285).abs() < 1e-9, "{row}");
+        if layout == Layout::Aggregate {
+            let h = doc["histograms"].as_array().unwrap().iter().find(|h| h["region"] == "solve").unwrap();
+            assert_eq!(h["histogram_counts"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum::<u64>(), 5);
+        }
+    }
+}

@@ -182,6 +182,17 @@ impl LikwidRegion {
     }
 }
 
+/// What scope_profiler's schema-3 layouts store beside the Python package's columns for one
+/// (rank, region): the exclusive time and a log2 histogram of the call durations (bucket 0:
+/// zero-length calls; bucket b >= 1: durations in [2^(b-1), 2^b) ns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionExtra {
+    pub rank: u32,
+    pub name: String,
+    pub exclusive_ns: Option<i64>,
+    pub histogram: Vec<u64>,
+}
+
 /// A whole profile file.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -195,6 +206,8 @@ pub struct Profile {
     /// Per (rank, region), in file order.
     pub regions: Vec<RegionRank>,
     pub likwid: Vec<LikwidRegion>,
+    /// Exclusive times and duration histograms, where the file has them (empty otherwise).
+    pub extras: Vec<RegionExtra>,
 }
 
 impl Profile {
