@@ -20,6 +20,14 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     let mut files = BTreeMap::new(); // rank -> (file, group name)
     for path in inputs {
         let f = hdf5::File::open(path).map_err(|e| fail(format!("{}: not a readable HDF5 file ({e})", path.display())))?;
+        if f.attr("storage_layout").is_ok() {
+            // The columnar and aggregate layouts keep the regions in file-wide tables, not in
+            // the rank groups this merge copies: refuse rather than write a file without them.
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("{}: written in the columnar or aggregate layout, which scope_profiler_merge cannot combine yet; each rank file reads on its own", path.display()),
+            ));
+        }
         let ranks: Vec<String> = f
             .member_names()
             .map_err(|e| fail(format!("{}: {e}", path.display())))?
