@@ -92,7 +92,7 @@ impl CallLog {
 
     /// Decode the calls one by one, in recording order.
     pub fn cursor(&self) -> Cursor<'_> {
-        Cursor { log: self, chunk: 0, pos: 0, prev: 0 }
+        Cursor::new(self)
     }
 
     /// Start and end columns in recording order (what finalize writes, without a copy).
@@ -119,45 +119,53 @@ impl CallLog {
 /// Decodes a `CallLog` call by call (escapes never straddle chunks).
 pub struct Cursor<'a> {
     log: &'a CallLog,
-    chunk: usize,
+    /// Index of the next chunk (`log.full.len()` means `current`).
+    next_chunk: usize,
+    words: &'a [u64],
     pos: usize,
     prev: i64,
 }
 
-impl Cursor<'_> {
-    #[inline]
-    fn words(&self) -> &[u64] {
-        match self.log.full.get(self.chunk) {
-            Some(c) => c,
-            None if self.chunk == self.log.full.len() => &self.log.current,
-            None => &[],
-        }
+impl<'a> Cursor<'a> {
+    fn new(log: &'a CallLog) -> Cursor<'a> {
+        let mut c = Cursor { log, next_chunk: 0, words: &[], pos: 0, prev: 0 };
+        c.advance_chunk();
+        c
     }
 
-    #[inline]
+    /// Move to the next chunk; false when there is none.
+    #[cold]
+    fn advance_chunk(&mut self) -> bool {
+        let n = self.log.full.len();
+        if self.next_chunk > n {
+            return false;
+        }
+        self.words = if self.next_chunk < n { &self.log.full[self.next_chunk] } else { &self.log.current };
+        self.next_chunk += 1;
+        self.pos = 0;
+        true
+    }
+
+    #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Call> {
         loop {
-            let words = self.words();
-            if let Some(&w) = words.get(self.pos) {
-                let call = if w == ESCAPE {
-                    let start = words.get(self.pos + 1).copied().unwrap_or_default() as i64;
-                    let end = words.get(self.pos + 2).copied().unwrap_or_default() as i64;
-                    self.pos += 3;
-                    Call { start, end }
-                } else {
+            if let Some(&w) = self.words.get(self.pos) {
+                if w != ESCAPE {
                     self.pos += 1;
                     let start = self.prev.wrapping_add((w >> 32) as u32 as i32 as i64);
-                    Call { start, end: start + (w & ESCAPE) as i64 }
-                };
-                self.prev = call.start;
-                return Some(call);
+                    self.prev = start;
+                    return Some(Call { start, end: start + (w & ESCAPE) as i64 });
+                }
+                let start = self.words.get(self.pos + 1).copied().unwrap_or_default() as i64;
+                let end = self.words.get(self.pos + 2).copied().unwrap_or_default() as i64;
+                self.pos += 3;
+                self.prev = start;
+                return Some(Call { start, end });
             }
-            if self.chunk >= self.log.full.len() {
+            if !self.advance_chunk() {
                 return None;
             }
-            self.chunk += 1;
-            self.pos = 0;
         }
     }
 }

@@ -116,6 +116,51 @@ impl RegionData {
             Calls::Packed(runs) => merge_packed(runs, f),
         }
     }
+
+    /// `for_each_slab` with the decoding and merging of packed calls on a second thread, one
+    /// slab ahead of `f` (which stays on the calling thread: HDF5 is not thread-safe). The
+    /// write of one slab overlaps the decoding of the next, so a region is written at the
+    /// speed of the slower of the two, not their sum. Small regions are done inline.
+    pub fn for_each_slab_pipelined<E: Send>(&self, mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
+        let Calls::Packed(runs) = &self.calls else { return self.for_each_slab(f) };
+        if runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() < 32 * SLAB {
+            return self.for_each_slab(f);
+        }
+        type Buf = (Vec<i64>, Vec<i64>, Vec<i64>);
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Buf>(2);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Buf>();
+        for _ in 0..3 {
+            let _ = empty_tx.send((Vec::with_capacity(SLAB), Vec::with_capacity(SLAB), Vec::with_capacity(SLAB)));
+        }
+        std::thread::scope(|scope| {
+            let producer = scope.spawn(move || {
+                let _ = merge_packed::<()>(runs, |s| {
+                    let Ok(mut b) = empty_rx.recv() else { return Err(()) };
+                    b.0.clear();
+                    b.1.clear();
+                    b.2.clear();
+                    b.0.extend_from_slice(s.starts);
+                    b.1.extend_from_slice(s.ends);
+                    b.2.extend_from_slice(s.thread_ids);
+                    full_tx.send(b).map_err(|_| ())
+                });
+            });
+            let mut result = Ok(());
+            for b in full_rx.iter() {
+                if result.is_ok() {
+                    result = f(Slab { starts: &b.0, ends: &b.1, thread_ids: &b.2 });
+                }
+                if result.is_err() {
+                    break; // dropping the receiver stops the producer
+                }
+                let _ = empty_tx.send(b);
+            }
+            drop(full_rx);
+            drop(empty_tx);
+            let _ = producer.join();
+            result
+        })
+    }
 }
 
 fn one_hot(d: i64) -> Vec<u64> {
@@ -177,6 +222,35 @@ fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Resul
                 flush(&mut starts, &mut ends, &mut tids)?;
             }
             next = src.next();
+        }
+    } else if sources.len() == 2 {
+        // Two threads: a plain two-way merge (ties to the first).
+        let (mut a, mut b) = (heads[0], heads[1]);
+        let (ta, tb) = (sources[0].0, sources[1].0);
+        let (sa, sb) = sources.split_at_mut(1);
+        let (sa, sb) = (&mut sa[0].1, &mut sb[0].1);
+        loop {
+            let (c, t) = match (a, b) {
+                (Some(x), Some(y)) if y.start < x.start => {
+                    b = sb.next();
+                    (y, tb)
+                }
+                (Some(x), _) => {
+                    a = sa.next();
+                    (x, ta)
+                }
+                (None, Some(y)) => {
+                    b = sb.next();
+                    (y, tb)
+                }
+                (None, None) => break,
+            };
+            starts.push(ns(c.start));
+            ends.push(ns(c.end));
+            tids.push(t);
+            if starts.len() == SLAB {
+                flush(&mut starts, &mut ends, &mut tids)?;
+            }
         }
     } else if sources.len() <= 8 {
         loop {

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod columnar;
+pub mod read3;
 pub mod regions;
 
 use crate::config::Layout;

@@ -101,10 +101,11 @@ impl LayoutWriter for Columnar {
             }
             let start_offset = self.offset;
             let mut s = Summary::default();
-            let (mut prev, mut count, mut mean, mut m2) = (0i64, 0u64, 0f64, 0f64);
+            // Shifted sums for the variance (shift: the first duration), exact in one pass.
+            let (mut prev, mut count, mut shift, mut s1, mut s2) = (0i64, 0u64, 0i64, 0f64, 0f64);
             let Columnar { events, offset, d, u, t8, t16, t32, .. } = self;
             let ev = events.as_ref().unwrap();
-            region.for_each_slab(|slab| {
+            region.for_each_slab_pipelined(|slab| {
                 let m = slab.starts.len();
                 d.clear();
                 u.clear();
@@ -114,6 +115,7 @@ impl LayoutWriter for Columnar {
                     u.push(dur);
                     prev = a;
                     if count == 0 {
+                        shift = dur;
                         s.first = dur;
                         s.minimum = dur;
                         s.maximum = dur;
@@ -127,9 +129,9 @@ impl LayoutWriter for Columnar {
                     s.start_minimum = s.start_minimum.min(a);
                     s.end_maximum = s.end_maximum.max(b);
                     s.last = dur;
-                    let delta = dur as f64 - mean;
-                    mean += delta / count as f64;
-                    m2 += delta * (dur as f64 - mean);
+                    let x = (dur - shift) as f64;
+                    s1 += x;
+                    s2 += x * x;
                 }
                 write_at(&ev.deltas, *offset, d)?;
                 write_at(&ev.durations, *offset, u)?;
@@ -153,8 +155,11 @@ impl LayoutWriter for Columnar {
                 *offset += m;
                 Ok::<(), hdf5::Error>(())
             })?;
-            s.mean = mean;
-            s.m2 = m2;
+            if count > 0 {
+                let n = count as f64;
+                s.mean = shift as f64 + s1 / n;
+                s.m2 = (s2 - s1 * s1 / n).max(0.0);
+            }
             self.offsets.push(start_offset as u64);
             self.counts.push((self.offset - start_offset) as u64);
             self.summaries.push(s);

@@ -35,7 +35,7 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let ends = new_column::<i64>(&g, "end_times", n)?;
     let threads = new_column::<i64>(&g, "thread_ids", n)?;
     let mut at = 0;
-    region.for_each_slab(|s| {
+    region.for_each_slab_pipelined(|s| {
         let m = s.starts.len().min(n - at);
         write_at(&starts, at, &s.starts[..m])?;
         write_at(&ends, at, &s.ends[..m])?;
