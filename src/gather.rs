@@ -56,7 +56,7 @@ fn gather_plan(ctx: &MpiContext, mine: Plan) -> Plan {
     if ctx.rank == 0 {
         let mut all = vec![0u64; 2 * ctx.size as usize];
         root.gather_into_root(&send[..], &mut all[..]);
-        all.chunks_exact(2).fold(Plan::default(), |p, c| p.add(Plan { total_calls: c[0], max_threads: c[1] }))
+        all.chunks_exact(2).fold(Plan::default(), |p, c| p.and(Plan { total_calls: c[0], max_threads: c[1] }))
     } else {
         root.gather_into(&send[..]);
         mine
@@ -143,7 +143,6 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
             hdf5_error = Some(format!("metadata: {e}"));
         }
     }
-    drop(write);
     if hdf5_error.is_none() {
         let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| layout.finish(file.file())));
         match finished {

@@ -61,7 +61,7 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
                 for (rank, r) in crate::writer::read3::read_regions(&hdf5::File::open(&path)?)? {
                     let threads = r.iter().flat_map(|x| x.stats.iter().map(|(t, _)| *t as u64 + 1)).max().unwrap_or(0);
                     let calls = r.iter().map(|x| x.calls() as u64).sum();
-                    plan = plan.add(crate::writer::Plan { total_calls: calls, max_threads: threads });
+                    plan = plan.and(crate::writer::Plan { total_calls: calls, max_threads: threads });
                     regions.insert((path.clone(), rank), r);
                 }
             }

@@ -31,7 +31,7 @@ impl Plan {
         Plan { total_calls: profile.regions.iter().map(|r| r.calls() as u64).sum(), max_threads: profile.num_threads() as u64 }
     }
 
-    pub fn add(self, other: Plan) -> Plan {
+    pub fn and(self, other: Plan) -> Plan {
         Plan { total_calls: self.total_calls + other.total_calls, max_threads: self.max_threads.max(other.max_threads) }
     }
 }

@@ -225,3 +225,38 @@ fn columnar_and_aggregate_layouts_gather_every_rank_into_one_file() {
         }
     }
 }
+
+/// Per-rank files of the columnar and aggregate layouts combine too: the merge reads their
+/// region tables back and writes them again in the same layout.
+#[test]
+fn merge_combines_per_rank_files_of_the_schema3_layouts() {
+    for layout in ["columnar", "aggregate"] {
+        let dir = scratch(&format!("mpi_rank_files_{layout}"));
+        let exe = compile(Lang::C, "simple", &["tests/c/simple.c"], &dir, &[]);
+        let mut cmd = Command::new("mpirun");
+        cmd.args(["--oversubscribe", "-np", "2"])
+            .arg(&exe)
+            .current_dir(&dir)
+            .env("SCOPE_PROFILER_LAYOUT", layout)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let files: Vec<PathBuf> = (0..2).map(|r| dir.join(format!("profiling_data.rank{r}.h5"))).collect();
+        let merged = dir.join("merged.h5");
+        let out = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(&merged).args(&files));
+        assert!(out.status.success(), "{layout}: {}", text(&out.stderr));
+        let h5 = hdf5::File::open(&merged).unwrap();
+        assert_eq!(int_attr(&h5, "scope_profiler_schema"), 3);
+        assert_eq!(str_attr(&h5, "storage_layout"), layout);
+        drop(h5);
+        let py = python_view(&merged);
+        assert_eq!(py["num_ranks"], 2, "{layout}");
+        for r in 0..2 {
+            assert_eq!(py["regions"]["step"][r.to_string()]["calls"], 3, "{layout} rank {r}");
+            let single = python_view(&files[r]);
+            assert_eq!(py["regions"]["step"][r.to_string()]["total_ns"], single["regions"]["step"][r.to_string()]["total_ns"], "{layout}");
+            assert_eq!(py["regions"]["step"][r.to_string()]["starts_ns"], single["regions"]["step"][r.to_string()]["starts_ns"], "{layout}");
+        }
+    }
+}

@@ -29,8 +29,9 @@ pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<Regio
     let threads = file.group("scope_profiler_threads")?;
     let t_rows: Vec<u64> = col(&threads, "rows")?;
     let t_ids: Vec<i64> = col(&threads, "threads")?;
-    let (counts, totals, mins, maxs, excls): (Vec<u64>, Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>) =
-        (col(&threads, "counts")?, col(&threads, "totals")?, col(&threads, "minimums")?, col(&threads, "maximums")?, col(&threads, "exclusives")?);
+    let counts: Vec<u64> = col(&threads, "counts")?;
+    let [totals, mins, maxs, excls]: [Vec<i64>; 4] =
+        [col(&threads, "totals")?, col(&threads, "minimums")?, col(&threads, "maximums")?, col(&threads, "exclusives")?];
     let hist: Vec<u64> = col(&threads, "histograms")?;
     let mut per_row: Vec<Vec<(i64, Stats)>> = vec![Vec::new(); ids.len()];
     for i in 0..t_rows.len() {
