@@ -5,7 +5,7 @@
 
 use crate::calllog::{Call, CallLog};
 use crate::quiesce::CallSeq;
-use crate::stats::Table;
+use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;
 use std::cell::UnsafeCell;
 use std::sync::Arc;
@@ -60,6 +60,9 @@ pub struct ThreadData {
     pub keep_calls: bool,
     /// Statistics of the completed calls, per region (shared with readers on other threads).
     pub stats: Arc<Table>,
+    /// Each region's cell of `stats`, indexed like `logs` (always as long): one bounds check
+    /// finds both. The cells live as long as `stats`, which this struct holds.
+    cells: Vec<*const Cell>,
     /// Calls discarded by a stop of an outer region, indexed by region id.
     pub dropped: Vec<u64>,
     pub open: Vec<OpenCall>,
@@ -77,6 +80,7 @@ impl Default for ThreadData {
             logs: Vec::new(),
             keep_calls: true,
             stats: Arc::default(),
+            cells: Vec::new(),
             dropped: Vec::new(),
             open: Vec::new(),
             names: FxHashMap::default(),
@@ -147,17 +151,27 @@ impl ThreadData {
     /// only statistics are kept, the call itself.
     #[inline(always)]
     fn record(&mut self, id: u32, call: OpenCall, end: i64) {
+        let i = id as usize;
+        if i >= self.logs.len() {
+            self.grow(i);
+        }
         let duration = end.wrapping_sub(call.start);
-        self.stats.cell(id).record(duration, duration.wrapping_sub(call.child));
+        let exclusive = duration.wrapping_sub(call.child);
         if let Some(parent) = self.open.last_mut() {
             parent.child = parent.child.wrapping_add(duration);
         }
+        // SAFETY: `grow` keeps `cells` as long as `logs` (> i); the cell lives in `self.stats`.
+        let cell = unsafe { &**self.cells.get_unchecked(i) };
         if self.keep_calls {
-            self.log(id).push(Call { start: call.start, end });
+            cell.record(duration, exclusive);
+            // SAFETY: as above.
+            unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
+        } else {
+            cell.record_with_histogram(duration, exclusive);
         }
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     fn log(&mut self, id: u32) -> &mut CallLog {
         let i = id as usize;
         if i >= self.logs.len() {
@@ -170,6 +184,10 @@ impl ThreadData {
     #[cold]
     fn grow(&mut self, i: usize) {
         self.logs.resize_with(i + 1, CallLog::default);
+        for j in self.cells.len()..=i {
+            let cell: *const Cell = self.stats.cell(j as u32);
+            self.cells.push(cell);
+        }
     }
 
     /// A stop that is not of the innermost call: record `id` if it is open further out,

@@ -4,8 +4,7 @@
 //!
 //! Ours, beside it (the Python reader ignores them), also written by the columnar layout:
 //! `rank_region_index/{open_calls,dropped_calls,histograms}` (histograms: one row of
-//! `HIST_BUCKETS` log2 buckets per (rank, region); bucket b >= 1 counts durations in
-//! [2^(b-1), 2^b) ns, bucket 0 zero-length calls) and `/scope_profiler_threads/*`, the same
+//! `HIST_BUCKETS` log2 buckets per (rank, region), see `stats::bucket`) and `/scope_profiler_threads/*`, the same
 //! statistics per recording thread (`rows` points into rank_region_index).
 
 use super::{LayoutWriter, replace_attr};
@@ -23,7 +22,10 @@ pub fn strings(values: &[String]) -> Vec<VarLenUnicode> {
 pub struct Row<'a> {
     pub rank: u32,
     pub region: &'a RegionData,
+    /// Pooled over the threads.
     pub stats: Stats,
+    /// Per recording thread.
+    pub threads: Vec<(i64, Stats)>,
 }
 
 /// The per (rank, region) rows both schema-3 layouts share, kept in memory (a row per rank
@@ -54,8 +56,8 @@ impl IndexRows {
         self.pooled.push(row.stats);
         self.open.push(row.region.open_calls as i64);
         self.dropped.push(row.region.dropped_calls as i64);
-        for (t, s) in &row.region.stats {
-            self.threads.push((r, *t, s.clone()));
+        for (t, s) in row.threads {
+            self.threads.push((r, t, s));
         }
     }
 
@@ -116,7 +118,7 @@ pub struct Aggregate {
 impl LayoutWriter for Aggregate {
     fn write_rank(&mut self, _file: &hdf5::File, _group: &hdf5::Group, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
         for region in &profile.regions {
-            self.index.push(Row { rank: rank as u32, region, stats: region.pooled() });
+            self.index.push(Row { rank: rank as u32, region, stats: region.pooled(), threads: region.stats.clone() });
         }
         Ok(())
     }

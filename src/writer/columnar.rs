@@ -13,6 +13,7 @@
 use super::aggregate::{IndexRows, Row};
 use super::{LayoutWriter, Plan, new_column, write_at};
 use crate::profile::RankProfile;
+use crate::stats::{HIST_BUCKETS, Stats, bucket};
 
 #[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
 #[repr(C)]
@@ -103,14 +104,24 @@ impl LayoutWriter for Columnar {
             let mut s = Summary::default();
             // Shifted sums for the variance (shift: the first duration), exact in one pass.
             let (mut prev, mut count, mut shift, mut s1, mut s2) = (0i64, 0u64, 0i64, 0f64, 0f64);
+            // The histograms, per thread, from the calls (the hot path keeps none when calls are kept).
+            let mut hists: Vec<Vec<u64>> = Vec::new();
             let Columnar { events, offset, d, u, t8, t16, t32, .. } = self;
             let ev = events.as_ref().unwrap();
             region.for_each_slab_pipelined(|slab| {
                 let m = slab.starts.len();
                 d.clear();
                 u.clear();
-                for (&a, &b) in slab.starts.iter().zip(slab.ends) {
+                for ((&a, &b), &t) in slab.starts.iter().zip(slab.ends).zip(slab.thread_ids) {
                     let dur = b - a;
+                    let t = t.max(0) as usize;
+                    if t >= hists.len() {
+                        hists.resize(t + 1, Vec::new());
+                    }
+                    if hists[t].is_empty() {
+                        hists[t] = vec![0; HIST_BUCKETS];
+                    }
+                    hists[t][bucket(dur)] += 1;
                     d.push(a - prev);
                     u.push(dur);
                     prev = a;
@@ -163,7 +174,17 @@ impl LayoutWriter for Columnar {
             self.offsets.push(start_offset as u64);
             self.counts.push((self.offset - start_offset) as u64);
             self.summaries.push(s);
-            self.index.push(Row { rank: rank as u32, region, stats: region.pooled() });
+            let threads: Vec<(i64, Stats)> = region
+                .stats
+                .iter()
+                .map(|(t, st)| {
+                    let hist = hists.get(*t as usize).filter(|h| !h.is_empty()).cloned().unwrap_or_else(|| vec![0; HIST_BUCKETS]);
+                    (*t, Stats { hist, ..st.clone() })
+                })
+                .collect();
+            let mut pooled = Stats::default();
+            threads.iter().for_each(|(_, st)| pooled.merge(st));
+            self.index.push(Row { rank: rank as u32, region, stats: pooled, threads });
         }
         Ok(())
     }
