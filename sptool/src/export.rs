@@ -190,7 +190,7 @@ pub fn to_json(profile: &Profile, filter: &Filter) -> Value {
             m.insert("rank".into(), Value::from(e.rank));
             m.insert("region".into(), Value::from(e.name.clone()));
             m.insert("exclusive_s".into(), e.exclusive_ns.map_or(Value::Null, |x| Value::from(x as f64 / 1e9)));
-            m.insert("histogram_bucket_floor_ns".into(), Value::from((0..e.histogram.len()).map(|b| if b == 0 { 0u64 } else { 1u64 << (b - 1) }).collect::<Vec<u64>>()));
+            m.insert("histogram_bucket_floor_ns".into(), Value::from((0..e.histogram.len()).map(|b| if b <= 1 { 0u64 } else { 1u64 << (b - 1) }).collect::<Vec<u64>>()));
             m.insert("histogram_counts".into(), Value::from(e.histogram.clone()));
             Value::Object(m)
         })

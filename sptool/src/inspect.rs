@@ -325,7 +325,7 @@ fn histograms(profile: &Profile, filter: &Filter, rows: &[RegionRow], out: &mut 
             .enumerate()
             .filter(|(_, c)| **c > 0)
             .map(|(b, c)| {
-                let lo: u128 = if b == 0 { 0 } else { 1u128 << (b - 1) };
+                let lo: u128 = if b <= 1 { 0 } else { 1u128 << (b - 1) };
                 let hi: u128 = if b == 0 { 1 } else { 1u128 << b };
                 format!("[{}, {}) {c}", short_ns(lo), short_ns(hi))
             })

@@ -184,8 +184,7 @@ impl LikwidRegion {
 
 /// What scope_profiler's schema-3 layouts store beside the Python package's columns for one
 /// (rank, region): the exclusive time and a log2 histogram of the call durations (bucket 0:
-/// zero-length calls; bucket b >= 1: durations in [2^(b-1), 2^b) ns; scope_profiler counts
-/// 0 ns in bucket 1).
+/// nothing; bucket 1: durations below 2 ns; bucket b >= 2: durations in [2^(b-1), 2^b) ns).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegionExtra {
     pub rank: u32,
