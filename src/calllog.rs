@@ -24,6 +24,10 @@ pub struct CallLog {
     full: Vec<Vec<u64>>,
     current: Vec<u64>,
     prev_start: i64,
+    /// Escaped calls (three words each), so the number of calls needs no pass over the words.
+    escapes: usize,
+    /// A call started before the one logged before it (recursion): not in start order.
+    unsorted: bool,
 }
 
 impl CallLog {
@@ -32,6 +36,7 @@ impl CallLog {
         let gap = call.start.wrapping_sub(self.prev_start);
         let duration = call.end.wrapping_sub(call.start) as u64;
         self.prev_start = call.start;
+        self.unsorted |= gap < 0;
         if gap as i32 as i64 == gap && duration < ESCAPE {
             if self.current.len() == self.current.capacity() {
                 self.new_chunk(1);
@@ -44,6 +49,7 @@ impl CallLog {
 
     #[cold]
     fn push_escaped(&mut self, call: Call) {
+        self.escapes += 1;
         if self.current.capacity() - self.current.len() < 3 {
             self.new_chunk(3);
         }
@@ -59,9 +65,15 @@ impl CallLog {
         }
     }
 
-    /// Number of calls (walks the words; used at finalize, not on the hot path).
+    /// Number of calls.
     pub fn len(&self) -> usize {
-        self.words().fold((0, 0), |(n, skip), w| if skip > 0 { (n, skip - 1) } else if w == ESCAPE { (n + 1, 2) } else { (n + 1, 0) }).0
+        let words = self.full.iter().map(Vec::len).sum::<usize>() + self.current.len();
+        words - 2 * self.escapes
+    }
+
+    /// Are the calls in start order? (They are in stop order, which differs after recursion.)
+    pub fn is_sorted(&self) -> bool {
+        !self.unsorted
     }
 
     pub fn is_empty(&self) -> bool {
@@ -187,6 +199,7 @@ mod tests {
         let decoded: Vec<Call> = std::iter::from_fn(|| cur.next()).collect();
         assert_eq!(decoded, calls);
         assert_eq!(log.scan(), (calls.len(), calls.is_sorted_by_key(|c| c.start)));
+        assert_eq!(log.is_sorted(), calls.is_sorted_by_key(|c| c.start));
         log
     }
 

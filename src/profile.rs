@@ -188,11 +188,10 @@ impl Source<'_> {
 fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
     let mut sources: Vec<(i64, Source<'_>)> = Vec::with_capacity(runs.len());
     for (tid, log) in runs {
-        let (n, sorted) = log.scan();
-        if n == 0 {
+        if log.is_empty() {
             continue;
         }
-        if sorted {
+        if log.is_sorted() {
             sources.push((*tid, Source::Log(log.cursor())));
         } else {
             let mut cur = log.cursor();
