@@ -126,7 +126,7 @@ impl RegionData {
         if runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() < 32 * SLAB {
             return self.for_each_slab(f);
         }
-        type Buf = (Vec<i64>, Vec<i64>, Vec<i64>);
+        type Buf = Buffers;
         let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Buf>(2);
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Buf>();
         for _ in 0..3 {
@@ -134,15 +134,14 @@ impl RegionData {
         }
         std::thread::scope(|scope| {
             let producer = scope.spawn(move || {
-                let _ = merge_packed::<()>(runs, |s| {
-                    let Ok(mut b) = empty_rx.recv() else { return Err(()) };
-                    b.0.clear();
-                    b.1.clear();
-                    b.2.clear();
-                    b.0.extend_from_slice(s.starts);
-                    b.1.extend_from_slice(s.ends);
-                    b.2.extend_from_slice(s.thread_ids);
-                    full_tx.send(b).map_err(|_| ())
+                // The full buffers go to the writer as they are; empty ones come back.
+                let _ = merge_packed_into::<()>(runs, |b| {
+                    let Ok(mut empty) = empty_rx.recv() else { return Err(()) };
+                    empty.0.clear();
+                    empty.1.clear();
+                    empty.2.clear();
+                    std::mem::swap(b, &mut empty);
+                    full_tx.send(empty).map_err(|_| ())
                 });
             });
             let mut result = Ok(());
@@ -185,7 +184,22 @@ impl Source<'_> {
     }
 }
 
+/// Slab buffers: starts, ends, thread ids.
+type Buffers = (Vec<i64>, Vec<i64>, Vec<i64>);
+
 fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
+    merge_packed_into(runs, |b: &mut Buffers| {
+        let r = f(Slab { starts: &b.0, ends: &b.1, thread_ids: &b.2 });
+        b.0.clear();
+        b.1.clear();
+        b.2.clear();
+        r
+    })
+}
+
+/// Merge the runs into slab buffers; `flush` takes each full (or the last) slab and leaves
+/// empty buffers behind (cleared, or swapped for others).
+fn merge_packed_into<E>(runs: &[(i64, CallLog)], mut flush: impl FnMut(&mut Buffers) -> Result<(), E>) -> Result<(), E> {
     let mut sources: Vec<(i64, Source<'_>)> = Vec::with_capacity(runs.len());
     for (tid, log) in runs {
         if log.is_empty() {
@@ -200,14 +214,22 @@ fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Resul
             sources.push((*tid, Source::Sorted(calls.into_iter())));
         }
     }
-    let (mut starts, mut ends, mut tids) = (Vec::with_capacity(SLAB), Vec::with_capacity(SLAB), Vec::with_capacity(SLAB));
-    let mut flush = |starts: &mut Vec<i64>, ends: &mut Vec<i64>, tids: &mut Vec<i64>| -> Result<(), E> {
-        let r = f(Slab { starts, ends, thread_ids: tids });
-        starts.clear();
-        ends.clear();
-        tids.clear();
-        r
-    };
+    let mut buf: Buffers = (Vec::with_capacity(SLAB), Vec::with_capacity(SLAB), Vec::with_capacity(SLAB));
+    let (starts, ends, tids) = (&mut buf.0, &mut buf.1, &mut buf.2);
+    let mut spare: Buffers = Default::default();
+    // Hand over the full buffers; continue in the ones `flush` left behind.
+    macro_rules! flush {
+        () => {{
+            std::mem::swap(&mut spare.0, starts);
+            std::mem::swap(&mut spare.1, ends);
+            std::mem::swap(&mut spare.2, tids);
+            let r = flush(&mut spare);
+            std::mem::swap(&mut spare.0, starts);
+            std::mem::swap(&mut spare.1, ends);
+            std::mem::swap(&mut spare.2, tids);
+            r
+        }};
+    }
     // Heads of every source; ties go to the lower thread, as a stable merge would.
     let mut heads: Vec<Option<Call>> = sources.iter_mut().map(|(_, s)| s.next()).collect();
     if sources.len() == 1 {
@@ -218,7 +240,7 @@ fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Resul
             ends.push(ns(c.end));
             tids.push(*tid);
             if starts.len() == SLAB {
-                flush(&mut starts, &mut ends, &mut tids)?;
+                flush!()?;
             }
             next = src.next();
         }
@@ -248,7 +270,7 @@ fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Resul
             ends.push(ns(c.end));
             tids.push(t);
             if starts.len() == SLAB {
-                flush(&mut starts, &mut ends, &mut tids)?;
+                flush!()?;
             }
         }
     } else if sources.len() <= 8 {
@@ -267,7 +289,7 @@ fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Resul
             tids.push(sources[i].0);
             heads[i] = sources[i].1.next();
             if starts.len() == SLAB {
-                flush(&mut starts, &mut ends, &mut tids)?;
+                flush!()?;
             }
         }
     } else {
@@ -282,12 +304,12 @@ fn merge_packed<E>(runs: &[(i64, CallLog)], mut f: impl FnMut(Slab<'_>) -> Resul
                 heap.push(Reverse((c.start, i, c.end)));
             }
             if starts.len() == SLAB {
-                flush(&mut starts, &mut ends, &mut tids)?;
+                flush!()?;
             }
         }
     }
     if !starts.is_empty() {
-        flush(&mut starts, &mut ends, &mut tids)?;
+        flush!()?;
     }
     Ok(())
 }
