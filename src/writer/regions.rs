@@ -35,12 +35,17 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let ends = new_column::<i64>(&g, "end_times", n)?;
     let threads = new_column::<i64>(&g, "thread_ids", n)?;
     let mut at = 0;
-    region.for_each_slab_pipelined(|s| {
+    region.for_each_slab_pipelined::<hdf5::Error>(|s| {
         let m = s.starts.len().min(n - at);
         write_at(&starts, at, &s.starts[..m])?;
         write_at(&ends, at, &s.ends[..m])?;
         write_at(&threads, at, &s.thread_ids[..m])?;
         at += m;
         Ok(())
-    })
+    })?;
+    if at != n {
+        // Never leave unwritten elements in a file that looks complete.
+        return Err(hdf5::Error::from(format!("region '{}': {at} of {n} calls decoded", region.name)));
+    }
+    Ok(())
 }
