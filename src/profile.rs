@@ -117,6 +117,53 @@ impl RegionData {
         }
     }
 
+    /// Like `for_each_slab_pipelined`, with a per-slab encoding step `map` (into a `T`) that runs
+    /// on the decoding thread too, so the calling thread only writes (`f`). `map` sees the
+    /// slabs in order and may keep state across them.
+    pub fn for_each_slab_mapped<T: Send + Default, E: Send>(
+        &self,
+        mut map: impl FnMut(Slab<'_>, &mut T) + Send,
+        mut f: impl FnMut(&T) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let inline = match &self.calls {
+            Calls::Packed(runs) => runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() < 32 * SLAB,
+            Calls::Columns(_) => true,
+        };
+        if inline {
+            let mut t = T::default();
+            return self.for_each_slab(|s| {
+                map(s, &mut t);
+                f(&t)
+            });
+        }
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<T>(2);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<T>();
+        for _ in 0..3 {
+            let _ = empty_tx.send(T::default());
+        }
+        std::thread::scope(|scope| {
+            let producer = scope.spawn(move || {
+                let _ = self.for_each_slab::<()>(|s| {
+                    let Ok(mut t) = empty_rx.recv() else { return Err(()) };
+                    map(s, &mut t);
+                    full_tx.send(t).map_err(|_| ())
+                });
+            });
+            let mut result = Ok(());
+            for t in full_rx.iter() {
+                result = f(&t);
+                if result.is_err() {
+                    break;
+                }
+                let _ = empty_tx.send(t);
+            }
+            drop(full_rx);
+            drop(empty_tx);
+            let _ = producer.join();
+            result
+        })
+    }
+
     /// `for_each_slab` with the decoding and merging of packed calls on a second thread, one
     /// slab ahead of `f` (which stays on the calling thread: HDF5 is not thread-safe). The
     /// write of one slab overlaps the decoding of the next, so a region is written at the

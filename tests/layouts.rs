@@ -361,3 +361,75 @@ fn sptool_inspects_and_exports_every_layout() {
         }
     }
 }
+
+/// Large regions go through the pipelined finalize (decoding on a second thread): the same
+/// recorded calls (two threads, nesting, recursion) written in the regions and the columnar
+/// layout give identical columns, call for call, and the same totals through the Python reader.
+#[test]
+fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
+    use scope_profiler::profile::{ThreadRecord, merge};
+    use scope_profiler::recorder::ThreadData;
+    let dir = scratch("layouts_pipelined");
+    let names = vec!["outer".to_string(), "inner".to_string()];
+    let record = || -> Vec<ThreadRecord> {
+        (0..2u32)
+            .map(|t| {
+                let mut d = ThreadData::default();
+                let mut now = 1_000_000_000i64 + t as i64 * 7;
+                for i in 0..200_000i64 {
+                    assert!(d.open(0, now));
+                    assert!(d.open(1, now + 3));
+                    if i % 1000 == 0 {
+                        assert!(d.open(1, now + 4)); // recursion: logged out of start order
+                        assert!(d.close(1, now + 5));
+                    }
+                    assert!(d.close(1, now + 10 + i % 13));
+                    assert!(d.close(0, now + 40));
+                    now += 50 + (i % 3) * 20;
+                }
+                ThreadRecord { index: t, os_tid: 100 + t as i64, data: d }
+            })
+            .collect()
+    };
+    let mut files = BTreeMap::new();
+    for layout in [Layout::Regions, Layout::Columnar] {
+        let (regions, os) = merge(&names, record());
+        let mut p = RankProfile { regions, ..Default::default() };
+        p.info.thread_os_ids = os;
+        let path = dir.join(format!("{}.h5", layout.name()));
+        let mut w = layout_writer(layout, Plan::of(&p));
+        scope_profiler::output::write_file(&path, |f| {
+            f.write_metadata(&[])?;
+            f.write_rank(0, &p, w.as_mut())?;
+            w.finish(f.file())
+        })
+        .unwrap();
+        files.insert(layout.name(), readable_copy(&path));
+    }
+    let regions = read_regions(&hdf5::File::open(&files["regions"]).unwrap(), 0);
+    let h5 = hdf5::File::open(&files["columnar"]).unwrap();
+    let deltas: Vec<i64> = h5.dataset("events/start_deltas").unwrap().read_raw().unwrap();
+    let durations: Vec<i64> = h5.dataset("events/durations").unwrap().read_raw().unwrap();
+    let tids: Vec<u8> = h5.dataset("events/thread_ids").unwrap().read_raw().unwrap();
+    let offsets: Vec<u64> = h5.dataset("rank_region_index/event_offsets").unwrap().read_raw().unwrap();
+    let counts: Vec<u64> = h5.dataset("rank_region_index/event_counts").unwrap().read_raw().unwrap();
+    for (row, name) in ["outer", "inner"].iter().enumerate() {
+        let r = &regions[*name];
+        let range = offsets[row] as usize..(offsets[row] + counts[row]) as usize;
+        let mut start = 0i64;
+        let starts: Vec<i64> = deltas[range.clone()].iter().map(|d| {
+            start += d;
+            start
+        }).collect();
+        let ends: Vec<i64> = starts.iter().zip(&durations[range.clone()]).map(|(s, d)| s + d).collect();
+        let threads: Vec<i64> = tids[range].iter().map(|&t| t as i64).collect();
+        assert_eq!(starts.len(), if *name == "outer" { 400_000 } else { 400_400 });
+        assert!(starts == r.starts && ends == r.ends && threads == r.thread_ids, "{name}: columns differ");
+    }
+    let (a, b) = (python_view(&files["regions"]), python_view(&files["columnar"]));
+    for name in ["outer", "inner"] {
+        for key in ["calls", "total_ns", "min_ns", "max_ns"] {
+            assert_eq!(a["regions"][name]["0"][key], b["regions"][name]["0"][key], "{name} {key}");
+        }
+    }
+}

@@ -37,6 +37,16 @@ struct Events {
     threads: ThreadColumn,
 }
 
+/// One slab encoded for the columns.
+#[derive(Default)]
+struct Encoded {
+    d: Vec<i64>,
+    u: Vec<i64>,
+    t8: Vec<u8>,
+    t16: Vec<u16>,
+    t32: Vec<u32>,
+}
+
 enum ThreadColumn {
     U8(hdf5::Dataset),
     U16(hdf5::Dataset),
@@ -51,12 +61,6 @@ pub struct Columnar {
     offsets: Vec<u64>,
     counts: Vec<u64>,
     summaries: Vec<Summary>,
-    // Reused slab buffers.
-    d: Vec<i64>,
-    u: Vec<i64>,
-    t8: Vec<u8>,
-    t16: Vec<u16>,
-    t32: Vec<u32>,
 }
 
 impl Columnar {
@@ -69,11 +73,6 @@ impl Columnar {
             offsets: Vec::new(),
             counts: Vec::new(),
             summaries: Vec::new(),
-            d: Vec::new(),
-            u: Vec::new(),
-            t8: Vec::new(),
-            t16: Vec::new(),
-            t32: Vec::new(),
         }
     }
 
@@ -106,66 +105,71 @@ impl LayoutWriter for Columnar {
             let (mut prev, mut count, mut shift, mut s1, mut s2) = (0i64, 0u64, 0i64, 0f64, 0f64);
             // The histograms, per thread, from the calls (the hot path keeps none when calls are kept).
             let mut hists: Vec<Vec<u64>> = Vec::new();
-            let Columnar { events, offset, d, u, t8, t16, t32, .. } = self;
+            let Columnar { events, offset, .. } = self;
             let ev = events.as_ref().unwrap();
-            region.for_each_slab_pipelined(|slab| {
-                let m = slab.starts.len();
-                d.clear();
-                u.clear();
-                for ((&a, &b), &t) in slab.starts.iter().zip(slab.ends).zip(slab.thread_ids) {
-                    let dur = b - a;
-                    let t = t.max(0) as usize;
-                    if t >= hists.len() {
-                        hists.resize(t + 1, Vec::new());
+            let width = match &ev.threads {
+                ThreadColumn::U8(_) => 1,
+                ThreadColumn::U16(_) => 2,
+                ThreadColumn::U32(_) => 4,
+            };
+            // Encoding (and the statistics) on the decoding thread; the writes here.
+            region.for_each_slab_mapped(
+                |slab, e: &mut Encoded| {
+                    e.d.clear();
+                    e.u.clear();
+                    e.t8.clear();
+                    e.t16.clear();
+                    e.t32.clear();
+                    match width {
+                        1 => e.t8.extend(slab.thread_ids.iter().map(|&t| t as u8)),
+                        2 => e.t16.extend(slab.thread_ids.iter().map(|&t| t as u16)),
+                        _ => e.t32.extend(slab.thread_ids.iter().map(|&t| t as u32)),
                     }
-                    if hists[t].is_empty() {
-                        hists[t] = vec![0; HIST_BUCKETS];
+                    for ((&a, &b), &t) in slab.starts.iter().zip(slab.ends).zip(slab.thread_ids) {
+                        let dur = b - a;
+                        let t = t.max(0) as usize;
+                        if t >= hists.len() {
+                            hists.resize(t + 1, Vec::new());
+                        }
+                        if hists[t].is_empty() {
+                            hists[t] = vec![0; HIST_BUCKETS];
+                        }
+                        hists[t][bucket(dur)] += 1;
+                        e.d.push(a - prev);
+                        e.u.push(dur);
+                        prev = a;
+                        if count == 0 {
+                            shift = dur;
+                            s.first = dur;
+                            s.minimum = dur;
+                            s.maximum = dur;
+                            s.start_minimum = a;
+                            s.end_maximum = b;
+                        }
+                        count += 1;
+                        s.total += dur;
+                        s.minimum = s.minimum.min(dur);
+                        s.maximum = s.maximum.max(dur);
+                        s.start_minimum = s.start_minimum.min(a);
+                        s.end_maximum = s.end_maximum.max(b);
+                        s.last = dur;
+                        let x = (dur - shift) as f64;
+                        s1 += x;
+                        s2 += x * x;
                     }
-                    hists[t][bucket(dur)] += 1;
-                    d.push(a - prev);
-                    u.push(dur);
-                    prev = a;
-                    if count == 0 {
-                        shift = dur;
-                        s.first = dur;
-                        s.minimum = dur;
-                        s.maximum = dur;
-                        s.start_minimum = a;
-                        s.end_maximum = b;
+                },
+                |e: &Encoded| {
+                    write_at(&ev.deltas, *offset, &e.d)?;
+                    write_at(&ev.durations, *offset, &e.u)?;
+                    match &ev.threads {
+                        ThreadColumn::U8(ds) => write_at(ds, *offset, &e.t8)?,
+                        ThreadColumn::U16(ds) => write_at(ds, *offset, &e.t16)?,
+                        ThreadColumn::U32(ds) => write_at(ds, *offset, &e.t32)?,
                     }
-                    count += 1;
-                    s.total += dur;
-                    s.minimum = s.minimum.min(dur);
-                    s.maximum = s.maximum.max(dur);
-                    s.start_minimum = s.start_minimum.min(a);
-                    s.end_maximum = s.end_maximum.max(b);
-                    s.last = dur;
-                    let x = (dur - shift) as f64;
-                    s1 += x;
-                    s2 += x * x;
-                }
-                write_at(&ev.deltas, *offset, d)?;
-                write_at(&ev.durations, *offset, u)?;
-                match &ev.threads {
-                    ThreadColumn::U8(ds) => {
-                        t8.clear();
-                        t8.extend(slab.thread_ids.iter().map(|&t| t as u8));
-                        write_at(ds, *offset, t8)?;
-                    }
-                    ThreadColumn::U16(ds) => {
-                        t16.clear();
-                        t16.extend(slab.thread_ids.iter().map(|&t| t as u16));
-                        write_at(ds, *offset, t16)?;
-                    }
-                    ThreadColumn::U32(ds) => {
-                        t32.clear();
-                        t32.extend(slab.thread_ids.iter().map(|&t| t as u32));
-                        write_at(ds, *offset, t32)?;
-                    }
-                }
-                *offset += m;
-                Ok::<(), hdf5::Error>(())
-            })?;
+                    *offset += e.d.len();
+                    Ok::<(), hdf5::Error>(())
+                },
+            )?;
             if count > 0 {
                 let n = count as f64;
                 s.mean = shift as f64 + s1 / n;
