@@ -456,7 +456,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     let result = output::write_run(&session, mpi, profile, gather);
     if session.config.verbosity >= 2 {
         warn::always(&format!(
-            "finalize: merging the threads' calls took {:.3} s, gathering and writing {:.3} s",
+            "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
             (t1 - t0).as_secs_f64(),
             t1.elapsed().as_secs_f64()
         ));
