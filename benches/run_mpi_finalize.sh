@@ -7,7 +7,11 @@ cargo build --release --lib
 mkdir -p target/bench
 mpicc -std=c99 -O2 -Iinclude benches/mpi_finalize.c -o target/bench/mpi_finalize \
    -Ltarget/release -Wl,-rpath,"$PWD/target/release" -lscope_profiler
-for np in ${NPS:-2 4 8 16}; do
-  mpirun --oversubscribe -np "$np" target/bench/mpi_finalize "${1:-100000}" /tmp/sp_bench_mpi.h5
+# Every layout ($LAYOUTS, default all three), each at every rank count.
+for layout in ${LAYOUTS:-regions columnar aggregate}; do
+  echo "layout $layout"
+  for np in ${NPS:-2 4 8 16}; do
+    SCOPE_PROFILER_LAYOUT=$layout mpirun --oversubscribe -x SCOPE_PROFILER_LAYOUT -np "$np" target/bench/mpi_finalize "${1:-100000}" /tmp/sp_bench_mpi.h5
+  done
 done
 ls -l /tmp/sp_bench_mpi.h5

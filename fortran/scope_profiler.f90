@@ -24,7 +24,7 @@
 !> blanks are ignored), without a NUL-terminated copy.
 module scope_profiler
    use, intrinsic :: iso_c_binding, only: c_char, c_int, c_int32_t, c_size_t, c_ptr, &
-      c_null_char, c_loc, c_f_pointer, c_associated, c_double
+      c_null_char, c_loc, c_f_pointer, c_associated, c_double, c_int64_t
    implicit none
    private
 
@@ -33,6 +33,7 @@ module scope_profiler
    public :: sp_region_register, sp_region_start_id, sp_region_stop_id
    public :: sp_last_error, sp_status_string, sp_version
    public :: sp_region_add_flops, sp_region_add_bytes
+   public :: sp_stats_t, sp_region_get_stats, sp_print_summary
 
    !> Status codes (values of include/scope_profiler.h).
    integer, parameter, public :: SP_OK = 0
@@ -67,9 +68,20 @@ module scope_profiler
       type(c_ptr) :: language
       integer(c_int32_t) :: comm
       integer(c_int32_t) :: has_comm
+      type(c_ptr) :: layout
       type(c_ptr) :: clock
       type(c_ptr) :: perf_events
    end type sp_options_t
+
+   !> struct sp_stats of the C header: a region's completed calls so far (sp_region_get_stats).
+   type, bind(C) :: sp_stats_t
+      integer(c_size_t) :: struct_size = 0
+      integer(c_int64_t) :: count = 0
+      integer(c_int64_t) :: total_ns = 0
+      integer(c_int64_t) :: min_ns = 0
+      integer(c_int64_t) :: max_ns = 0
+      integer(c_int64_t) :: exclusive_ns = 0
+   end type sp_stats_t
 
    interface
       function c_sp_options_init(options) bind(C, name="sp_options_init") result(rc)
@@ -142,6 +154,18 @@ module scope_profiler
          integer(c_int) :: rc
       end function c_sp_region_add_bytes
 
+      function c_sp_region_get_stats(handle, stats) bind(C, name="sp_region_get_stats") result(rc)
+         import :: c_int32_t, c_int, sp_stats_t
+         integer(c_int32_t), value :: handle
+         type(sp_stats_t), intent(inout) :: stats
+         integer(c_int) :: rc
+      end function c_sp_region_get_stats
+
+      function c_sp_print_summary() bind(C, name="sp_print_summary") result(rc)
+         import :: c_int
+         integer(c_int) :: rc
+      end function c_sp_print_summary
+
       function c_sp_finalize() bind(C, name="sp_finalize") result(rc)
          import :: c_int
          integer(c_int) :: rc
@@ -182,17 +206,21 @@ contains
    !>   verbosity  0 silent, 1 summary table at finalize, 2 more notes
    !>              (default: $SCOPE_PROFILER_VERBOSE, else 1)
    !>   ierr       status (SP_OK, SP_ALREADY_SET_UP, or an SP_ERR_* code)
+   !>   layout     "regions", "columnar" or "aggregate" (default: $SCOPE_PROFILER_LAYOUT,
+   !>              else regions; see docs/layouts.md)
    !>   clock      "auto", "tsc" or "monotonic" (default: $SCOPE_PROFILER_CLOCK, else "auto";
    !>              see docs/clock.md); a blank value counts as not given
    !>   perf_events perf events to count per region, e.g. "task-clock,cycles,flops"
    !>              (default: $SCOPE_PROFILER_PERF_EVENTS, else none)
    !> The run is recorded with language "Fortran".
-   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, clock, perf_events)
+   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, layout, clock, perf_events)
       character(len=*), intent(in), optional :: file_path
       logical, intent(in), optional :: use_likwid
       integer, intent(in), optional :: comm
       integer, intent(in), optional :: verbosity
       integer, intent(out), optional :: ierr
+      character(len=*), intent(in), optional :: layout
+      character(kind=c_char), dimension(:), allocatable, target :: layout_c
       character(len=*), intent(in), optional :: clock
       character(len=*), intent(in), optional :: perf_events
       type(sp_options_t) :: options
@@ -221,6 +249,12 @@ contains
          options%comm = int(comm, c_int32_t)
          options%has_comm = 1_c_int32_t
       end if
+      if (present(layout)) then
+         if (len_trim(layout) > 0) then
+            call to_c_string(layout, layout_c)
+            options%layout = c_loc(layout_c)
+         end if
+      end if
       if (present(clock)) then
          if (len_trim(clock) > 0) then
             call to_c_string(adjustl(clock), clock_c)
@@ -236,6 +270,27 @@ contains
       rc = c_sp_setup(options)
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_setup
+
+   !> Statistics of region `handle` over every thread's completed calls so far (count,
+   !> total_ns, min_ns, max_ns, exclusive_ns), without stopping the recording threads.
+   subroutine sp_region_get_stats(handle, stats, ierr)
+      integer, intent(in) :: handle
+      type(sp_stats_t), intent(out) :: stats
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      stats%struct_size = int(storage_size(stats) / 8, c_size_t)
+      rc = c_sp_region_get_stats(int(handle, c_int32_t), stats)
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_region_get_stats
+
+   !> Print the summary table of this process's completed calls so far to stdout.
+   subroutine sp_print_summary(ierr)
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      flush(6)
+      rc = c_sp_print_summary()
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_print_summary
 
    !> Stop profiling and write the file (SP_ALREADY_FINALIZED if called twice).
    subroutine sp_finalize(ierr)

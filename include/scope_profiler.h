@@ -188,6 +188,12 @@ typedef struct sp_options {
    */
   int32_t has_comm;
   /**
+   * How the file stores the regions: "regions" (every call, per-rank groups; the default),
+   * "columnar" (every call, the Python package's schema-3 columns, 17 bytes per call) or
+   * "aggregate" (per region and thread statistics only; no calls kept). NULL: $SCOPE_PROFILER_LAYOUT.
+   */
+  const char *layout;
+  /**
    * Clock: "auto" (the TSC where the hardware and kernel make it safe, else
    * CLOCK_MONOTONIC), "tsc" (forced, with a warning where unsafe) or "monotonic"; NULL for
    * $SCOPE_PROFILER_CLOCK, else "auto". Timestamps in the file are CLOCK_MONOTONIC ns either way.
@@ -200,6 +206,35 @@ typedef struct sp_options {
    */
   const char *perf_events;
 } sp_options;
+
+/**
+ * Statistics of one region's completed calls so far, over every thread of this process
+ * (sp_region_get_stats). Set `struct_size` to sizeof(sp_stats) before the call: fields
+ * added in later versions go at the end, and only the fields the caller knows are written.
+ */
+typedef struct sp_stats {
+  /**
+   * sizeof(sp_stats) as the caller was compiled.
+   */
+  size_t struct_size;
+  /**
+   * Completed calls.
+   */
+  int64_t count;
+  /**
+   * Sum of their durations, nanoseconds.
+   */
+  int64_t total_ns;
+  /**
+   * Shortest and longest call, nanoseconds (0 when count is 0).
+   */
+  int64_t min_ns;
+  int64_t max_ns;
+  /**
+   * Time not spent in the region's recorded child regions on the same thread, nanoseconds.
+   */
+  int64_t exclusive_ns;
+} sp_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -312,6 +347,21 @@ int sp_region_stop_n(const char *name, size_t len);
  * SP_ALREADY_FINALIZED. If never called, the file is written at process exit.
  */
 int sp_finalize(void);
+
+/**
+ * Statistics of region `handle` over every thread's completed calls so far: count, total,
+ * minimum, maximum and exclusive time. Does not stop or slow the recording threads (no lock
+ * on their path); a call completing meanwhile may be counted in some fields and not yet in
+ * others. Works in every layout, and after sp_finalize (the final numbers). `out->struct_size`
+ * must be set to sizeof(sp_stats). Returns SP_OK or a negative status.
+ */
+int sp_region_get_stats(int32_t handle, struct sp_stats *out);
+
+/**
+ * Print the summary table of this process's completed calls so far to stdout (the table
+ * sp_finalize prints, for this process only), without stopping the recording threads.
+ */
+int sp_print_summary(void);
 
 /**
  * The message of the last error on the calling thread ("" if none). The pointer stays valid

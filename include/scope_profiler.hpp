@@ -156,6 +156,23 @@ private:
     mutable std::atomic<bool> noted_;
 };
 
+/** Statistics of a region's completed calls so far, over every thread (sp_region_get_stats);
+ *  all zero if the call failed (the status goes to `*status` when given). */
+inline sp_stats stats(const Region& region, int* status = nullptr) noexcept {
+    sp_stats s = sp_stats();
+    s.struct_size = sizeof s;
+    int rc = sp_region_get_stats(region.handle(), &s);
+    if (status != nullptr) *status = rc;
+    if (rc != SP_OK) {
+        s = sp_stats();
+        s.struct_size = sizeof s;
+    }
+    return s;
+}
+
+/** Print this process's summary table so far to stdout (sp_print_summary). */
+inline int print_summary() noexcept { return sp_print_summary(); }
+
 /** Times one call of a region from construction to destruction (or stop()). */
 class Scope {
 public:

@@ -27,6 +27,13 @@ pub struct CallLog {
     full: Vec<Vec<u64>>,
     current: Vec<u64>,
     prev_start: i64,
+    /// Escaped calls (three words each), so the number of calls needs no pass over the words.
+    escapes: usize,
+    /// A call started before the one logged before it (recursion): not in start order.
+    unsorted: bool,
+    /// Calls that end before they start (a clock going backwards between the two reads; such
+    /// a call is always escaped, so this costs nothing on the packed path).
+    backwards: u64,
 }
 
 impl CallLog {
@@ -35,6 +42,7 @@ impl CallLog {
         let gap = call.start.wrapping_sub(self.prev_start);
         let duration = call.end.wrapping_sub(call.start) as u64;
         self.prev_start = call.start;
+        self.unsorted |= gap < 0;
         if gap as i32 as i64 == gap && duration < ESCAPE {
             if self.current.len() == self.current.capacity() {
                 self.new_chunk(1);
@@ -47,6 +55,8 @@ impl CallLog {
 
     #[cold]
     fn push_escaped(&mut self, call: Call) {
+        self.escapes += 1;
+        self.backwards += (call.end < call.start) as u64;
         if self.current.capacity() - self.current.len() < 3 {
             self.new_chunk(3);
         }
@@ -62,9 +72,20 @@ impl CallLog {
         }
     }
 
-    /// Number of calls (walks the words; used at finalize, not on the hot path).
+    /// Number of calls.
     pub fn len(&self) -> usize {
-        self.words().fold((0, 0), |(n, skip), w| if skip > 0 { (n, skip - 1) } else if w == ESCAPE { (n + 1, 2) } else { (n + 1, 0) }).0
+        let words = self.full.iter().map(Vec::len).sum::<usize>() + self.current.len();
+        words - 2 * self.escapes
+    }
+
+    /// Calls that end before they start.
+    pub fn backwards(&self) -> u64 {
+        self.backwards
+    }
+
+    /// Are the calls in start order? (They are in stop order, which differs after recursion.)
+    pub fn is_sorted(&self) -> bool {
+        !self.unsorted
     }
 
     pub fn is_empty(&self) -> bool {
@@ -76,28 +97,70 @@ impl CallLog {
         (self.full.iter().map(Vec::capacity).sum::<usize>() + self.current.capacity()) * 8
     }
 
-    fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        self.full.iter().chain(std::iter::once(&self.current)).flat_map(|c| c.iter().copied())
+    /// Decode the calls one by one, in recording order (the one decoder of the format).
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor::new(self)
     }
 
-    /// Start and end columns in recording order (what finalize writes, without a copy).
+    /// Start and end columns in recording order (tests and small logs; finalize streams
+    /// with `cursor`).
     pub fn columns(&self) -> (Vec<i64>, Vec<i64>) {
-        let n = self.len();
-        let (mut starts, mut ends) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        let mut words = self.words();
-        let mut prev = 0i64;
-        while let Some(w) = words.next() {
-            let (start, end) = if w == ESCAPE {
-                (words.next().unwrap_or_default() as i64, words.next().unwrap_or_default() as i64)
-            } else {
-                let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
-                (start, start + (w & ESCAPE) as i64)
-            };
-            prev = start;
-            starts.push(start);
-            ends.push(end);
+        let mut cur = self.cursor();
+        std::iter::from_fn(|| cur.next()).map(|c| (c.start, c.end)).unzip()
+    }
+}
+
+/// Decodes a `CallLog` call by call (escapes never straddle chunks).
+pub struct Cursor<'a> {
+    log: &'a CallLog,
+    /// Index of the next chunk (`log.full.len()` means `current`).
+    next_chunk: usize,
+    words: &'a [u64],
+    pos: usize,
+    prev: i64,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(log: &'a CallLog) -> Cursor<'a> {
+        let mut c = Cursor { log, next_chunk: 0, words: &[], pos: 0, prev: 0 };
+        c.advance_chunk();
+        c
+    }
+
+    /// Move to the next chunk; false when there is none.
+    #[cold]
+    fn advance_chunk(&mut self) -> bool {
+        let n = self.log.full.len();
+        if self.next_chunk > n {
+            return false;
         }
-        (starts, ends)
+        self.words = if self.next_chunk < n { &self.log.full[self.next_chunk] } else { &self.log.current };
+        self.next_chunk += 1;
+        self.pos = 0;
+        true
+    }
+
+    #[inline(always)]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Call> {
+        loop {
+            if let Some(&w) = self.words.get(self.pos) {
+                if w != ESCAPE {
+                    self.pos += 1;
+                    let start = self.prev.wrapping_add((w >> 32) as u32 as i32 as i64);
+                    self.prev = start;
+                    return Some(Call { start, end: start + (w & ESCAPE) as i64 });
+                }
+                let start = self.words.get(self.pos + 1).copied().unwrap_or_default() as i64;
+                let end = self.words.get(self.pos + 2).copied().unwrap_or_default() as i64;
+                self.pos += 3;
+                self.prev = start;
+                return Some(Call { start, end });
+            }
+            if !self.advance_chunk() {
+                return None;
+            }
+        }
     }
 }
 
@@ -114,6 +177,15 @@ mod tests {
         let (starts, ends) = log.columns();
         assert_eq!(starts, calls.iter().map(|c| c.start).collect::<Vec<_>>());
         assert_eq!(ends, calls.iter().map(|c| c.end).collect::<Vec<_>>());
+        let mut cur = log.cursor();
+        let decoded: Vec<Call> = std::iter::from_fn(|| cur.next()).collect();
+        assert_eq!(decoded, calls);
+        // Sorted means in start order; a false "unsorted" would only cost a sort.
+        if !log.is_sorted() {
+            assert!(!calls.is_sorted_by_key(|c| c.start) || calls.iter().any(|c| c.start < 0));
+        } else {
+            assert!(calls.is_sorted_by_key(|c| c.start));
+        }
         log
     }
 

@@ -380,7 +380,34 @@ pub fn end_run() -> Timebase {
             )),
         }
     }
-    Timebase::fit(run.anchors, run.problems)
+    let tb = Timebase::fit(run.anchors, run.problems);
+    *last_run() = Some(tb.clone());
+    tb
+}
+
+/// The conversion of the last finished run, for statistics read after finalize.
+static LAST: Mutex<Option<Timebase>> = Mutex::new(None);
+
+fn last_run() -> std::sync::MutexGuard<'static, Option<Timebase>> {
+    LAST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A conversion for statistics read while the run goes on (`sp_region_get_stats`, the mid-run
+/// summary): the anchors so far plus one taken now (kept for the run), so the rate is known
+/// even before the first periodic anchor. After finalize, the run's own conversion; the
+/// identity in monotonic mode. Never called on the hot path.
+pub fn live_timebase() -> Timebase {
+    let mut guard = run_lock();
+    match guard.as_mut() {
+        Some(run) => {
+            add_anchor(run);
+            Timebase::fit(run.anchors.clone(), Vec::new())
+        }
+        None => {
+            drop(guard);
+            last_run().clone().unwrap_or_else(Timebase::monotonic)
+        }
+    }
 }
 
 /// Converts ticks to `CLOCK_MONOTONIC` ns for one run. The identity in monotonic mode.
@@ -606,6 +633,25 @@ impl Timebase {
         // `segment` returns i < muls.len() <= anchors.len().
         let a = &self.anchors[i];
         a.ns + Self::scale(tick - a.tick, self.muls[i])
+    }
+
+    /// A point in time, converting a column in order: `hint` remembers the segment of the
+    /// previous value (start it at 0). Ticks outside the anchored span are extrapolated from
+    /// the nearest segment; a TSC that went backwards or was reset there is caught by the
+    /// anchors themselves (`fit`), which are taken throughout the run.
+    #[inline]
+    pub fn to_ns_hinted(&self, tick: i64, hint: &mut usize) -> i64 {
+        if self.is_identity() {
+            return tick;
+        }
+        self.convert(tick, hint, &mut 0)
+    }
+
+    /// Record calls that were found to end before they start (counted while recording).
+    pub fn note_backwards(&self, calls: u64) {
+        if calls > 0 {
+            self.backwards.fetch_add(calls, Ordering::Relaxed);
+        }
     }
 
     /// A point in time: ticks -> `CLOCK_MONOTONIC` ns.

@@ -17,6 +17,8 @@ pub struct Options {
     pub clock: Option<String>,
     /// perf events to count per region (`SCOPE_PROFILER_PERF_EVENTS` syntax).
     pub perf_events: Option<String>,
+    /// How regions are stored (`regions`, `columnar`, `aggregate`), unparsed.
+    pub layout: Option<String>,
 }
 
 /// Which metadata to record: `Full` adds host, user, paths, modules and SLURM_* variables.
@@ -42,6 +44,38 @@ pub struct Config {
     pub clock_anchor_ms: u64,
     /// Comma-separated perf events (empty: none).
     pub perf_events: String,
+    pub layout: Layout,
+}
+
+/// How the file stores the regions (see docs/layouts.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// Schema 1: `rank<N>/regions/<name>/{start_times,end_times,thread_ids}`.
+    #[default]
+    Regions,
+    /// Schema 3 columnar: shared `/events/{start_deltas,durations}` columns.
+    Columnar,
+    /// Schema 3 aggregate: per rank and region statistics only; no calls are kept.
+    Aggregate,
+}
+
+impl Layout {
+    pub fn parse(value: &str) -> Option<Layout> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "regions" => Some(Layout::Regions),
+            "columnar" => Some(Layout::Columnar),
+            "aggregate" => Some(Layout::Aggregate),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Regions => "regions",
+            Layout::Columnar => "columnar",
+            Layout::Aggregate => "aggregate",
+        }
+    }
 }
 
 /// Environment variables read at setup (documented in the README).
@@ -54,6 +88,7 @@ pub mod env {
     pub const CLOCK: &str = "SCOPE_PROFILER_CLOCK";
     pub const CLOCK_ANCHOR_MS: &str = "SCOPE_PROFILER_CLOCK_ANCHOR_MS";
     pub const PERF_EVENTS: &str = "SCOPE_PROFILER_PERF_EVENTS";
+    pub const LAYOUT: &str = "SCOPE_PROFILER_LAYOUT";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -117,6 +152,21 @@ impl Config {
                 None
             }
         });
+        // An explicit option wins; a bad value (option or variable) warns once and falls back.
+        let layout = match (options.layout.as_deref(), env(env::LAYOUT)) {
+            (Some(v), _) => Some((v.to_string(), "sp_options.layout")),
+            (None, Some(v)) if !v.trim().is_empty() => Some((v, env::LAYOUT)),
+            _ => None,
+        }
+        .map_or(Layout::default(), |(v, source)| {
+            Layout::parse(&v).unwrap_or_else(|| {
+                crate::warn::once(
+                    "env:layout",
+                    &format!("ignoring {source}={v:?}: expected regions, columnar or aggregate; using the default layout, regions"),
+                );
+                Layout::default()
+            })
+        });
         let file_path = options
             .file_path
             .clone()
@@ -133,6 +183,7 @@ impl Config {
             clock,
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
             perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
+            layout,
         }
     }
 
@@ -203,12 +254,24 @@ mod tests {
             mpi_comm: None,
             clock: None,
             perf_events: None,
+            layout: Some("aggregate".into()),
         };
         let c = resolve(&o, &[("SCOPE_PROFILER_FILE", "/tmp/x.h5"), ("SCOPE_PROFILER_LIKWID", "1"), ("SCOPE_PROFILER_VERBOSE", "0")]);
         assert_eq!(c.file_path, PathBuf::from("mine.h5"));
         assert!(!c.use_likwid);
         assert_eq!(c.verbosity, 2);
         assert_eq!(c.language, "Fortran");
+        assert_eq!(c.layout, Layout::Aggregate);
+    }
+
+    #[test]
+    fn layouts() {
+        assert_eq!(resolve(&Options::default(), &[]).layout, Layout::Regions);
+        assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", "columnar")]).layout, Layout::Columnar);
+        assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", " Aggregate ")]).layout, Layout::Aggregate);
+        assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", "tree")]).layout, Layout::Regions);
+        let o = Options { layout: Some("regions".into()), ..Options::default() };
+        assert_eq!(resolve(&o, &[("SCOPE_PROFILER_LAYOUT", "aggregate")]).layout, Layout::Regions);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! columns) followed by the columns as raw little-endian i64, region by region.
 
 use crate::likwid::LikwidRun;
-use crate::profile::{RankInfo, RankProfile, RegionData};
+use crate::profile::{Calls, Columns, RankInfo, RankProfile, RegionData};
+use crate::stats::Stats;
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 8] = b"SPRANK01";
@@ -24,6 +25,7 @@ struct RegionHeader {
     dropped_calls: u64,
     #[serde(default)]
     source: Option<crate::profile::SourceLocation>,
+    stats: Vec<(i64, Stats)>,
 }
 
 pub fn encode(p: &RankProfile) -> Vec<u8> {
@@ -32,7 +34,14 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
         regions: p
             .regions
             .iter()
-            .map(|r| RegionHeader { name: r.name.clone(), calls: r.calls() as u64, open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source.clone() })
+            .map(|r| RegionHeader {
+                name: r.name.clone(),
+                calls: r.calls() as u64,
+                open_calls: r.open_calls,
+                dropped_calls: r.dropped_calls,
+                stats: r.stats.clone(),
+                source: r.source.clone(),
+            })
             .collect(),
         likwid: p.likwid.clone(),
         counters: p.counters.clone(),
@@ -46,17 +55,27 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
-    let calls: usize = p.regions.iter().map(|r| r.calls()).sum();
+    let calls: usize = header.regions.iter().map(|r| r.calls as usize).sum();
     let mut out = Vec::with_capacity(16 + json.len() + calls * 24);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(json.len() as u64).to_le_bytes());
     out.extend_from_slice(&json);
-    for r in &p.regions {
-        for col in [&r.starts, &r.ends, &r.thread_ids] {
-            for v in col.iter() {
-                out.extend_from_slice(&v.to_le_bytes());
+    // Per region: its starts, then ends, then thread ids (each column whole).
+    for (r, h) in p.regions.iter().zip(&header.regions) {
+        let n = h.calls as usize;
+        let base = out.len();
+        out.resize(base + n * 24, 0);
+        let mut i = 0;
+        let _ = r.for_each_slab::<()>(|s| {
+            for (k, col) in [s.starts, s.ends, s.thread_ids].into_iter().enumerate() {
+                let at = base + (k * n + i) * 8;
+                for (j, v) in col.iter().enumerate().take(n.saturating_sub(i)) {
+                    out[at + j * 8..at + j * 8 + 8].copy_from_slice(&v.to_le_bytes());
+                }
             }
-        }
+            i += s.starts.len();
+            Ok(())
+        });
     }
     out
 }
@@ -79,7 +98,14 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
     for r in header.regions {
         let n = r.calls as usize;
         let (starts, ends, thread_ids) = (column(n)?, column(n)?, column(n)?);
-        regions.push(RegionData { name: r.name, starts, ends, thread_ids, open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source });
+        regions.push(RegionData {
+            name: r.name,
+            calls: Calls::Columns(Columns { starts, ends, thread_ids }),
+            stats: r.stats,
+            open_calls: r.open_calls,
+            dropped_calls: r.dropped_calls,
+            source: r.source,
+        });
     }
     Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters })
 }
@@ -94,7 +120,7 @@ mod tests {
         p.info.hostname = "node7".into();
         p.info.thread_os_ids = vec![11, 12];
         p.info.extra.push(("clock_offset_ns".into(), crate::metadata::AttrValue::Int(-5)));
-        p.regions.push(RegionData { name: "a/β".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 1], open_calls: 1, dropped_calls: 2, source: Some(crate::profile::SourceLocation { file: "a.c".into(), line: 7 }) });
+        p.regions.push(RegionData { open_calls: 1, dropped_calls: 2, source: Some(crate::profile::SourceLocation { file: "a.c".into(), line: 7 }), ..RegionData::from_columns("a/β", vec![1, 2], vec![3, 4], vec![0, 1]) });
         p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
         p.counters.event_names = vec!["task-clock".into()];
         p.counters.perf.push(crate::counters::PerfRegion {
@@ -111,7 +137,12 @@ mod tests {
         p.counters.annotated.push(crate::counters::AnnotatedRegion { name: "a/β".into(), flops: Some(2e9), ..Default::default() });
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);
-        assert_eq!(q.regions, p.regions);
+        assert_eq!(q.regions.len(), 2);
+        for (a, b) in q.regions.iter().zip(&p.regions) {
+            assert_eq!((&a.name, a.open_calls, a.dropped_calls, &a.stats), (&b.name, b.open_calls, b.dropped_calls, &b.stats));
+            assert_eq!(a.columns(), b.columns());
+            assert_eq!(a.source, b.source);
+        }
         assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
         assert!(decode(&encode(&p)[..20]).is_err());
         assert!(decode(b"garbage").is_err());

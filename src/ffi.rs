@@ -79,6 +79,10 @@ pub struct sp_options {
     pub comm: i32,
     /// 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
     pub has_comm: i32,
+    /// How the file stores the regions: "regions" (every call, per-rank groups; the default),
+    /// "columnar" (every call, the Python package's schema-3 columns, 17 bytes per call) or
+    /// "aggregate" (per region and thread statistics only; no calls kept). NULL: $SCOPE_PROFILER_LAYOUT.
+    pub layout: *const c_char,
     /// Clock: "auto" (the TSC where the hardware and kernel make it safe, else
     /// CLOCK_MONOTONIC), "tsc" (forced, with a warning where unsafe) or "monotonic"; NULL for
     /// $SCOPE_PROFILER_CLOCK, else "auto". Timestamps in the file are CLOCK_MONOTONIC ns either way.
@@ -87,6 +91,25 @@ pub struct sp_options {
     /// (cycles, instructions, task-clock, page-faults, rNNNN, pmu/event=..,umask=../, flops,
     /// flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
     pub perf_events: *const c_char,
+}
+
+/// Statistics of one region's completed calls so far, over every thread of this process
+/// (sp_region_get_stats). Set `struct_size` to sizeof(sp_stats) before the call: fields
+/// added in later versions go at the end, and only the fields the caller knows are written.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct sp_stats {
+    /// sizeof(sp_stats) as the caller was compiled.
+    pub struct_size: usize,
+    /// Completed calls.
+    pub count: i64,
+    /// Sum of their durations, nanoseconds.
+    pub total_ns: i64,
+    /// Shortest and longest call, nanoseconds (0 when count is 0).
+    pub min_ns: i64,
+    pub max_ns: i64,
+    /// Time not spent in the region's recorded child regions on the same thread, nanoseconds.
+    pub exclusive_ns: i64,
 }
 
 thread_local! {
@@ -269,6 +292,7 @@ pub unsafe extern "C" fn sp_options_init(options: *mut sp_options) -> c_int {
                 language: std::ptr::null(),
                 comm: 0,
                 has_comm: 0,
+                layout: std::ptr::null(),
                 clock: std::ptr::null(),
                 perf_events: std::ptr::null(),
             })
@@ -311,6 +335,9 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
     }
     if has(std::mem::offset_of!(sp_options, has_comm) + 4) && o.has_comm == 1 {
         out.mpi_comm = Some(o.comm);
+    }
+    if has(std::mem::offset_of!(sp_options, layout) + std::mem::size_of::<*const c_char>()) {
+        out.layout = unsafe { optional_str(o.layout, "sp_options.layout") }?;
     }
     if has(std::mem::offset_of!(sp_options, clock) + std::mem::size_of::<*const c_char>()) {
         out.clock = unsafe { optional_str(o.clock, "sp_options.clock") }?;
@@ -489,6 +516,62 @@ pub unsafe extern "C" fn sp_region_stop_n(name: *const c_char, len: usize) -> c_
 pub extern "C" fn sp_finalize() -> c_int {
     guard(|| match profiler::finalize() {
         Ok(s) => s.code(),
+        Err(e) => fail(e),
+    })
+}
+
+/// Statistics of region `handle` over every thread's completed calls so far: count, total,
+/// minimum, maximum and exclusive time. Does not stop or slow the recording threads (no lock
+/// on their path); a call completing meanwhile may be counted in some fields and not yet in
+/// others. Works in every layout, and after sp_finalize (the final numbers). `out->struct_size`
+/// must be set to sizeof(sp_stats). Returns SP_OK or a negative status.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_get_stats(handle: i32, out: *mut sp_stats) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return fail(Error::new(Status::NullArgument, "sp_region_get_stats: out is NULL"));
+        }
+        // SAFETY: non-null; struct_size is the first field.
+        let size = unsafe { (*out).struct_size };
+        let min = std::mem::offset_of!(sp_stats, max_ns) + 8;
+        if size < min || size > 65_536 {
+            return fail(Error::new(Status::InvalidArgument, format!("sp_stats.struct_size is {size}: set it to sizeof(sp_stats)")));
+        }
+        if handle < 0 {
+            return fail(Error::new(Status::InvalidHandle, format!("region handle {handle} is negative (a failed sp_region_register?)")));
+        }
+        match profiler::region_stats(handle as u32) {
+            Ok(st) => {
+                let full = sp_stats {
+                    struct_size: size,
+                    count: st.count as i64,
+                    total_ns: st.total,
+                    min_ns: st.min,
+                    max_ns: st.max,
+                    exclusive_ns: st.exclusive,
+                };
+                let n = size.min(std::mem::size_of::<sp_stats>());
+                // SAFETY: the caller's struct holds at least `size` bytes; we copy the fields it knows.
+                unsafe { std::ptr::copy_nonoverlapping((&full as *const sp_stats).cast::<u8>(), out.cast::<u8>(), n) };
+                SP_OK
+            }
+            Err(e) => fail(e),
+        }
+    })
+}
+
+/// Print the summary table of this process's completed calls so far to stdout (the table
+/// sp_finalize prints, for this process only), without stopping the recording threads.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_print_summary() -> c_int {
+    guard(|| match profiler::live_summary() {
+        Ok(text) => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            SP_OK
+        }
         Err(e) => fail(e),
     })
 }

@@ -11,7 +11,7 @@ use crate::profiler::Session;
 use crate::status::{Error, Result, Status};
 use crate::summary::RegionStats;
 use crate::warn;
-use crate::writer::{ProfileFile, Written};
+use crate::writer::{Plan, ProfileFile, Written, layout_writer};
 use mpi::traits::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +29,9 @@ fn mpi_attrs(profile: &mut RankProfile, rank: i32, world_rank: Option<i64>, offs
 pub fn write_collective(session: &Session, ctx: MpiContext, mut profile: RankProfile) -> Result<Status> {
     // Every rank tells rank 0 its world rank through the profile itself.
     profile.info.extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
-    let outcome = if ctx.rank == 0 { gather_and_write(session, &ctx, &profile) } else { send_to_root(&ctx, &profile) };
+    // Rank 0 learns the run's size first, so the columnar layout sizes its columns once.
+    let plan = gather_plan(&ctx, Plan::of(&profile));
+    let outcome = if ctx.rank == 0 { gather_and_write(session, &ctx, &mut profile, plan) } else { send_to_root(&ctx, &profile) };
     // Everyone learns the result: 0 = written, else the status code.
     let mut code: i32 = match &outcome {
         Ok(_) => 0,
@@ -45,6 +47,20 @@ pub fn write_collective(session: &Session, ctx: MpiContext, mut profile: RankPro
     let size = session_size(session);
     write_rank_file(session, rank, size, profile, "the collective write on rank 0 failed")?;
     Err(Error::new(Status::WriteFailed, "rank 0 could not write the profile; every rank wrote its own file instead (see stderr)"))
+}
+
+/// Calls summed and threads maximized over the ranks (on rank 0; the others get their own).
+fn gather_plan(ctx: &MpiContext, mine: Plan) -> Plan {
+    let send = [mine.total_calls, mine.max_threads];
+    let root = ctx.comm.process_at_rank(0);
+    if ctx.rank == 0 {
+        let mut all = vec![0u64; 2 * ctx.size as usize];
+        root.gather_into_root(&send[..], &mut all[..]);
+        all.chunks_exact(2).fold(Plan::default(), |p, c| p.and(Plan { total_calls: c[0], max_threads: c[1] }))
+    } else {
+        root.gather_into(&send[..]);
+        mine
+    }
 }
 
 fn profile_rank(p: &RankProfile) -> i64 {
@@ -69,7 +85,8 @@ fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
     Ok(Written { path: Default::default(), fallback_reason: None, note: None })
 }
 
-fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> Result<Written> {
+fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, plan: Plan) -> Result<Written> {
+    let mut layout = layout_writer(session.config.layout, plan);
     let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
     let pool = |p: &RankProfile, stats: &mut BTreeMap<String, RegionStats>, hosts: &mut BTreeSet<String>| {
@@ -83,9 +100,9 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
     let mut hdf5_error: Option<String> = None;
     // After the first error, keep receiving (no rank may be left waiting) but stop writing.
     // A panic must not stop the loop either: the ranks not yet received would wait forever.
-    let write = |file: &Result<ProfileFile>, rank: usize, p: &RankProfile, error: &mut Option<String>| {
+    let mut write = |file: &Result<ProfileFile>, rank: usize, p: &RankProfile, error: &mut Option<String>| {
         if let (Ok(f), None) = (file, &*error) {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.write_rank(rank, p))) {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.write_rank(rank, p, layout.as_mut()))) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => *error = Some(format!("rank{rank}: {e}")),
                 Err(_) => *error = Some(format!("rank{rank}: internal error while writing")),
@@ -93,13 +110,15 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
         }
     };
 
-    let mut own = own.clone();
+    // Rank 0's own data is written in place (no copy of its calls); its attributes are put
+    // back afterwards, for the per-rank file should the write fail.
+    let saved = own.info.extra.clone();
     own.info.extra.retain(|(k, _)| k != "world_rank");
-    mpi_attrs(&mut own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
-    pool(&own, &mut stats, &mut hosts);
-    crate::metadata::apply_detail(&session.config, &mut own);
-    write(&file, 0, &own, &mut hdf5_error);
-    drop(own);
+    mpi_attrs(own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
+    pool(own, &mut stats, &mut hosts);
+    crate::metadata::apply_detail(&session.config, own);
+    write(&file, 0, own, &mut hdf5_error);
+    own.info.extra = saved;
 
     // Receive rank by rank, even after a failure, so that no rank is left waiting.
     for r in 1..ctx.size {
@@ -124,6 +143,14 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &RankProfile) -> R
     if hdf5_error.is_none() {
         if let Err(e) = file.write_metadata(&meta) {
             hdf5_error = Some(format!("metadata: {e}"));
+        }
+    }
+    if hdf5_error.is_none() {
+        let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| layout.finish(file.file())));
+        match finished {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => hdf5_error = Some(format!("index: {e}")),
+            Err(_) => hdf5_error = Some("internal error while writing the index".into()),
         }
     }
     if let Some(e) = hdf5_error {

@@ -41,6 +41,8 @@ pub mod recorder;
 /// cbindgen:ignore
 pub mod registry;
 /// cbindgen:ignore
+pub mod stats;
+/// cbindgen:ignore
 pub mod status;
 /// cbindgen:ignore
 pub mod summary;

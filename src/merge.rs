@@ -57,9 +57,19 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     }
     let inputs = expand(inputs)?;
     let mut files = BTreeMap::new(); // rank -> (path to open, group name)
+    // None: schema 1 (regions); else the schema-3 layout of every input.
+    let mut layout: Option<Option<crate::config::Layout>> = None;
     for input in &inputs {
         let path = &input.shown;
         let f = hdf5::File::open(&input.open).map_err(|e| fail(format!("{}: not a readable HDF5 file ({e})", path.display())))?;
+        let this_layout = crate::writer::read3::layout_of(&f);
+        match layout {
+            None => layout = Some(this_layout),
+            Some(l) if l != this_layout => {
+                return Err(Error::new(Status::InvalidArgument, format!("{}: written in another layout than the first input", path.display())));
+            }
+            _ => {}
+        }
         let ranks: Vec<String> = f
             .member_names()
             .map_err(|e| fail(format!("{}: {e}", path.display())))?
@@ -81,15 +91,41 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         let out = out.file();
         let first = hdf5::File::open(&files.values().next().unwrap().0)?;
         first.group("metadata")?.copy_to(out, "metadata")?;
-        for (path, group) in files.values() {
+        // Schema-3 inputs: their regions live in file-wide tables, read back and written again
+        // through the layout writer, rank by rank; the rank groups are copied as they are.
+        let schema3 = layout.flatten();
+        let mut regions: BTreeMap<(PathBuf, usize), Vec<crate::profile::RegionData>> = BTreeMap::new();
+        let mut plan = crate::writer::Plan::default();
+        if schema3.is_some() {
+            for path in files.values().map(|(p, _)| p.clone()).collect::<BTreeSet<_>>() {
+                for (rank, r) in crate::writer::read3::read_regions(&hdf5::File::open(&path)?)? {
+                    let threads = r.iter().flat_map(|x| x.stats.iter().map(|(t, _)| *t as u64 + 1)).max().unwrap_or(0);
+                    let calls = r.iter().map(|x| x.calls() as u64).sum();
+                    plan = plan.and(crate::writer::Plan { total_calls: calls, max_threads: threads });
+                    regions.insert((path.clone(), rank), r);
+                }
+            }
+        }
+        let mut writer = schema3.map(|l| crate::writer::layout_writer(l, plan));
+        for (rank, (path, group)) in &files {
             let f = hdf5::File::open(path)?;
             let g = f.group(group)?;
             if let Ok(a) = g.attr("hostname") {
                 hosts.insert(a.read_scalar::<hdf5::types::VarLenUnicode>()?.as_str().to_string());
             }
             g.copy_to(out, group)?;
+            if let Some(w) = writer.as_mut() {
+                let profile = crate::profile::RankProfile {
+                    regions: regions.remove(&(path.clone(), *rank as usize)).unwrap_or_default(),
+                    ..Default::default()
+                };
+                w.write_rank(out, &out.group(group)?, *rank as usize, &profile)?;
+            }
         }
         crate::writer::put_int(out, "scope_profiler_schema", crate::writer::SCHEMA_VERSION)?;
+        if let Some(w) = writer.as_mut() {
+            w.finish(out)?;
+        }
         let meta = out.group("metadata")?;
         let omp = meta.attr("omp_num_threads").and_then(|a| a.read_scalar::<i64>()).unwrap_or(1);
         let size = files.keys().max().map(|m| m + 1).unwrap_or(0).max(files.len() as i64);

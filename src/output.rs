@@ -8,7 +8,7 @@ use crate::profiler::Session;
 use crate::status::{Error, Result, Status};
 use crate::summary::{RegionStats, render};
 use crate::warn;
-use crate::writer::{ProfileFile, Written};
+use crate::writer::{Plan, ProfileFile, Written, layout_writer};
 use std::path::{Path, PathBuf};
 
 /// Whether finalize may talk to the other ranks.
@@ -64,9 +64,11 @@ fn world_rank_size() -> (i64, i64) {
 pub fn write_single(session: &Session, mut profile: RankProfile) -> Result<Status> {
     crate::metadata::apply_detail(&session.config, &mut profile);
     let meta = run_metadata(&session.config, &session.facts, 1, 1);
+    let mut layout = layout_writer(session.config.layout, Plan::of(&profile));
     let written = write_file(&session.config.file_path, |file| {
         file.write_metadata(&meta)?;
-        file.write_rank(0, &profile)
+        file.write_rank(0, &profile, layout.as_mut())?;
+        layout.finish(file.file())
     })?;
     report(session.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1);
     Ok(Status::Ok)
@@ -93,9 +95,11 @@ pub fn write_rank_file(session: &Session, rank: i64, size: i64, mut profile: Ran
     if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
         profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));
     }
+    let mut layout = layout_writer(session.config.layout, Plan::of(&profile));
     let written = write_file(&target, |file| {
         file.write_metadata(&meta)?;
-        file.write_rank(rank as usize, &profile)
+        file.write_rank(rank as usize, &profile, layout.as_mut())?;
+        layout.finish(file.file())
     })?;
     warn::once(
         "rank-file",

@@ -41,6 +41,8 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
 /// The process that set up profiling: a forked child that exits must not write the file.
 static SETUP_PID: AtomicU32 = AtomicU32::new(0);
+/// Whether threads keep every call (false in the aggregate layout: statistics only).
+static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
 
 /// What setup fixed for the run.
 pub struct Session {
@@ -73,7 +75,7 @@ fn current_thread() -> *const ThreadBuffer {
 
 #[cold]
 fn new_thread_buffer() -> &'static ThreadBuffer {
-    let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed)));
+    let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed), KEEP_CALLS.load(Ordering::Relaxed)));
     let p = Arc::as_ptr(&tb);
     THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(tb);
     // SAFETY: writes this thread's own TLS slot.
@@ -264,6 +266,7 @@ pub fn setup(options: &Options) -> Result<Status> {
         crate::mpi_comm::install_finalize_hook();
     }
     quiesce::prepare();
+    KEEP_CALLS.store(config.layout != crate::config::Layout::Aggregate, Ordering::Relaxed);
     let facts = RunFacts::now();
     let info = crate::metadata::local_rank_info();
     let mut running = RUNNING;
@@ -417,6 +420,54 @@ fn cache_name(data: &mut ThreadData, name: &[u8], create: bool) -> Result<u32> {
     Ok(id)
 }
 
+/// Statistics of region `id` over every thread's completed calls so far, in nanoseconds. Reads
+/// the threads' statistics without stopping them (a snapshot may be torn by the calls
+/// completing meanwhile, see `stats.rs`). Also after finalize: the final numbers.
+pub fn region_stats(id: u32) -> Result<crate::stats::Stats> {
+    match STATE.load(Ordering::Acquire) {
+        UNINIT => return Err(Status::NotInitialized.into()),
+        DISABLED => return Ok(crate::stats::Stats::default()),
+        _ => {}
+    }
+    if id >= REGISTRY.count() {
+        return Err(invalid_handle(id));
+    }
+    let timebase = clock::live_timebase();
+    let mut all = crate::stats::Stats::default();
+    for tb in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        if let Some(s) = tb.stats.get(id) {
+            all.merge(&s.to_ns(&timebase));
+        }
+    }
+    Ok(all)
+}
+
+/// The summary table of this process's completed calls so far (the one printed at finalize).
+pub fn live_summary() -> Result<String> {
+    match STATE.load(Ordering::Acquire) {
+        UNINIT => return Err(Status::NotInitialized.into()),
+        DISABLED => return Ok(String::new()),
+        _ => {}
+    }
+    let names = REGISTRY.names();
+    let timebase = clock::live_timebase();
+    let mut pooled: Vec<crate::stats::Stats> = vec![crate::stats::Stats::default(); names.len()];
+    for tb in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (id, s) in tb.stats.all() {
+            if let Some(p) = pooled.get_mut(id as usize) {
+                p.merge(&s.to_ns(&timebase));
+            }
+        }
+    }
+    let rows = names
+        .into_iter()
+        .zip(pooled)
+        .filter(|(_, s)| s.count > 0)
+        .map(|(name, s)| crate::summary::RegionStats { name, calls: s.count, total_ns: s.total, min_ns: s.min, max_ns: s.max, open_calls: 0 })
+        .collect();
+    Ok(crate::summary::render(rows, 1))
+}
+
 /// Stop recording, merge, write the file, print the summary.
 pub fn finalize() -> Result<Status> {
     finalize_as(output::Gather::Collective)
@@ -441,7 +492,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     let result = output::write_run(&session, mpi, profile, gather);
     if session.config.verbosity >= 2 {
         warn::always(&format!(
-            "finalize: merging the threads' calls took {:.3} s, gathering and writing {:.3} s",
+            "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
             (t1 - t0).as_secs_f64(),
             t1.elapsed().as_secs_f64()
         ));

@@ -5,8 +5,10 @@
 
 use crate::calllog::{Call, CallLog};
 use crate::quiesce::CallSeq;
+use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;
 use std::cell::UnsafeCell;
+use std::sync::Arc;
 
 /// Deepest nesting accepted per thread; a start beyond it is refused (a stop is missing
 /// somewhere, and the stack must not grow without bound in a loop).
@@ -17,6 +19,8 @@ pub struct OpenCall {
     pub id: u32,
     /// Clock ticks (`clock::now`), converted to ns at collect time.
     pub start: i64,
+    /// Time spent in the recorded calls directly inside this one (for its exclusive time).
+    pub child: i64,
 }
 
 /// How a stop went when it did not match the innermost open call.
@@ -50,10 +54,16 @@ pub fn slot_index(token: usize) -> usize {
     (token ^ (token >> 6)) % NAME_SLOTS
 }
 
-#[derive(Default)]
 pub struct ThreadData {
     /// Completed calls, indexed by region id (grown on first use of an id).
     pub logs: Vec<CallLog>,
+    /// Keep every call in `logs` (false in the aggregate layout: statistics only).
+    pub keep_calls: bool,
+    /// Statistics of the completed calls, per region (shared with readers on other threads).
+    pub stats: Arc<Table>,
+    /// Each region's cell of `stats`, indexed like `logs` (always as long): one bounds check
+    /// finds both. The cells live as long as `stats`, which this struct holds.
+    cells: Vec<*const Cell>,
     /// Calls discarded by a stop of an outer region, indexed by region id.
     pub dropped: Vec<u64>,
     pub open: Vec<OpenCall>,
@@ -65,6 +75,23 @@ pub struct ThreadData {
     pub known_regions: u32,
     /// Counter-source state of this thread (perf group, annotations).
     pub counters: crate::counters::ThreadCounters,
+}
+
+impl Default for ThreadData {
+    fn default() -> ThreadData {
+        ThreadData {
+            logs: Vec::new(),
+            keep_calls: true,
+            stats: Arc::default(),
+            cells: Vec::new(),
+            dropped: Vec::new(),
+            open: Vec::new(),
+            names: FxHashMap::default(),
+            slots: Vec::new(),
+            known_regions: 0,
+            counters: Default::default(),
+        }
+    }
 }
 
 impl ThreadData {
@@ -88,7 +115,7 @@ impl ThreadData {
     /// Push an open call; `has_room` said yes.
     #[inline(always)]
     pub fn push_open(&mut self, id: u32, start: i64) {
-        self.open.push(OpenCall { id, start });
+        self.open.push(OpenCall { id, start, child: 0 });
     }
 
     /// Open a call of `id` that started at `start`. False if nesting is too deep.
@@ -115,17 +142,40 @@ impl ThreadData {
     #[inline(always)]
     pub fn close(&mut self, id: u32, end: i64) -> bool {
         match self.open.last() {
-            Some(top) if top.id == id => {
-                let start = top.start;
+            Some(&top) if top.id == id => {
                 self.open.pop();
-                self.log(id).push(Call { start, end });
+                self.record(id, top, end);
                 true
             }
             _ => false,
         }
     }
 
+    /// Record a completed call: its statistics, the enclosing call's child time and, unless
+    /// only statistics are kept, the call itself.
     #[inline(always)]
+    fn record(&mut self, id: u32, call: OpenCall, end: i64) {
+        let i = id as usize;
+        if i >= self.logs.len() {
+            self.grow(i);
+        }
+        let duration = end.wrapping_sub(call.start);
+        let exclusive = duration.wrapping_sub(call.child);
+        if let Some(parent) = self.open.last_mut() {
+            parent.child = parent.child.wrapping_add(duration);
+        }
+        // SAFETY: `grow` keeps `cells` as long as `logs` (> i); the cell lives in `self.stats`.
+        let cell = unsafe { &**self.cells.get_unchecked(i) };
+        if self.keep_calls {
+            cell.record(duration, exclusive);
+            // SAFETY: as above.
+            unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
+        } else {
+            cell.record_with_histogram(duration, exclusive);
+        }
+    }
+
+    #[cfg(test)]
     fn log(&mut self, id: u32) -> &mut CallLog {
         let i = id as usize;
         if i >= self.logs.len() {
@@ -138,6 +188,10 @@ impl ThreadData {
     #[cold]
     fn grow(&mut self, i: usize) {
         self.logs.resize_with(i + 1, CallLog::default);
+        for j in self.cells.len()..=i {
+            let cell: *const Cell = self.stats.cell(j as u32);
+            self.cells.push(cell);
+        }
     }
 
     /// A stop that is not of the innermost call: record `id` if it is open further out,
@@ -154,8 +208,8 @@ impl ThreadData {
             }
             self.dropped[d as usize] += 1;
         }
-        let start = self.open.pop().map(|c| c.start).unwrap_or(end);
-        self.log(id).push(Call { start, end });
+        let call = self.open.pop().unwrap_or(OpenCall { id, start: end, child: 0 });
+        self.record(id, call, end);
         Mismatch::ClosedInner(inner)
     }
 }
@@ -167,6 +221,8 @@ pub struct ThreadBuffer {
     /// Linux thread id, for matching with other tools.
     pub os_tid: i64,
     pub seq: CallSeq,
+    /// The thread's statistics, readable from any thread at any time.
+    pub stats: Arc<Table>,
     data: UnsafeCell<ThreadData>,
 }
 
@@ -176,11 +232,12 @@ unsafe impl Sync for ThreadBuffer {}
 unsafe impl Send for ThreadBuffer {}
 
 impl ThreadBuffer {
-    pub fn new(index: u32) -> ThreadBuffer {
+    pub fn new(index: u32, keep_calls: bool) -> ThreadBuffer {
         // SAFETY: gettid has no preconditions.
         let os_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i64;
-        let data = ThreadData { open: Vec::with_capacity(64), ..ThreadData::default() };
-        ThreadBuffer { index, os_tid, seq: CallSeq::default(), data: UnsafeCell::new(data) }
+        let data = ThreadData { open: Vec::with_capacity(64), keep_calls, ..ThreadData::default() };
+        let stats = data.stats.clone();
+        ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, data: UnsafeCell::new(data) }
     }
 
     /// The owner's data.
@@ -216,6 +273,29 @@ mod tests {
         assert_eq!(calls(&mut d, 1), vec![Call { start: 3, end: 4 }, Call { start: 2, end: 5 }]);
         assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 6 }]);
         assert!(d.open.is_empty());
+    }
+
+    #[test]
+    fn statistics_and_exclusive_time() {
+        let mut d = ThreadData::default();
+        assert!(d.open(0, 0));
+        assert!(d.open(1, 10));
+        assert!(d.close(1, 30)); // 20
+        assert!(d.open(1, 40));
+        assert!(d.open(1, 45)); // recursion
+        assert!(d.close(1, 50)); // 5
+        assert!(d.close(1, 60)); // 20, 15 exclusive
+        assert!(d.close(0, 100)); // 100, 60 exclusive
+        let a = d.stats.get(0).unwrap();
+        assert_eq!((a.count, a.total, a.min, a.max, a.exclusive), (1, 100, 100, 100, 60));
+        let b = d.stats.get(1).unwrap();
+        assert_eq!((b.count, b.total, b.min, b.max, b.exclusive), (3, 45, 5, 20, 40));
+        // Statistics only: the same numbers, no calls kept.
+        let mut d = ThreadData { keep_calls: false, ..ThreadData::default() };
+        assert!(d.open(0, 0));
+        assert!(d.close(0, 7));
+        assert_eq!(d.stats.get(0).unwrap().total, 7);
+        assert!(d.logs.iter().all(|l| l.is_empty()));
     }
 
     #[test]

@@ -18,22 +18,10 @@ impl RegionStats {
         if self.calls == 0 { 0.0 } else { self.total_ns as f64 / self.calls as f64 }
     }
 
+    /// From the region's statistics (no pass over its calls).
     pub fn of(region: &RegionData) -> RegionStats {
-        let mut s = RegionStats {
-            name: region.name.clone(),
-            calls: region.calls() as u64,
-            total_ns: 0,
-            min_ns: if region.calls() == 0 { 0 } else { i64::MAX },
-            max_ns: 0,
-            open_calls: region.open_calls,
-        };
-        for (a, b) in region.starts.iter().zip(&region.ends) {
-            let d = b - a;
-            s.total_ns += d;
-            s.min_ns = s.min_ns.min(d);
-            s.max_ns = s.max_ns.max(d);
-        }
-        s
+        let p = region.pooled();
+        RegionStats { name: region.name.clone(), calls: p.count, total_ns: p.total, min_ns: p.min, max_ns: p.max, open_calls: region.open_calls }
     }
 
     /// Pool the same region over several ranks.
@@ -138,8 +126,8 @@ mod tests {
 
     #[test]
     fn stats_and_order() {
-        let a = RegionData { name: "a".into(), starts: vec![0, 10], ends: vec![5, 30], thread_ids: vec![0, 0], ..Default::default() };
-        let b = RegionData { name: "b".into(), starts: vec![0], ends: vec![100], thread_ids: vec![0], open_calls: 2, ..Default::default() };
+        let a = RegionData::from_columns("a", vec![0, 10], vec![5, 30], vec![0, 0]);
+        let b = RegionData { open_calls: 2, ..RegionData::from_columns("b", vec![0], vec![100], vec![0]) };
         let sa = RegionStats::of(&a);
         assert_eq!((sa.calls, sa.total_ns, sa.min_ns, sa.max_ns), (2, 25, 5, 20));
         assert_eq!(sa.mean_ns(), 12.5);

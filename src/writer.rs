@@ -1,15 +1,82 @@
-//! The HDF5 file (schema 1 of shared/specs/hdf5-layout.md): written under a temporary name and
-//! renamed into place, or written to a fallback location when the target is not writable.
+//! The HDF5 file: written under a temporary name and renamed into place, or written to a
+//! fallback location when the target is not writable. What a rank's regions look like in it
+//! is up to the layout writer (`regions`, `columnar`, `aggregate`); the rank group's
+//! attributes and its LIKWID results are the same in every layout.
 
+pub mod aggregate;
+pub mod columnar;
+pub mod read3;
+pub mod regions;
+
+use crate::config::Layout;
 use crate::metadata::AttrValue;
 use crate::placement::Placement;
-use crate::profile::{RankProfile, RegionData};
+use crate::profile::RankProfile;
 use crate::status::{Error, Result, Status};
 use hdf5::types::VarLenUnicode;
 use std::collections::HashSet;
 use std::path::Path;
 
 pub const SCHEMA_VERSION: i64 = 1;
+
+/// What a layout writer needs to know before the first rank: the calls and threads of the
+/// whole run (summed and maximized over the ranks), so columns can be sized once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub total_calls: u64,
+    pub max_threads: u64,
+}
+
+impl Plan {
+    pub fn of(profile: &RankProfile) -> Plan {
+        Plan { total_calls: profile.regions.iter().map(|r| r.calls() as u64).sum(), max_threads: profile.num_threads() as u64 }
+    }
+
+    pub fn and(self, other: Plan) -> Plan {
+        Plan { total_calls: self.total_calls + other.total_calls, max_threads: self.max_threads.max(other.max_threads) }
+    }
+}
+
+/// Writes the regions of each rank in one layout, then whatever the layout keeps for the
+/// whole file (its index tables, the schema attributes).
+pub trait LayoutWriter {
+    /// The regions of `profile`, which is rank `rank`; `group` is its `rank<N>` group.
+    fn write_rank(&mut self, file: &hdf5::File, group: &hdf5::Group, rank: usize, profile: &RankProfile) -> hdf5::Result<()>;
+    /// After the last rank.
+    fn finish(&mut self, file: &hdf5::File) -> hdf5::Result<()>;
+}
+
+/// The writer of `layout`, for a run described by `plan`.
+pub fn layout_writer(layout: Layout, plan: Plan) -> Box<dyn LayoutWriter> {
+    match layout {
+        Layout::Regions => Box::new(regions::Regions),
+        Layout::Columnar => Box::new(columnar::Columnar::new(plan)),
+        Layout::Aggregate => Box::new(aggregate::Aggregate::default()),
+    }
+}
+
+/// Set a file attribute, replacing it if present (the layouts of schema 3 overwrite the
+/// schema number written with the metadata).
+pub fn replace_attr(loc: &hdf5::Location, name: &str, value: &AttrValue) -> hdf5::Result<()> {
+    if loc.attr(name).is_ok() {
+        loc.delete_attr(name)?;
+    }
+    put_attr(loc, name, value)
+}
+
+/// A one-dimensional dataset of `n` values written slab by slab: contiguous, no fill values
+/// written first (every element is written once).
+pub fn new_column<T: hdf5::H5Type>(group: &hdf5::Group, name: &str, n: usize) -> hdf5::Result<hdf5::Dataset> {
+    group.new_dataset::<T>().shape(n).fill_time(hdf5::plist::dataset_create::FillTime::Never).create(name)
+}
+
+/// Write `data` at `offset` of a column made by `new_column`.
+pub fn write_at<T: hdf5::H5Type>(ds: &hdf5::Dataset, offset: usize, data: &[T]) -> hdf5::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    ds.write_slice(data, offset..offset + data.len())
+}
 
 /// Group name of a region: `/` separates HDF5 groups, so it becomes `|` (the `tag` attribute
 /// keeps the real name); `.`/`..` are reserved link names; clashes get a ` #2` suffix.
@@ -89,8 +156,8 @@ impl ProfileFile {
         Ok(())
     }
 
-    /// Write one process's data as `rank<rank>/`.
-    pub fn write_rank(&self, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
+    /// Write one process's data as `rank<rank>/`, its regions as `layout` stores them.
+    pub fn write_rank(&self, rank: usize, profile: &RankProfile, layout: &mut dyn LayoutWriter) -> hdf5::Result<()> {
         let g = self.file.create_group(&format!("rank{rank}"))?;
         let info = &profile.info;
         if !info.hostname.is_empty() {
@@ -103,11 +170,7 @@ impl ProfileFile {
         for (name, value) in &info.extra {
             put_attr(&g, name, value)?;
         }
-        let regions = g.create_group("regions")?;
-        let mut used = HashSet::new();
-        for region in &profile.regions {
-            write_region(&regions, region, &mut used)?;
-        }
+        layout.write_rank(&self.file, &g, rank, profile)?;
         crate::likwid::write_group(&g, &profile.likwid)?;
         crate::counters::h5::write(&g, &profile.counters)?;
         Ok(())
@@ -127,27 +190,10 @@ impl ProfileFile {
     }
 }
 
-fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<()> {
-    let g = parent.create_group(&group_name(&region.name, used))?;
-    put_str(&g, "tag", &region.name)?;
-    if let Some(at) = &region.source {
-        put_str(&g, "source_file", &at.file)?;
-        // Line 0 means the line is not known (a file without a line).
-        if at.line > 0 {
-            put_int(&g, "source_lineno", at.line)?;
-        }
-    }
-    put_int(&g, "open_calls", region.open_calls as i64)?;
-    put_int(&g, "dropped_calls", region.dropped_calls as i64)?;
-    put_i64_dataset(&g, "start_times", &region.starts)?;
-    put_i64_dataset(&g, "end_times", &region.ends)?;
-    put_i64_dataset(&g, "thread_ids", &region.thread_ids)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::RegionData;
 
     #[test]
     fn group_names() {
@@ -168,9 +214,9 @@ mod tests {
         f.write_metadata(&[("mpi_size".into(), AttrValue::Int(1))]).unwrap();
         let mut p = RankProfile::default();
         p.info.thread_os_ids = vec![42];
-        p.regions.push(RegionData { name: "x/y".into(), starts: vec![1, 2], ends: vec![3, 4], thread_ids: vec![0, 0], open_calls: 1, dropped_calls: 0, source: Some(crate::profile::SourceLocation { file: "src/x.c".into(), line: 12 }) });
+        p.regions.push(RegionData { open_calls: 1, source: Some(crate::profile::SourceLocation { file: "src/x.c".into(), line: 12 }), ..RegionData::from_columns("x/y", vec![1, 2], vec![3, 4], vec![0, 0]) });
         p.regions.push(RegionData { name: "only open".into(), open_calls: 2, ..Default::default() });
-        f.write_rank(0, &p).unwrap();
+        f.write_rank(0, &p, &mut regions::Regions).unwrap();
         let w = f.finish().unwrap();
         assert_eq!(w.path, target);
         assert!(w.fallback_reason.is_none());

@@ -61,6 +61,26 @@ fn fortran_module_records_exact_calls_and_reports_misuse_through_ierr() {
     assert!(regions["recurse"].ends.windows(2).all(|w| w[0] > w[1]));
 }
 
+/// The layout option and the live statistics from Fortran, read back through the PyPI reader.
+#[test]
+fn fortran_layout_option_and_live_statistics() {
+    let dir = scratch("fortran_live_stats");
+    let exe = build_fortran("gfortran", "tests/fortran/live_stats.f90", &dir, "live_stats", &[]);
+    for layout in ["aggregate", "columnar"] {
+        let file = dir.join(format!("{layout}.h5"));
+        let out = run(Command::new(&exe).arg(&file).arg(layout).current_dir(&dir));
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success() && stdout.contains("DONE failures=0"), "{stdout}\n{stderr}");
+        assert!(stdout.contains("scope_profiler summary") && stdout.contains("fortran loop"), "{stdout}");
+        let stats: Vec<i64> = stdout.lines().find_map(|l| l.strip_prefix("STATS ")).unwrap().split(' ').map(|v| v.parse().unwrap()).collect();
+        let py = python_view(&file);
+        assert_eq!(py["storage_layout"], layout);
+        let r = &py["regions"]["fortran loop"]["0"];
+        assert_eq!(r["calls"], 250);
+        assert_eq!((r["total_ns"].as_i64(), r["min_ns"].as_i64(), r["max_ns"].as_i64()), (Some(stats[1]), Some(stats[2]), Some(stats[3])));
+    }
+}
+
 #[test]
 fn fortran_setup_without_arguments_uses_the_environment() {
     let dir = scratch("fortran_defaults");

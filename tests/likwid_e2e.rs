@@ -1083,3 +1083,31 @@ fn stand_in_claim_is_the_same_from_an_intel_host_topology() {
     assert_matches_perfctr(&regions, &parse_perfctr(&r.stdout), "full_api");
     assert_eq!(regions["init"].counter_names, ["FIXC1", "FIXC2", "PMC0", "PMC1", "PMC2", "PMC3"]);
 }
+
+/// LIKWID results are written in every layout: the `rank<N>/likwid` group stays beside the
+/// columnar and aggregate region tables, and the Python reader sees both.
+#[test]
+fn likwid_results_are_written_in_every_layout() {
+    let dir = scratch("likwid_layouts");
+    let prog = build(&dir, "likwid_basic");
+    for layout in ["columnar", "aggregate"] {
+        let mut c = perfctr(&prog, "0", true);
+        c.env("SCOPE_PROFILER_LAYOUT", layout);
+        let r = run_in(&dir, c);
+        r.ok();
+        let perf = parse_perfctr(&r.stdout);
+        let (_, num, regions) = read_likwid(&r.h5, 0).unwrap_or_else(|| panic!("{layout}: no rank0/likwid"));
+        assert_eq!(num, 4, "{layout}");
+        assert_matches_perfctr(&regions, &perf, "full_api");
+        for (name, calls) in basic_calls() {
+            assert_eq!(regions[&name].call_counts, vec![calls as i64], "{layout} {name}");
+        }
+        let py = support::python_view(&r.h5);
+        assert_eq!(py["storage_layout"], layout);
+        assert_eq!(py["has_likwid"], true, "{layout}");
+        assert_eq!(py["likwid"]["0"].as_object().unwrap().len(), 4, "{layout}");
+        for (name, calls) in basic_calls() {
+            assert_eq!(py["regions"][&name]["0"]["calls"].as_u64(), Some(calls as u64), "{layout} {name}");
+        }
+    }
+}

@@ -200,3 +200,76 @@ fn a_rank_that_exits_on_its_own_writes_its_file_and_never_hangs_the_job() {
     assert_eq!(regions["compute"].starts.len(), 20);
     assert_eq!(regions["rank 1 only"].starts.len(), 1);
 }
+
+/// The columnar and aggregate layouts gather into one file too, with every rank's calls
+/// (also when the gather runs from inside MPI_Finalize).
+#[test]
+fn columnar_and_aggregate_layouts_gather_every_rank_into_one_file() {
+    let dir = scratch("mpi_layouts");
+    let exe = build(&dir);
+    for layout in ["columnar", "aggregate"] {
+        for mode in ["normal", "mpi_first"] {
+            let file = dir.join(format!("{layout}_{mode}.h5"));
+            let mut cmd = Command::new("mpirun");
+            cmd.args(["--oversubscribe", "-np", "3"])
+                .arg(&exe)
+                .args([file.to_str().unwrap(), mode])
+                .current_dir(&dir)
+                .env("SCOPE_PROFILER_LAYOUT", layout)
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+            let out = run(&mut cmd);
+            assert!(out.status.success(), "{layout} {mode}: {}\n{}", text(&out.stdout), text(&out.stderr));
+            let h5 = hdf5::File::open(&file).unwrap();
+            assert_eq!(int_attr(&h5, "scope_profiler_schema"), 3);
+            assert_eq!(str_attr(&h5, "storage_layout"), layout);
+            for r in 0..3 {
+                // The rank groups keep their attributes in every layout.
+                assert_eq!(int_attr(&h5.group(&format!("rank{r}")).unwrap(), "mpi_rank"), r as i64);
+            }
+            let py = python_view(&file);
+            assert_eq!(py["num_ranks"], 3, "{layout} {mode}");
+            for r in 0..3i64 {
+                assert_eq!(py["regions"]["compute"][r.to_string()]["calls"].as_i64(), Some((r + 1) * 10), "{layout} {mode}");
+                assert_eq!(py["regions"]["comm/allreduce"][r.to_string()]["calls"], 5, "{layout} {mode}");
+                assert_eq!(py["regions"][format!("rank {r} only")][r.to_string()]["calls"], 1, "{layout} {mode}");
+            }
+        }
+    }
+}
+
+/// Per-rank files of the columnar and aggregate layouts combine too: the merge reads their
+/// region tables back and writes them again in the same layout.
+#[test]
+fn merge_combines_per_rank_files_of_the_schema3_layouts() {
+    for layout in ["columnar", "aggregate"] {
+        let dir = scratch(&format!("mpi_rank_files_{layout}"));
+        let exe = compile(Lang::C, "simple", &["tests/c/simple.c"], &dir, &[]);
+        let mut cmd = Command::new("mpirun");
+        cmd.args(["--oversubscribe", "-np", "2"])
+            .arg(&exe)
+            .current_dir(&dir)
+            .env("SCOPE_PROFILER_LAYOUT", layout)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let files: Vec<PathBuf> = (0..2).map(|r| dir.join(format!("profiling_data.rank{r}.h5"))).collect();
+        let merged = dir.join("merged.h5");
+        let out = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(&merged).args(&files));
+        assert!(out.status.success(), "{layout}: {}", text(&out.stderr));
+        let h5 = hdf5::File::open(&merged).unwrap();
+        assert_eq!(int_attr(&h5, "scope_profiler_schema"), 3);
+        assert_eq!(str_attr(&h5, "storage_layout"), layout);
+        drop(h5);
+        let py = python_view(&merged);
+        assert_eq!(py["num_ranks"], 2, "{layout}");
+        for r in 0..2 {
+            assert_eq!(py["regions"]["step"][r.to_string()]["calls"], 3, "{layout} rank {r}");
+            let single = python_view(&files[r]);
+            assert_eq!(py["regions"]["step"][r.to_string()]["total_ns"], single["regions"]["step"][r.to_string()]["total_ns"], "{layout}");
+            assert_eq!(py["regions"]["step"][r.to_string()]["starts_ns"], single["regions"]["step"][r.to_string()]["starts_ns"], "{layout}");
+        }
+    }
+}

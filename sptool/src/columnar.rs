@@ -8,7 +8,7 @@ use hdf5::Group;
 
 use crate::error::{self, Error, Result};
 use crate::h5util::{self, has};
-use crate::model::{Layout, RegionRank};
+use crate::model::{Layout, RegionExtra, RegionRank};
 use crate::stats::Stats;
 
 fn need(file: &Group, name: &str, schema: i64) -> Result<Group> {
@@ -22,7 +22,32 @@ fn need(file: &Group, name: &str, schema: i64) -> Result<Group> {
 }
 
 /// Read every (rank, region) row of a schema-2/3 file.
-pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank>)> {
+/// scope_profiler's additions to a schema-3 index, if present: open calls per row, and the
+/// exclusive times and duration histograms.
+fn read_extras(index: &Group, rows: usize, aggregate: bool, out: &mut [RegionRank]) -> Vec<RegionExtra> {
+    if let Ok(open) = h5util::read_i64(index, "open_calls") {
+        if open.len() == rows {
+            out.iter_mut().zip(open).for_each(|(r, o)| r.open_calls = o);
+        }
+    }
+    let Ok(ds) = index.dataset("histograms") else { return Vec::new() };
+    let shape = ds.shape();
+    let Ok(flat) = ds.read_raw::<u64>() else { return Vec::new() };
+    if shape.len() != 2 || shape[0] != rows || flat.len() != rows * shape[1] {
+        return Vec::new();
+    }
+    let excl = h5util::read_i64(index, if aggregate { "aggregate_exclusives" } else { "exclusive_totals" }).ok().filter(|v| v.len() == rows);
+    (0..rows)
+        .map(|i| RegionExtra {
+            rank: out[i].rank,
+            name: out[i].name.clone(),
+            exclusive_ns: excl.as_ref().map(|e| e[i]).filter(|&e| e >= 0),
+            histogram: flat[i * shape[1]..(i + 1) * shape[1]].to_vec(),
+        })
+        .collect()
+}
+
+pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank>, Vec<RegionExtra>)> {
     let names = h5util::read_strings(&need(file, "region_table", schema)?, "names")?;
     let index = need(file, "rank_region_index", schema)?;
     let region_ids = h5util::read_i64(&index, "region_ids")?;
@@ -52,7 +77,8 @@ pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank
             .map_err(|_| damaged(format!("rank_region_index row {row} has rank {}", ranks[row])))?;
         out.push(RegionRank { rank, name: name.clone(), stats, open_calls: 0 });
     }
-    Ok((layout, out))
+    let extras = read_extras(&index, region_ids.len(), aggregate, &mut out);
+    Ok((layout, out, extras))
 }
 
 fn damaged(message: String) -> Error {

@@ -230,6 +230,24 @@ pub fn to_json(profile: &Profile, filter: &Filter) -> Value {
     doc.insert("ranks".into(), Value::Array(ranks));
     doc.insert("columns".into(), Value::from(table.columns));
     doc.insert("rows".into(), Value::Array(rows));
+    // scope_profiler's schema-3 files: exclusive time and duration histogram per rank and region.
+    let extras: Vec<Value> = profile
+        .extras
+        .iter()
+        .filter(|e| filter.rank(e.rank) && filter.name(&e.name))
+        .map(|e| {
+            let mut m = Map::new();
+            m.insert("rank".into(), Value::from(e.rank));
+            m.insert("region".into(), Value::from(e.name.clone()));
+            m.insert("exclusive_s".into(), e.exclusive_ns.map_or(Value::Null, |x| Value::from(x as f64 / 1e9)));
+            m.insert("histogram_bucket_floor_ns".into(), Value::from((0..e.histogram.len()).map(|b| if b <= 1 { 0u64 } else { 1u64 << (b - 1) }).collect::<Vec<u64>>()));
+            m.insert("histogram_counts".into(), Value::from(e.histogram.clone()));
+            Value::Object(m)
+        })
+        .collect();
+    if !extras.is_empty() {
+        doc.insert("histograms".into(), Value::Array(extras));
+    }
     Value::Object(doc)
 }
 

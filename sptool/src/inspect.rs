@@ -26,6 +26,7 @@ pub fn render(profile: &Profile, filter: &Filter, options: &Options) -> String {
     metadata(&profile.metadata, options.full, &mut out);
     ranks(profile, filter, &mut out);
     region_table(profile, filter, &rows, options.per_rank, &mut out);
+    histograms(profile, filter, &rows, &mut out);
     for table in likwid_tables(profile, filter) {
         table.render(&mut out);
     }
@@ -369,6 +370,51 @@ fn region_table(profile: &Profile, filter: &Filter, rows: &[RegionRow], per_rank
             fmt::shorten(&row.name, NAME_IN_TEXT),
             where_.join(", ")
         ));
+    }
+    out.push('\n');
+}
+
+/// A duration in ns as a short label (bucket bounds are powers of two).
+fn short_ns(ns: u128) -> String {
+    match ns {
+        n if n >= 1_000_000_000 => format!("{:.3}s", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.3}ms", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.3}us", n as f64 / 1e3),
+        n => format!("{n}ns"),
+    }
+}
+
+/// Exclusive times and duration histograms (scope_profiler's schema-3 files), pooled over the
+/// selected ranks, in the order of the region table.
+fn histograms(profile: &Profile, filter: &Filter, rows: &[RegionRow], out: &mut String) {
+    if profile.extras.is_empty() {
+        return;
+    }
+    out.push_str("Exclusive time and call durations (log2 buckets: [from, to) count)\n");
+    for row in rows {
+        let parts: Vec<_> = profile.extras.iter().filter(|e| e.name == row.name && filter.rank(e.rank)).collect();
+        if parts.is_empty() {
+            continue;
+        }
+        let buckets = parts.iter().map(|e| e.histogram.len()).max().unwrap_or(0);
+        let hist: Vec<u64> = (0..buckets).map(|b| parts.iter().map(|e| e.histogram.get(b).copied().unwrap_or(0)).sum()).collect();
+        let excl: Option<i64> = parts.iter().map(|e| e.exclusive_ns).sum();
+        let cells: Vec<String> = hist
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(b, c)| {
+                let lo: u128 = if b <= 1 { 0 } else { 1u128 << (b - 1) };
+                let hi: u128 = if b == 0 { 1 } else { 1u128 << b };
+                format!("[{}, {}) {c}", short_ns(lo), short_ns(hi))
+            })
+            .collect();
+        let name = crate::fmt::clip(&row.name, 40);
+        let excl = fmt::seconds(excl.map(|e| e as f64 / 1e9));
+        out.push_str(&format!("  {name}  exclusive {excl} s\n"));
+        if !cells.is_empty() {
+            out.push_str(&format!("    {}\n", cells.join("  ")));
+        }
     }
     out.push('\n');
 }

@@ -232,6 +232,17 @@ pub struct Annotation {
     pub bytes: Option<f64>,
 }
 
+/// What scope_profiler's schema-3 layouts store beside the Python package's columns for one
+/// (rank, region): the exclusive time and a log2 histogram of the call durations (bucket 0:
+/// nothing; bucket 1: durations below 2 ns; bucket b >= 2: durations in [2^(b-1), 2^b) ns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionExtra {
+    pub rank: u32,
+    pub name: String,
+    pub exclusive_ns: Option<i64>,
+    pub histogram: Vec<u64>,
+}
+
 /// A whole profile file.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -249,6 +260,8 @@ pub struct Profile {
     pub sources: std::collections::BTreeMap<String, SourceLocation>,
     pub perf: Vec<PerfRegion>,
     pub annotations: Vec<Annotation>,
+    /// Exclusive times and duration histograms, where the file has them (empty otherwise).
+    pub extras: Vec<RegionExtra>,
 }
 
 impl Profile {

@@ -97,11 +97,13 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
         ranks.push(RankInfo { rank: *rank, attrs, likwid_attrs });
     }
 
+    let mut extras = Vec::new();
     let layout = if schema == 1 {
         Layout::PerRank
     } else {
-        let (layout, found) = columnar::read_regions(file, schema)?;
+        let (layout, found, found_extras) = columnar::read_regions(file, schema)?;
         regions = found;
+        extras = found_extras;
         for r in &regions {
             if !ranks.iter().any(|k| k.rank == r.rank) {
                 ranks.push(RankInfo { rank: r.rank, attrs: Vec::new(), likwid_attrs: Vec::new() });
@@ -124,6 +126,7 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
         likwid: likwid_regions,
         perf,
         annotations,
+        extras,
     })
 }
 

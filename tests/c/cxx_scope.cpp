@@ -63,6 +63,12 @@ void hot_loop() {
         SP_SCOPE(kernel);
         sink = sink + i;
     }
+    // Live statistics while profiling runs: every call so far, and a summary table.
+    int status = -1;
+    sp_stats s = scope_profiler::stats(kernel, &status);
+    check(status == SP_OK && s.count >= 1000 && s.count % 1000 == 0 && s.min_ns <= s.max_ns && s.total_ns >= s.max_ns, "live statistics");
+    check(scope_profiler::print_summary() == SP_OK, "print_summary");
+    std::fflush(stdout);
 }
 
 } // namespace

@@ -1,0 +1,58 @@
+//! The regions layout (schema 1, the default): `rank<N>/regions/<name>/{start_times,
+//! end_times,thread_ids}`, every call kept, 24 bytes per call.
+//!
+//! Each region's columns are written slab by slab as the calls are decoded and merged, so
+//! finalize never holds more than one slab of decoded calls.
+
+use super::{LayoutWriter, group_name, new_column, put_int, put_str, write_at};
+use crate::profile::{RankProfile, RegionData};
+use std::collections::HashSet;
+
+pub struct Regions;
+
+impl LayoutWriter for Regions {
+    fn write_rank(&mut self, _file: &hdf5::File, group: &hdf5::Group, _rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
+        let regions = group.create_group("regions")?;
+        let mut used = HashSet::new();
+        for region in &profile.regions {
+            write_region(&regions, region, &mut used)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _file: &hdf5::File) -> hdf5::Result<()> {
+        Ok(())
+    }
+}
+
+fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<()> {
+    let g = parent.create_group(&group_name(&region.name, used))?;
+    put_str(&g, "tag", &region.name)?;
+    if let Some(at) = &region.source {
+        put_str(&g, "source_file", &at.file)?;
+        // Line 0 means the line is not known (a file without a line).
+        if at.line > 0 {
+            put_int(&g, "source_lineno", at.line)?;
+        }
+    }
+    put_int(&g, "open_calls", region.open_calls as i64)?;
+    put_int(&g, "dropped_calls", region.dropped_calls as i64)?;
+    let n = region.calls();
+    let starts = new_column::<i64>(&g, "start_times", n)?;
+    let ends = new_column::<i64>(&g, "end_times", n)?;
+    let threads = new_column::<i64>(&g, "thread_ids", n)?;
+    let mut at = 0;
+    region.for_each_slab_pipelined::<hdf5::Error>(|s| {
+        let m = s.starts.len().min(n - at);
+        write_at(&starts, at, &s.starts[..m])?;
+        write_at(&ends, at, &s.ends[..m])?;
+        write_at(&threads, at, &s.thread_ids[..m])?;
+        at += m;
+        Ok(())
+    })?;
+    if at != n {
+        // Never leave unwritten elements in a file that looks complete.
+        return Err(hdf5::Error::from(format!("region '{}': {at} of {n} calls decoded", region.name)));
+    }
+    Ok(())
+}

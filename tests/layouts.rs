@@ -1,0 +1,435 @@
+//! The three layouts (regions, columnar, aggregate) end to end: a threaded C program in each,
+//! read back through the PyPI package's `read_h5` (the oracle) with exact counts and the
+//! program's own live statistics; the same data written in every layout giving the same
+//! numbers; the Python CLI on every layout; bad values of the variable.
+
+mod support;
+use support::*;
+
+use scope_profiler::config::Layout;
+use scope_profiler::profile::{RankProfile, RegionData};
+use scope_profiler::writer::{Plan, layout_writer};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Run tests/c/layouts.c; `layout` goes through the environment, or through sp_options when
+/// `via_options`.
+fn run_program(dir: &Path, layout: &str, via_options: bool) -> (std::process::Output, PathBuf) {
+    let exe = compile(Lang::C, "layouts", &["tests/c/layouts.c"], dir, &["-lpthread"]);
+    let file = dir.join(format!("{}.h5", layout.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&file).current_dir(dir);
+    if via_options {
+        cmd.arg(layout).env("SCOPE_PROFILER_LAYOUT", "aggregate"); // the option wins
+    } else {
+        cmd.env("SCOPE_PROFILER_LAYOUT", layout);
+    }
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "layouts {layout} failed\nstdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    (out, file)
+}
+
+/// STATS lines: name -> [count, total, min, max, exclusive] (the last line of a name wins).
+fn live_stats(stdout: &str) -> BTreeMap<String, Vec<i64>> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("STATS\t"))
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[0].to_string(), f[1..].iter().map(|v| v.parse().unwrap()).collect())
+        })
+        .collect()
+}
+
+fn schema_and_layout(file: &Path) -> (i64, Option<String>) {
+    let h5 = hdf5::File::open(file).unwrap();
+    let schema = h5.attr("scope_profiler_schema").unwrap().read_scalar::<i64>().unwrap();
+    let layout = h5.attr("storage_layout").ok().map(|a| a.read_scalar::<hdf5::types::VarLenUnicode>().unwrap().as_str().to_string());
+    (schema, layout)
+}
+
+fn check_program_file(layout: &str, out: &std::process::Output, file: &Path) {
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("monotonic=1") && stdout.contains("bad=0"), "{stdout}");
+    // The live summary is printed mid-run, with the regions recorded so far.
+    let live = stdout.split("--- live summary ---").nth(1).unwrap().split("--- end live summary ---").next().unwrap();
+    assert!(live.contains("scope_profiler summary") && live.contains("outer") && live.contains("3300"), "{live}");
+    let expected = expectations(&stdout);
+    let stats = live_stats(&stdout);
+    let py = python_view(file);
+    assert_eq!(py["storage_layout"], layout, "{py}");
+    assert_eq!(py["num_ranks"], 1);
+    for (name, &calls) in &expected {
+        let r = &py["regions"][name]["0"];
+        assert_eq!(r["calls"].as_u64(), Some(calls), "{layout}: calls of {name}: {py}");
+    }
+    // Every thread's calls are in the file, and the live statistics (read once every thread
+    // had joined) are exactly what the file says.
+    for (name, s) in &stats {
+        let r = &py["regions"][name]["0"];
+        assert_eq!(r["calls"].as_i64(), Some(s[0]), "{layout} {name}");
+        assert_eq!(r["total_ns"].as_i64(), Some(s[1]), "{layout} {name}");
+        assert_eq!(r["min_ns"].as_i64(), Some(s[2]), "{layout} {name}");
+        assert_eq!(r["max_ns"].as_i64(), Some(s[3]), "{layout} {name}");
+        if layout == "aggregate" {
+            assert_eq!(r["exclusive_ns"].as_i64(), Some(s[4]), "{layout} {name}");
+        }
+        assert!(s[4] <= s[1] && s[4] >= 0, "exclusive within total: {name} {s:?}");
+    }
+    // inner has no children: all its time is exclusive; outer's children are inner and recursive.
+    assert_eq!(stats["inner"][4], stats["inner"][1]);
+    assert!(stats["outer"][4] < stats["outer"][1]);
+    // Misuse behaves as in every layout: the dropped call and the open call are stored.
+    let h5 = hdf5::File::open(file).unwrap();
+    let rank = h5.group("rank0").unwrap();
+    assert_eq!(int_attr(&rank, "num_threads"), 4, "main thread + 3 workers");
+    let (open, dropped) = if layout == "regions" {
+        let regions = read_regions(&h5, 0);
+        (regions["left open"].open_calls, regions["b"].dropped_calls)
+    } else {
+        let names: Vec<String> = h5.dataset("region_table/names").unwrap().read_raw::<hdf5::types::VarLenUnicode>().unwrap().iter().map(|s| s.to_string()).collect();
+        let ids: Vec<u32> = h5.dataset("rank_region_index/region_ids").unwrap().read_raw().unwrap();
+        let open: Vec<i64> = h5.dataset("rank_region_index/open_calls").unwrap().read_raw().unwrap();
+        let dropped: Vec<i64> = h5.dataset("rank_region_index/dropped_calls").unwrap().read_raw().unwrap();
+        let row = |n: &str| ids.iter().position(|&i| names[i as usize] == n).unwrap();
+        (open[row("left open")], dropped[row("b")])
+    };
+    assert_eq!((open, dropped), (1, 1), "{layout}");
+}
+
+#[test]
+fn every_layout_reads_back_through_the_python_package_with_exact_counts() {
+    let dir = scratch("layouts_program");
+    for layout in ["regions", "columnar", "aggregate"] {
+        let (out, file) = run_program(&dir, layout, false);
+        check_program_file(layout, &out, &file);
+        let (schema, stored) = schema_and_layout(&file);
+        match layout {
+            "regions" => assert_eq!((schema, stored), (1, None)),
+            _ => assert_eq!((schema, stored.as_deref()), (3, Some(layout))),
+        }
+        if layout == "columnar" {
+            // Thread ids cost one byte per call.
+            let h5 = hdf5::File::open(&file).unwrap();
+            let t = h5.dataset("events/thread_ids").unwrap();
+            assert_eq!(t.dtype().unwrap().size(), 1);
+            let tids: Vec<u8> = t.read_raw().unwrap();
+            assert_eq!(tids.iter().copied().max(), Some(3));
+        }
+        if layout == "aggregate" {
+            let h5 = hdf5::File::open(&file).unwrap();
+            assert!(h5.group("events").is_err(), "no calls are kept");
+            // The histogram of each region counts its calls.
+            let counts: Vec<u64> = h5.dataset("rank_region_index/aggregate_counts").unwrap().read_raw().unwrap();
+            let hist = h5.dataset("rank_region_index/histograms").unwrap();
+            assert_eq!(hist.shape(), vec![counts.len(), 64]);
+            let flat: Vec<u64> = hist.read_raw().unwrap();
+            for (row, c) in counts.iter().enumerate() {
+                assert_eq!(flat[row * 64..row * 64 + 64].iter().sum::<u64>(), *c);
+            }
+            // Per thread: the threads' counts add up to the row's.
+            let rows: Vec<u64> = h5.dataset("scope_profiler_threads/rows").unwrap().read_raw().unwrap();
+            let tcounts: Vec<u64> = h5.dataset("scope_profiler_threads/counts").unwrap().read_raw().unwrap();
+            for (row, c) in counts.iter().enumerate() {
+                let sum: u64 = rows.iter().zip(&tcounts).filter(|(r, _)| **r == row as u64).map(|(_, c)| c).sum();
+                assert_eq!(sum, *c);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_option_selects_the_layout_over_the_environment() {
+    let dir = scratch("layouts_option");
+    let (out, file) = run_program(&dir, "columnar", true);
+    check_program_file("columnar", &out, &file);
+}
+
+#[test]
+fn a_bad_value_warns_once_names_it_and_keeps_every_call_in_the_default_layout() {
+    let dir = scratch("layouts_bad");
+    let (out, file) = run_program(&dir, "tree", false);
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("SCOPE_PROFILER_LAYOUT=\"tree\"").count(), 1, "{stderr}");
+    assert!(stderr.contains("using the default layout, regions"), "{stderr}");
+    check_program_file("regions", &out, &file);
+    // A bad sp_options.layout the same way.
+    let (out, file) = run_program(&dir, "rows", true);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("sp_options.layout=\"rows\""), "{stderr}");
+    check_program_file("regions", &out, &file);
+}
+
+/// Two threads, nested and recursive calls, an open-only region: one process's data.
+fn sample_profile() -> RankProfile {
+    let mut p = RankProfile::default();
+    p.info.hostname = "node".into();
+    p.info.thread_os_ids = vec![100, 200];
+    let t0 = 1_000_000_000_000i64;
+    p.regions.push(RegionData::from_columns(
+        "solve",
+        vec![t0, t0 + 5, t0 + 100, t0 + 101, t0 + 3_000_000_000],
+        vec![t0 + 50, t0 + 90, t0 + 5_000_000_200, t0 + 150, t0 + 3_000_000_001],
+        vec![0, 1, 0, 1, 1],
+    ));
+    p.regions.push(RegionData::from_columns("io/write", vec![t0 + 10], vec![t0 + 20], vec![0]));
+    p.regions.push(RegionData { name: "never closed".into(), open_calls: 2, ..Default::default() });
+    p
+}
+
+/// A file written in this process, as a copy to read: HDF5 opens files without close-on-exec
+/// and locks them, so a child started meanwhile by another test of this binary may still hold
+/// the lock of the original (the copy was never open here).
+fn readable_copy(path: &Path) -> PathBuf {
+    let copy = path.with_extension("read.h5");
+    std::fs::copy(path, &copy).unwrap();
+    copy
+}
+
+fn write_sample(dir: &Path, layout: Layout) -> PathBuf {
+    let profile = sample_profile();
+    let path = dir.join(format!("{}.h5", layout.name()));
+    let mut w = layout_writer(layout, Plan::of(&profile));
+    scope_profiler::output::write_file(&path, |f| {
+        f.write_metadata(&[("mpi_size".into(), scope_profiler::metadata::AttrValue::Int(1))])?;
+        f.write_rank(0, &profile, w.as_mut())?;
+        w.finish(f.file())
+    })
+    .unwrap();
+    readable_copy(&path)
+}
+
+#[test]
+fn the_same_data_gives_the_same_numbers_in_every_layout() {
+    let dir = scratch("layouts_same_data");
+    let files: BTreeMap<&str, PathBuf> = [Layout::Regions, Layout::Columnar, Layout::Aggregate].into_iter().map(|l| (l.name(), write_sample(&dir, l))).collect();
+    let view: BTreeMap<&str, Value> = files.iter().map(|(l, f)| (*l, python_view(f))).collect();
+    let regions = &view["regions"]["regions"];
+    // In the regions layout the Python reader names regions by their group ("io|write").
+    let same = |ours: &str, theirs: &str| (ours.to_string(), theirs.to_string());
+    for (name, group) in [same("solve", "solve"), same("io/write", "io|write")] {
+        let r = &regions[&group]["0"];
+        let c = &view["columnar"]["regions"][&name]["0"];
+        let a = &view["aggregate"]["regions"][&name]["0"];
+        for key in ["calls", "total_ns", "min_ns", "max_ns", "starts_ns", "ends_ns", "durations_ns"] {
+            assert_eq!(c[key], r[key], "columnar {name} {key}");
+        }
+        for key in ["calls", "total_ns", "min_ns", "max_ns"] {
+            assert_eq!(a[key], r[key], "aggregate {name} {key}");
+        }
+    }
+    assert_eq!(view["columnar"]["regions"]["solve"]["0"]["thread_ids"], serde_json::json!([0, 1, 0, 1, 1]));
+    assert_eq!(view["columnar"]["regions"]["solve"]["0"]["starts_ns"][2], 1_000_000_000_100i64);
+    assert_eq!(view["aggregate"]["regions"]["solve"]["0"]["max_ns"], 5_000_000_100i64);
+    // The region with only an open call is a row too.
+    assert_eq!(view["aggregate"]["regions"]["never closed"]["0"]["calls"], 0);
+
+    // The Python package's CLI reads every layout.
+    let cli = python().with_file_name("scope-profiler");
+    for (layout, f) in &files {
+        for cmd in ["inspect", "report"] {
+            let out = run(Command::new(&cli).arg(cmd).arg(f).current_dir(&dir));
+            assert!(out.status.success(), "scope-profiler {cmd} on {layout}: {}\n{}", text(&out.stdout), text(&out.stderr));
+            if cmd == "inspect" {
+                assert!(text(&out.stdout).contains("solve"), "{layout}: {}", text(&out.stdout));
+            }
+        }
+        let out = run(Command::new(&cli).arg("diff").arg(&files["regions"]).arg(f).current_dir(&dir));
+        assert!(out.status.success(), "scope-profiler diff regions {layout}: {}\n{}", text(&out.stdout), text(&out.stderr));
+    }
+}
+
+#[test]
+fn columnar_costs_at_most_17_bytes_per_call_and_aggregate_is_small() {
+    let dir = scratch("layouts_size");
+    let n = 200_000i64;
+    let mut p = RankProfile::default();
+    p.info.thread_os_ids = vec![1, 2];
+    let t0 = 1_000_000_000i64;
+    let starts: Vec<i64> = (0..n).map(|i| t0 + i * 100).collect();
+    let ends: Vec<i64> = starts.iter().map(|s| s + 40).collect();
+    let tids: Vec<i64> = (0..n).map(|i| i % 2).collect();
+    p.regions.push(RegionData::from_columns("hot", starts, ends, tids));
+    let mut sizes = BTreeMap::new();
+    for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
+        let path = dir.join(format!("{}.h5", layout.name()));
+        let mut w = layout_writer(layout, Plan::of(&p));
+        scope_profiler::output::write_file(&path, |f| {
+            f.write_metadata(&[])?;
+            f.write_rank(0, &p, w.as_mut())?;
+            w.finish(f.file())
+        })
+        .unwrap();
+        sizes.insert(layout.name(), std::fs::metadata(&path).unwrap().len());
+    }
+    // 17 bytes per call, plus a fixed part (index tables, metadata) under 64 KiB.
+    assert!(sizes["columnar"] <= 17 * n as u64 + 65536, "{sizes:?}");
+    assert!(sizes["regions"] >= 24 * n as u64, "the regions layout keeps 24 bytes per call: {sizes:?}");
+    let h5 = hdf5::File::open(dir.join("columnar.h5")).unwrap();
+    let event_bytes: u64 = ["start_deltas", "durations", "thread_ids"].iter().map(|c| h5.dataset(&format!("events/{c}")).unwrap().storage_size()).sum();
+    assert_eq!(event_bytes, 17 * n as u64);
+    assert!(sizes["aggregate"] < 1 << 20, "{sizes:?}");
+}
+
+/// LIKWID results stay in `rank<N>/likwid` in every layout and the Python reader finds them.
+/// A stand-in for what this machine cannot do (no PMU, and LIKWID's fake-MSR runs do not yet
+/// work on this CPU): the counter results are given, not measured; the real end-to-end run
+/// per layout is in tests/likwid_e2e.rs (likwid_results_are_written_in_every_layout).
+#[test]
+fn likwid_results_are_kept_in_every_layout_given_results() {
+    use scope_profiler::likwid::{LikwidRun, RegionResult};
+    let dir = scratch("layouts_likwid");
+    for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
+        let mut p = sample_profile();
+        p.likwid = LikwidRun {
+            env: vec![("LIKWID_EVENTS".into(), "FLOPS_DP".into())],
+            regions: vec![RegionResult {
+                tag: "solve".into(),
+                group_id: 0,
+                group_name: "FLOPS_DP".into(),
+                source: "full_api".into(),
+                event_names: vec!["INSTR_RETIRED_ANY".into()],
+                counter_names: vec!["FIXC0".into()],
+                metric_names: vec!["CPI".into()],
+                cpus: vec![0, 1],
+                times: vec![0.5, 0.25],
+                call_counts: vec![3, 2],
+                events: vec![vec![100.0, 200.0]],
+                metrics: vec![vec![1.5, 2.5]],
+            }],
+        };
+        let path = dir.join(format!("{}.h5", layout.name()));
+        let mut w = layout_writer(layout, Plan::of(&p));
+        scope_profiler::output::write_file(&path, |f| {
+            f.write_metadata(&[])?;
+            f.write_rank(0, &p, w.as_mut())?;
+            w.finish(f.file())
+        })
+        .unwrap();
+        // The writer is still alive: the file must be closed all the same (it can be copied
+        // complete, and read).
+        let py = python_view(&readable_copy(&path));
+        assert_eq!(py["has_likwid"], true, "{}", layout.name());
+        let r = &py["likwid"]["0"]["solve"];
+        assert_eq!(r["call_counts"], serde_json::json!([3, 2]), "{}", layout.name());
+        assert_eq!(r["metrics"], serde_json::json!([[1.5, 2.5]]), "{}", layout.name());
+        assert_eq!(py["regions"]["solve"]["0"]["calls"], 5, "{}", layout.name());
+    }
+}
+
+/// sptool (built from this workspace) reads every layout: the same calls and totals, and
+/// for the schema-3 layouts the exclusive times and duration histograms.
+#[test]
+fn sptool_inspects_and_exports_every_layout() {
+    let mut sptool = lib_dir().join("sptool");
+    if !sptool.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let release = lib_dir().ends_with("release");
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "sptool"]).current_dir(repo_root());
+        if release {
+            cmd.arg("--release");
+        }
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "building sptool: {}", text(&out.stderr));
+        sptool = lib_dir().join("sptool");
+    }
+    let dir = scratch("layouts_sptool");
+    for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
+        let file = write_sample(&dir, layout);
+        let out = run(Command::new(&sptool).arg("inspect").arg(&file));
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{}: {}", layout.name(), text(&out.stderr));
+        let solve = stdout.lines().find(|l| l.trim_start().starts_with("solve ")).unwrap_or_else(|| panic!("{stdout}"));
+        assert!(solve.split_whitespace().nth(2) == Some("5"), "5 calls of solve: {solve}");
+        if layout != Layout::Regions {
+            assert!(stdout.contains("Exclusive time and call durations"), "{stdout}");
+            // 50, 85, 5e9+100, 49 and 1 ns: buckets [32ns,64ns) twice, [64ns,128ns), [1ns,2ns) and 2^32 ns.
+            assert!(stdout.contains("[32ns, 64ns) 2"), "{stdout}");
+        }
+        let out = run(Command::new(&sptool).args(["export", "--format", "json", "-o", "-"]).arg(&file));
+        assert!(out.status.success(), "{}: {}", layout.name(), text(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = doc["rows"].as_array().unwrap().iter().find(|r| r["region"] == "solve").unwrap().clone();
+        assert_eq!(row["calls"], 5, "{}", layout.name());
+        assert!((row["total_s"].as_f64().unwrap() - 5.000000285).abs() < 1e-9, "{row}");
+        if layout == Layout::Aggregate {
+            let h = doc["histograms"].as_array().unwrap().iter().find(|h| h["region"] == "solve").unwrap();
+            assert_eq!(h["histogram_counts"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum::<u64>(), 5);
+        }
+    }
+}
+
+/// Large regions go through the pipelined finalize (decoding on a second thread): the same
+/// recorded calls (two threads, nesting, recursion) written in the regions and the columnar
+/// layout give identical columns, call for call, and the same totals through the Python reader.
+#[test]
+fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
+    use scope_profiler::profile::{ThreadRecord, merge};
+    use scope_profiler::recorder::ThreadData;
+    let dir = scratch("layouts_pipelined");
+    let names = vec!["outer".to_string(), "inner".to_string()];
+    let record = || -> Vec<ThreadRecord> {
+        (0..2u32)
+            .map(|t| {
+                let mut d = ThreadData::default();
+                let mut now = 1_000_000_000i64 + t as i64 * 7;
+                for i in 0..200_000i64 {
+                    assert!(d.open(0, now));
+                    assert!(d.open(1, now + 3));
+                    if i % 1000 == 0 {
+                        assert!(d.open(1, now + 4)); // recursion: logged out of start order
+                        assert!(d.close(1, now + 5));
+                    }
+                    assert!(d.close(1, now + 10 + i % 13));
+                    assert!(d.close(0, now + 40));
+                    now += 50 + (i % 3) * 20;
+                }
+                ThreadRecord { index: t, os_tid: 100 + t as i64, data: d }
+            })
+            .collect()
+    };
+    let mut files = BTreeMap::new();
+    for layout in [Layout::Regions, Layout::Columnar] {
+        let (regions, os) = merge(&names, record(), &scope_profiler::clock::Timebase::monotonic());
+        let mut p = RankProfile { regions, ..Default::default() };
+        p.info.thread_os_ids = os;
+        let path = dir.join(format!("{}.h5", layout.name()));
+        let mut w = layout_writer(layout, Plan::of(&p));
+        scope_profiler::output::write_file(&path, |f| {
+            f.write_metadata(&[])?;
+            f.write_rank(0, &p, w.as_mut())?;
+            w.finish(f.file())
+        })
+        .unwrap();
+        files.insert(layout.name(), readable_copy(&path));
+    }
+    let regions = read_regions(&hdf5::File::open(&files["regions"]).unwrap(), 0);
+    let h5 = hdf5::File::open(&files["columnar"]).unwrap();
+    let deltas: Vec<i64> = h5.dataset("events/start_deltas").unwrap().read_raw().unwrap();
+    let durations: Vec<i64> = h5.dataset("events/durations").unwrap().read_raw().unwrap();
+    let tids: Vec<u8> = h5.dataset("events/thread_ids").unwrap().read_raw().unwrap();
+    let offsets: Vec<u64> = h5.dataset("rank_region_index/event_offsets").unwrap().read_raw().unwrap();
+    let counts: Vec<u64> = h5.dataset("rank_region_index/event_counts").unwrap().read_raw().unwrap();
+    for (row, name) in ["outer", "inner"].iter().enumerate() {
+        let r = &regions[*name];
+        let range = offsets[row] as usize..(offsets[row] + counts[row]) as usize;
+        let mut start = 0i64;
+        let starts: Vec<i64> = deltas[range.clone()].iter().map(|d| {
+            start += d;
+            start
+        }).collect();
+        let ends: Vec<i64> = starts.iter().zip(&durations[range.clone()]).map(|(s, d)| s + d).collect();
+        let threads: Vec<i64> = tids[range].iter().map(|&t| t as i64).collect();
+        assert_eq!(starts.len(), if *name == "outer" { 400_000 } else { 400_400 });
+        assert!(starts == r.starts && ends == r.ends && threads == r.thread_ids, "{name}: columns differ");
+    }
+    let (a, b) = (python_view(&files["regions"]), python_view(&files["columnar"]));
+    for name in ["outer", "inner"] {
+        for key in ["calls", "total_ns", "min_ns", "max_ns"] {
+            assert_eq!(a["regions"][name]["0"][key], b["regions"][name]["0"][key], "{name} {key}");
+        }
+    }
+}
