@@ -15,12 +15,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Run tests/c/layouts.c; `layout` goes through the environment, or through sp_options when
-/// `via_options`.
+/// `via_options`. The monotonic clock: live statistics and the file are then converted by the
+/// same identity and must agree exactly (with the TSC clock they agree to the clock's error
+/// bound: `live_statistics_with_the_tsc_clock`).
 fn run_program(dir: &Path, layout: &str, via_options: bool) -> (std::process::Output, PathBuf) {
+    run_program_with_clock(dir, layout, via_options, "monotonic")
+}
+
+fn run_program_with_clock(dir: &Path, layout: &str, via_options: bool, clock: &str) -> (std::process::Output, PathBuf) {
     let exe = compile(Lang::C, "layouts", &["tests/c/layouts.c"], dir, &["-lpthread"]);
-    let file = dir.join(format!("{}.h5", layout.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
+    let file = dir.join(format!("{}_{clock}.h5", layout.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
     let mut cmd = Command::new(&exe);
-    cmd.arg(&file).current_dir(dir);
+    cmd.arg(&file).current_dir(dir).env("SCOPE_PROFILER_CLOCK", clock);
     if via_options {
         cmd.arg(layout).env("SCOPE_PROFILER_LAYOUT", "aggregate"); // the option wins
     } else {
@@ -51,6 +57,12 @@ fn schema_and_layout(file: &Path) -> (i64, Option<String>) {
 }
 
 fn check_program_file(layout: &str, out: &std::process::Output, file: &Path) {
+    check_program_file_within(layout, out, file, 0.0)
+}
+
+/// `rel`: how far (relative, plus 2 ns) the file's times may be from the live statistics.
+fn check_program_file_within(layout: &str, out: &std::process::Output, file: &Path, rel: f64) {
+    let near = |a: Option<i64>, b: i64| a.is_some_and(|a| (a - b).abs() as f64 <= rel * b.abs() as f64 + if rel > 0.0 { 2.0 } else { 0.0 });
     let stdout = text(&out.stdout);
     assert!(stdout.contains("monotonic=1") && stdout.contains("bad=0"), "{stdout}");
     // The live summary is printed mid-run, with the regions recorded so far.
@@ -70,11 +82,11 @@ fn check_program_file(layout: &str, out: &std::process::Output, file: &Path) {
     for (name, s) in &stats {
         let r = &py["regions"][name]["0"];
         assert_eq!(r["calls"].as_i64(), Some(s[0]), "{layout} {name}");
-        assert_eq!(r["total_ns"].as_i64(), Some(s[1]), "{layout} {name}");
-        assert_eq!(r["min_ns"].as_i64(), Some(s[2]), "{layout} {name}");
-        assert_eq!(r["max_ns"].as_i64(), Some(s[3]), "{layout} {name}");
+        for (key, i) in [("total_ns", 1), ("min_ns", 2), ("max_ns", 3)] {
+            assert!(near(r[key].as_i64(), s[i]), "{layout} {name} {key}: file {} live {}", r[key], s[i]);
+        }
         if layout == "aggregate" {
-            assert_eq!(r["exclusive_ns"].as_i64(), Some(s[4]), "{layout} {name}");
+            assert!(near(r["exclusive_ns"].as_i64(), s[4]), "{layout} {name} exclusive: file {} live {}", r["exclusive_ns"], s[4]);
         }
         assert!(s[4] <= s[1] && s[4] >= 0, "exclusive within total: {name} {s:?}");
     }
@@ -97,6 +109,18 @@ fn check_program_file(layout: &str, out: &std::process::Output, file: &Path) {
         (open[row("left open")], dropped[row("b")])
     };
     assert_eq!((open, dropped), (1, 1), "{layout}");
+}
+
+/// With the TSC clock (the default where it is safe), the live statistics are converted through
+/// the anchors taken so far and the file through the whole run's: they agree to parts per
+/// million (the clock's rate variation), counts exactly.
+#[test]
+fn live_statistics_with_the_tsc_clock() {
+    let dir = scratch("layouts_tsc");
+    for layout in ["regions", "aggregate"] {
+        let (out, file) = run_program_with_clock(&dir, layout, false, "auto");
+        check_program_file_within(layout, &out, &file, 1e-4);
+    }
 }
 
 #[test]
