@@ -7,7 +7,7 @@ use crate::metadata::{AttrValue, run_metadata};
 use crate::mpi_comm::{MpiContext, receive_bytes, send_bytes, tag};
 use crate::output::{report, write_rank_file};
 use crate::profile::RankProfile;
-use crate::profiler::Session;
+use crate::output::RunContext;
 use crate::status::{Error, Result, Status};
 use crate::summary::RegionStats;
 use crate::warn;
@@ -26,12 +26,12 @@ fn mpi_attrs(profile: &mut RankProfile, rank: i32, world_rank: Option<i64>, offs
     extra.push(("clock_offset_rtt_ns".into(), AttrValue::Int(offset.1)));
 }
 
-pub fn write_collective(session: &Session, ctx: MpiContext, mut profile: RankProfile) -> Result<Status> {
+pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile) -> Result<Status> {
     // Every rank tells rank 0 its world rank through the profile itself.
     profile.info.extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
     // Rank 0 learns the run's size first, so the columnar layout sizes its columns once.
     let plan = gather_plan(&ctx, Plan::of(&profile));
-    let outcome = if ctx.rank == 0 { gather_and_write(session, &ctx, &mut profile, plan) } else { send_to_root(&ctx, &profile) };
+    let outcome = if ctx.rank == 0 { gather_and_write(run, &ctx, &mut profile, plan) } else { send_to_root(&ctx, &profile) };
     // Everyone learns the result: 0 = written, else the status code.
     let mut code: i32 = match &outcome {
         Ok(_) => 0,
@@ -44,8 +44,8 @@ pub fn write_collective(session: &Session, ctx: MpiContext, mut profile: RankPro
     }
     // Nothing is lost: each rank keeps its own data in a per-rank file.
     let rank = profile_rank(&profile);
-    let size = session_size(session);
-    write_rank_file(session, rank, size, profile, "the collective write on rank 0 failed")?;
+    let size = world_size();
+    write_rank_file(run, rank, size, profile, "the collective write on rank 0 failed")?;
     Err(Error::new(Status::WriteFailed, "rank 0 could not write the profile; every rank wrote its own file instead (see stderr)"))
 }
 
@@ -74,7 +74,7 @@ fn profile_rank(p: &RankProfile) -> i64 {
         .unwrap_or(0)
 }
 
-fn session_size(_session: &Session) -> i64 {
+fn world_size() -> i64 {
     mpi::topology::SimpleCommunicator::world().size() as i64
 }
 
@@ -85,8 +85,8 @@ fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
     Ok(Written { path: Default::default(), fallback_reason: None, note: None })
 }
 
-fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, plan: Plan) -> Result<Written> {
-    let mut layout = layout_writer(session.config.layout, plan);
+fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile, plan: Plan) -> Result<Written> {
+    let mut layout = layout_writer(run.config.layout, plan);
     let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
     let pool = |p: &RankProfile, stats: &mut BTreeMap<String, RegionStats>, hosts: &mut BTreeSet<String>| {
@@ -96,7 +96,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
             stats.entry(r.name.clone()).and_modify(|a| a.merge(&s)).or_insert(s);
         }
     };
-    let file = ProfileFile::create(&session.config.file_path);
+    let file = ProfileFile::create(&run.config.file_path);
     let mut hdf5_error: Option<String> = None;
     // After the first error, keep receiving (no rank may be left waiting) but stop writing.
     // A panic must not stop the loop either: the ranks not yet received would wait forever.
@@ -116,7 +116,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
     own.info.extra.retain(|(k, _)| k != "world_rank");
     mpi_attrs(own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
     pool(own, &mut stats, &mut hosts);
-    crate::metadata::apply_detail(&session.config, own);
+    crate::metadata::apply_detail(run.config, own);
     write(&file, 0, own, &mut hdf5_error);
     own.info.extra = saved;
 
@@ -130,7 +130,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
                 p.info.extra.retain(|(k, _)| k != "world_rank");
                 mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
                 pool(&p, &mut stats, &mut hosts);
-                crate::metadata::apply_detail(&session.config, &mut p);
+                crate::metadata::apply_detail(run.config, &mut p);
                 write(&file, r as usize, &p, &mut hdf5_error);
             }
             Err(e) => hdf5_error = hdf5_error.or(Some(format!("rank{r}: {e}"))),
@@ -139,7 +139,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
 
     let file = file?;
     let size = ctx.size as i64;
-    let meta = run_metadata(&session.config, &session.facts, size, hosts.len() as i64);
+    let meta = run_metadata(run.config, run.facts, size, hosts.len() as i64);
     if hdf5_error.is_none() {
         if let Err(e) = file.write_metadata(&meta) {
             hdf5_error = Some(format!("metadata: {e}"));
@@ -155,7 +155,7 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
     }
     if let Some(e) = hdf5_error {
         file.abandon();
-        let msg = format!("profile NOT written: error while writing {}: {e}", session.config.file_path.display());
+        let msg = format!("profile NOT written: error while writing {}: {e}", run.config.file_path.display());
         warn::always(&msg);
         return Err(Error::new(Status::WriteFailed, msg));
     }
@@ -163,6 +163,6 @@ fn gather_and_write(session: &Session, ctx: &MpiContext, own: &mut RankProfile, 
     if let Some(msg) = written.fallback_message() {
         warn::always(&msg);
     }
-    report(session.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize);
+    report(run.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize);
     Ok(written)
 }

@@ -99,10 +99,12 @@ fn measure_clock_offsets(comm: &SimpleCommunicator) -> Vec<(i64, i64)> {
     offsets
 }
 
-/// Runs our finalize when MPI_Finalize deletes the attributes of MPI_COMM_SELF, which it does
+/// Runs `on_finalize` when MPI_Finalize deletes the attributes of MPI_COMM_SELF, which it does
 /// first, while MPI is still fully usable (MPI-3.1 section 8.7.1).
 #[derive(Clone)]
-struct FinalizeHook;
+struct FinalizeHook {
+    on_finalize: fn(),
+}
 
 impl CommAttribute for FinalizeHook {
     unsafe extern "C" fn comm_delete_attr_fn(
@@ -112,16 +114,18 @@ impl CommAttribute for FinalizeHook {
         _extra_state: *mut c_void,
     ) -> c_int {
         // SAFETY: `val` is the Box rsmpi's set_attr made for this attribute.
-        drop(unsafe { Box::from_raw(val as *mut FinalizeHook) });
-        let _ = std::panic::catch_unwind(crate::profiler::finalize_inside_mpi_finalize);
+        let hook = unsafe { Box::from_raw(val as *mut FinalizeHook) };
+        let _ = std::panic::catch_unwind(hook.on_finalize);
         mpi::ffi::MPI_SUCCESS as c_int
     }
 }
 
-/// Attach the finalize hook to MPI_COMM_SELF (once, at setup).
-pub fn install_finalize_hook() {
+/// Attach `on_finalize` to MPI_COMM_SELF (once, at setup): MPI calls it from inside
+/// MPI_Finalize, while MPI still works. The caller decides what it does (this layer knows
+/// nothing of the profiler above it).
+pub fn install_finalize_hook(on_finalize: fn()) {
     let mut self_comm = SimpleCommunicator::self_comm();
-    self_comm.set_attr(FinalizeHook);
+    self_comm.set_attr(FinalizeHook { on_finalize });
 }
 
 /// The rank and size the launcher gave this process, when MPI itself is not usable.

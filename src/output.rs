@@ -4,12 +4,20 @@
 use crate::metadata::{AttrValue, run_metadata};
 use crate::mpi_comm::{self, MpiContext};
 use crate::profile::RankProfile;
-use crate::profiler::Session;
+use crate::config::Config;
+use crate::metadata::RunFacts;
 use crate::status::{Error, Result, Status};
 use crate::summary::{RegionStats, render};
 use crate::warn;
 use crate::writer::{Plan, ProfileFile, Written, layout_writer};
 use std::path::{Path, PathBuf};
+
+/// What writing needs to know about the run: plain data, no profiler state.
+#[derive(Clone, Copy)]
+pub struct RunContext<'a> {
+    pub config: &'a Config,
+    pub facts: &'a RunFacts,
+}
 
 /// Whether finalize may talk to the other ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,34 +29,34 @@ pub enum Gather {
 }
 
 /// Write the run the way its MPI situation allows.
-pub fn write_run(session: &Session, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather) -> Result<Status> {
+pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather) -> Result<Status> {
     if gather == Gather::LocalOnly {
         let rank = if mpi_comm::is_usable() { Some(world_rank_size()) } else { mpi_comm::launcher_rank() };
         // Freeing our communicator is local, but MPI's state at exit is unknown: leave it.
         std::mem::forget(mpi);
         return match rank {
             Some((rank, size)) if size > 1 => {
-                write_rank_file(session, rank, size, profile, "the program exited without sp_finalize or MPI_Finalize").map(|_| Status::Ok)
+                write_rank_file(run, rank, size, profile, "the program exited without sp_finalize or MPI_Finalize").map(|_| Status::Ok)
             }
-            _ => write_single(session, profile),
+            _ => write_single(run, profile),
         };
     }
     match mpi {
-        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(session, ctx, profile),
+        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(run, ctx, profile),
         Some(ctx) => {
             let (rank, size) = (ctx.world_rank as i64, ctx.size as i64);
             // MPI is gone: the communicator can no longer be freed.
             std::mem::forget(ctx);
-            write_rank_file(session, rank, size, profile, "MPI was finalized before the profile could be gathered").map(|_| Status::Ok)
+            write_rank_file(run, rank, size, profile, "MPI was finalized before the profile could be gathered").map(|_| Status::Ok)
         }
         None if mpi_comm::is_usable() => match mpi_comm::attach(None)? {
             // MPI was initialized after sp_setup: gather over MPI_COMM_WORLD now.
-            Some(ctx) => crate::gather::write_collective(session, ctx, profile),
-            None => write_single(session, profile),
+            Some(ctx) => crate::gather::write_collective(run, ctx, profile),
+            None => write_single(run, profile),
         },
         None => match mpi_comm::launcher_rank() {
-            Some((rank, size)) => write_rank_file(session, rank, size, profile, "MPI is not initialized").map(|_| Status::Ok),
-            None => write_single(session, profile),
+            Some((rank, size)) => write_rank_file(run, rank, size, profile, "MPI is not initialized").map(|_| Status::Ok),
+            None => write_single(run, profile),
         },
     }
 }
@@ -61,16 +69,16 @@ fn world_rank_size() -> (i64, i64) {
 }
 
 /// A single-process run: rank 0 of 1.
-pub fn write_single(session: &Session, mut profile: RankProfile) -> Result<Status> {
-    crate::metadata::apply_detail(&session.config, &mut profile);
-    let meta = run_metadata(&session.config, &session.facts, 1, 1);
-    let mut layout = layout_writer(session.config.layout, Plan::of(&profile));
-    let written = write_file(&session.config.file_path, |file| {
+pub fn write_single(run: RunContext<'_>, mut profile: RankProfile) -> Result<Status> {
+    crate::metadata::apply_detail(run.config, &mut profile);
+    let meta = run_metadata(run.config, run.facts, 1, 1);
+    let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
+    let written = write_file(&run.config.file_path, |file| {
         file.write_metadata(&meta)?;
         file.write_rank(0, &profile, layout.as_mut())?;
         layout.finish(file.file())
     })?;
-    report(session.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1);
+    report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1);
     Ok(Status::Ok)
 }
 
@@ -86,16 +94,16 @@ pub fn rank_file_path(target: &Path, rank: i64) -> PathBuf {
 
 /// This process's own file, named with its rank, when the ranks cannot write one file together.
 /// `scope_profiler_merge` (or sp_merge_rank_files) combines such files into the normal one.
-pub fn write_rank_file(session: &Session, rank: i64, size: i64, mut profile: RankProfile, why: &str) -> Result<Written> {
-    let target = rank_file_path(&session.config.file_path, rank);
-    let mut meta = run_metadata(&session.config, &session.facts, size, 1);
+pub fn write_rank_file(run: RunContext<'_>, rank: i64, size: i64, mut profile: RankProfile, why: &str) -> Result<Written> {
+    let target = rank_file_path(&run.config.file_path, rank);
+    let mut meta = run_metadata(run.config, run.facts, size, 1);
     meta.retain(|(k, _)| k != "num_nodes");
     meta.push(("partial_rank_file".into(), AttrValue::Int(1)));
-    crate::metadata::apply_detail(&session.config, &mut profile);
+    crate::metadata::apply_detail(run.config, &mut profile);
     if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
         profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));
     }
-    let mut layout = layout_writer(session.config.layout, Plan::of(&profile));
+    let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
     let written = write_file(&target, |file| {
         file.write_metadata(&meta)?;
         file.write_rank(rank as usize, &profile, layout.as_mut())?;
@@ -106,7 +114,7 @@ pub fn write_rank_file(session: &Session, rank: i64, size: i64, mut profile: Ran
         &format!(
             "{why}: rank {rank} wrote its own file {}; combine the ranks' files with `scope_profiler_merge -o {} <files>`",
             written.path.display(),
-            session.config.file_path.display()
+            run.config.file_path.display()
         ),
     );
     Ok(written)

@@ -263,7 +263,7 @@ pub fn setup(options: &Options) -> Result<Status> {
     // Collective when MPI is initialized: every rank calls sp_setup.
     let mpi = crate::mpi_comm::attach(config.mpi_comm)?;
     if mpi.is_some() {
-        crate::mpi_comm::install_finalize_hook();
+        crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
     }
     quiesce::prepare();
     KEEP_CALLS.store(config.layout != crate::config::Layout::Aggregate, Ordering::Relaxed);
@@ -489,7 +489,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     let profile = take_local_profile(session.info.clone(), &session.clock);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
-    let result = output::write_run(&session, mpi, profile, gather);
+    let result = output::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
     if session.config.verbosity >= 2 {
         warn::always(&format!(
             "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
