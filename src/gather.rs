@@ -89,6 +89,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     let mut layout = layout_writer(run.config.layout, plan);
     let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
+    let mut clock = crate::metadata::ClockSummary::default();
     let pool = |p: &RankProfile, stats: &mut BTreeMap<String, RegionStats>, hosts: &mut BTreeSet<String>| {
         hosts.insert(p.info.hostname.clone());
         for r in &p.regions {
@@ -116,6 +117,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     own.info.extra.retain(|(k, _)| k != "world_rank");
     mpi_attrs(own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
     pool(own, &mut stats, &mut hosts);
+    clock.add(0, &own.info);
     crate::metadata::apply_detail(run.config, own);
     write(&file, 0, own, &mut hdf5_error);
     own.info.extra = saved;
@@ -130,6 +132,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
                 p.info.extra.retain(|(k, _)| k != "world_rank");
                 mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
                 pool(&p, &mut stats, &mut hosts);
+                clock.add(r as i64, &p.info);
                 crate::metadata::apply_detail(run.config, &mut p);
                 write(&file, r as usize, &p, &mut hdf5_error);
             }
@@ -139,7 +142,8 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
 
     let file = file?;
     let size = ctx.size as i64;
-    let meta = run_metadata(run.config, run.facts, size, hosts.len() as i64);
+    let mut meta = run_metadata(run.config, run.facts, size, hosts.len() as i64);
+    meta.extend(clock.attrs());
     if hdf5_error.is_none() {
         if let Err(e) = file.write_metadata(&meta) {
             hdf5_error = Some(format!("metadata: {e}"));

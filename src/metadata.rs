@@ -128,6 +128,55 @@ pub fn clock_attrs(r: &crate::clock::ClockReport, note: Option<&str>) -> Vec<(St
     out
 }
 
+/// The run's clock for `metadata/`, pooled over the ranks' clock attributes (each rank converts
+/// its own ticks, see `clock_attrs`): the clock used (`tsc`, `monotonic`, or `mixed` when ranks
+/// differ), the first rank's TSC frequency, the largest conversion error bound of any rank, and
+/// `ok` or which ranks' conversions were flagged.
+#[derive(Debug, Default)]
+pub struct ClockSummary {
+    clocks: std::collections::BTreeSet<String>,
+    tsc_hz: Option<i64>,
+    error_bound_ns: i64,
+    flagged: Vec<i64>,
+}
+
+impl ClockSummary {
+    pub fn add(&mut self, rank: i64, info: &RankInfo) {
+        for (k, v) in &info.extra {
+            match (k.as_str(), v) {
+                ("clock", AttrValue::Str(c)) => {
+                    self.clocks.insert(c.clone());
+                }
+                ("clock_tsc_hz", AttrValue::Int(hz)) => {
+                    self.tsc_hz.get_or_insert(*hz);
+                }
+                ("clock_error_bound_ns", AttrValue::Int(b)) => self.error_bound_ns = self.error_bound_ns.max(*b),
+                ("clock_status", AttrValue::Str(s)) if s != "ok" => self.flagged.push(rank),
+                _ => {}
+            }
+        }
+    }
+
+    pub fn attrs(&self) -> Vec<(String, AttrValue)> {
+        if self.clocks.is_empty() {
+            return Vec::new();
+        }
+        let clock = if self.clocks.len() == 1 { self.clocks.iter().next().cloned().unwrap_or_default() } else { "mixed".into() };
+        let mut out = vec![("clock".into(), AttrValue::Str(clock)), ("clock_error_bound_ns".into(), AttrValue::Int(self.error_bound_ns))];
+        if let Some(hz) = self.tsc_hz {
+            out.push(("clock_tsc_hz".into(), AttrValue::Int(hz)));
+        }
+        let status = if self.flagged.is_empty() {
+            "ok".to_string()
+        } else {
+            let ranks: Vec<String> = self.flagged.iter().map(|r| r.to_string()).collect();
+            format!("unreliable on rank(s) {} (see their clock_status)", ranks.join(", "))
+        };
+        out.push(("clock_status".into(), AttrValue::Str(status)));
+        out
+    }
+}
+
 pub struct Uname {
     pub sysname: String,
     pub nodename: String,

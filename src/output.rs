@@ -68,10 +68,18 @@ fn world_rank_size() -> (i64, i64) {
     (world.rank() as i64, world.size() as i64)
 }
 
+/// The `metadata/` clock attributes of a file holding one process's data.
+fn clock_summary(rank: i64, profile: &RankProfile) -> Vec<(String, AttrValue)> {
+    let mut summary = crate::metadata::ClockSummary::default();
+    summary.add(rank, &profile.info);
+    summary.attrs()
+}
+
 /// A single-process run: rank 0 of 1.
 pub fn write_single(run: RunContext<'_>, mut profile: RankProfile) -> Result<Status> {
     crate::metadata::apply_detail(run.config, &mut profile);
-    let meta = run_metadata(run.config, run.facts, 1, 1);
+    let mut meta = run_metadata(run.config, run.facts, 1, 1);
+    meta.extend(clock_summary(0, &profile));
     let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
     let written = write_file(&run.config.file_path, |file| {
         file.write_metadata(&meta)?;
@@ -99,6 +107,7 @@ pub fn write_rank_file(run: RunContext<'_>, rank: i64, size: i64, mut profile: R
     let mut meta = run_metadata(run.config, run.facts, size, 1);
     meta.retain(|(k, _)| k != "num_nodes");
     meta.push(("partial_rank_file".into(), AttrValue::Int(1)));
+    meta.extend(clock_summary(rank, &profile));
     crate::metadata::apply_detail(run.config, &mut profile);
     if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
         profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));

@@ -68,6 +68,12 @@ fn check_file(file: &Path, n: usize, world_ranks: &[i64]) {
         assert_eq!(regions.len(), 3);
     }
     assert_eq!(pids.len(), n, "every rank group comes from its own process");
+    // The run's clock in metadata/: the ranks' choice, the largest of their bounds, their status.
+    let meta = h5.group("metadata").unwrap();
+    assert_eq!(str_attr(&meta, "clock"), str_attr(&h5.group("rank0").unwrap(), "clock"));
+    let bounds: Vec<i64> = (0..n).map(|r| int_attr(&h5.group(&format!("rank{r}")).unwrap(), "clock_error_bound_ns")).collect();
+    assert_eq!(int_attr(&meta, "clock_error_bound_ns"), *bounds.iter().max().unwrap());
+    assert_eq!(str_attr(&meta, "clock_status"), "ok");
     // No rank leaves an MPI_Allreduce before every rank entered it: on one host (one
     // CLOCK_MONOTONIC) the k-th calls of all ranks overlap, which holds only if every rank's
     // ticks became the same nanoseconds (2 us allowed for the conversion).
