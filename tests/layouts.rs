@@ -60,9 +60,10 @@ fn check_program_file(layout: &str, out: &std::process::Output, file: &Path) {
     check_program_file_within(layout, out, file, 0.0)
 }
 
-/// `rel`: how far (relative, plus 2 ns) the file's times may be from the live statistics.
+/// `rel`: how far (relative, plus 2 ns of rounding per call) the file's times may be from the
+/// live statistics (0: exactly equal).
 fn check_program_file_within(layout: &str, out: &std::process::Output, file: &Path, rel: f64) {
-    let near = |a: Option<i64>, b: i64| a.is_some_and(|a| (a - b).abs() as f64 <= rel * b.abs() as f64 + if rel > 0.0 { 2.0 } else { 0.0 });
+    let near_n = |a: Option<i64>, b: i64, calls: i64| a.is_some_and(|a| (a - b).abs() as f64 <= rel * b.abs() as f64 + if rel > 0.0 { 2.0 * calls as f64 } else { 0.0 });
     let stdout = text(&out.stdout);
     assert!(stdout.contains("monotonic=1") && stdout.contains("bad=0"), "{stdout}");
     // The live summary is printed mid-run, with the regions recorded so far.
@@ -82,6 +83,7 @@ fn check_program_file_within(layout: &str, out: &std::process::Output, file: &Pa
     for (name, s) in &stats {
         let r = &py["regions"][name]["0"];
         assert_eq!(r["calls"].as_i64(), Some(s[0]), "{layout} {name}");
+        let near = |a: Option<i64>, b: i64| near_n(a, b, s[0]);
         for (key, i) in [("total_ns", 1), ("min_ns", 2), ("max_ns", 3)] {
             assert!(near(r[key].as_i64(), s[i]), "{layout} {name} {key}: file {} live {}", r[key], s[i]);
         }
@@ -119,7 +121,7 @@ fn live_statistics_with_the_tsc_clock() {
     let dir = scratch("layouts_tsc");
     for layout in ["regions", "aggregate"] {
         let (out, file) = run_program_with_clock(&dir, layout, false, "auto");
-        check_program_file_within(layout, &out, &file, 1e-4);
+        check_program_file_within(layout, &out, &file, 5e-4);
     }
 }
 

@@ -122,3 +122,30 @@ fn fortran_register_takes_file_and_line() {
     assert_eq!(stderr.matches("region 'fortran kernel' is registered at other.F90:3").count(), 1, "{stderr}");
     check_file(&file, &repo_root().join("tests/fortran/source_locations.F90"), &stdout);
 }
+
+/// The columnar layout keeps the locations in the Python package's schema-3 columns
+/// (`rank_region_index/source_files`, `source_lines`): its reader shows the same locations as
+/// the regions layout's attributes, and so does sptool.
+#[test]
+fn columnar_layout_keeps_locations() {
+    let dir = scratch("source_locations_columnar");
+    let exe = compile(Lang::C, "source_locations", &["tests/c/source_locations.c"], &dir, &[]);
+    let (regions_file, columnar_file) = (dir.join("regions.h5"), dir.join("columnar.h5"));
+    for (file, layout) in [(&regions_file, "regions"), (&columnar_file, "columnar")] {
+        let out = run(Command::new(&exe).arg(file).env("SCOPE_PROFILER_LAYOUT", layout));
+        assert!(out.status.success() && text(&out.stdout).contains("DONE failures=0"), "{layout}: {}", text(&out.stderr));
+    }
+    let (a, b) = (python_view(&regions_file), python_view(&columnar_file));
+    assert_eq!(b["storage_layout"], "columnar");
+    let names: Vec<&String> = a["regions"].as_object().unwrap().keys().collect();
+    assert!(names.len() >= 4, "{a}");
+    let mut located = 0;
+    for name in names {
+        let (ra, rb) = (&a["regions"][name]["0"], &b["regions"][name]["0"]);
+        assert_eq!((&ra["source_file"], &ra["source_lineno"]), (&rb["source_file"], &rb["source_lineno"]), "{name}");
+        located += ra["source_file"].is_string() as usize;
+    }
+    assert!(located >= 3, "{a}");
+    let out = run(Command::new(lib_dir().join("sptool")).arg("inspect").arg(&columnar_file).env("COLUMNS", "400"));
+    assert!(text(&out.stdout).contains("counted.f90:42"), "{}", text(&out.stdout));
+}

@@ -308,12 +308,13 @@ impl PrivateDir {
         self.open_own(name)?.set_permissions(std::fs::Permissions::from_mode(mode))
     }
 
-    /// Like [`PrivateDir::set_mode`], after flushing the finished file to disk (so that the
-    /// name it is renamed to never shows an incomplete file after a crash).
+    /// Like [`PrivateDir::set_mode`]: the finished file, checked to be ours, gets its final
+    /// mode. It is not flushed to disk first: a finished file is whole in the page cache, which
+    /// outlives the process however it ends; an `fsync` would only guard against the node
+    /// itself crashing in the seconds before write-back, and costs as much as a third of the
+    /// write (67 ms for 240 MB here, far more on parallel file systems).
     pub fn seal(&self, name: &OsStr, mode: u32) -> io::Result<()> {
-        let f = self.open_own(name)?;
-        f.sync_all()?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))
+        self.open_own(name)?.set_permissions(std::fs::Permissions::from_mode(mode))
     }
 
     /// Rename `name` onto `dest`, replacing a regular file or symlink there (never writing into

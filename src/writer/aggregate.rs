@@ -41,6 +41,9 @@ pub struct IndexRows {
     dropped: Vec<i64>,
     // Per thread: row, thread, stats.
     threads: Vec<(u64, i64, Stats)>,
+    /// Where each row's region is defined: file ("" unknown) and line (-1 unknown).
+    source_files: Vec<String>,
+    source_lines: Vec<i64>,
 }
 
 impl IndexRows {
@@ -56,6 +59,9 @@ impl IndexRows {
         self.pooled.push(row.stats);
         self.open.push(row.region.open_calls as i64);
         self.dropped.push(row.region.dropped_calls as i64);
+        let at = row.region.source.as_ref();
+        self.source_files.push(at.map(|a| a.file.clone()).unwrap_or_default());
+        self.source_lines.push(at.map(|a| a.line).filter(|&l| l > 0).unwrap_or(-1));
         for (t, s) in row.threads {
             self.threads.push((r, t, s));
         }
@@ -76,6 +82,10 @@ impl IndexRows {
         index.new_dataset_builder().with_data(&self.ranks).create("ranks")?;
         index.new_dataset_builder().with_data(&self.open).create("open_calls")?;
         index.new_dataset_builder().with_data(&self.dropped).create("dropped_calls")?;
+        // Source locations as the Python package's schema 3 stores them (its columnar reader
+        // shows them; in the aggregate layout they are our addition).
+        index.new_dataset_builder().with_data(&self.source_lines).create("source_lines")?;
+        index.new_dataset_builder().with_data(&strings(&self.source_files)).create("source_files")?;
         write_histograms(&index, self.pooled.iter())?;
         let t = file.create_group("scope_profiler_threads")?;
         t.new_dataset_builder().with_data(&self.threads.iter().map(|x| x.0).collect::<Vec<u64>>()).create("rows")?;

@@ -204,10 +204,8 @@ impl LayoutWriter for Columnar {
         index.new_dataset_builder().with_data(&self.counts).create("event_counts")?;
         index.new_dataset_builder().with_data(&self.summaries).create("summary_statistics")?;
         let rows = self.counts.len();
-        index.new_dataset_builder().with_data(&vec![-1i64; rows]).create("source_lines")?;
         let empty = super::aggregate::strings(&vec![String::new(); rows]);
         let brackets = super::aggregate::strings(&vec!["[]".to_string(); rows]);
-        index.new_dataset_builder().with_data(&empty).create("source_files")?;
         index.new_dataset_builder().with_data(&empty).create("source_texts")?;
         index.new_dataset_builder().with_data(&brackets).create("tags")?;
         index.new_dataset_builder().with_data(&brackets).create("event_metadata")?;
