@@ -23,16 +23,11 @@
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
+#include "bench_util.h"
 #define HAVE_TSC 1
 #else
 #define HAVE_TSC 0
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static long rss_bytes(void) {
     long pages = 0, resident = 0;
@@ -41,16 +36,6 @@ static long rss_bytes(void) {
     if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
     fclose(f);
     return resident * sysconf(_SC_PAGESIZE);
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Smallest over rounds (call after median, which sorts): the round least disturbed by other
