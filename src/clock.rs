@@ -455,6 +455,47 @@ impl Clone for Timebase {
     }
 }
 
+/// See `Timebase::converter`.
+pub struct Converter<'a> {
+    timebase: &'a Timebase,
+    identity: bool,
+    /// The current segment: ticks in [lo, hi) convert as base_ns + (tick - base_tick) * mul.
+    lo: i64,
+    hi: i64,
+    base_tick: i64,
+    base_ns: i64,
+    mul: i64,
+    hint: usize,
+}
+
+impl Converter<'_> {
+    /// A point in time: ticks -> `CLOCK_MONOTONIC` ns.
+    #[inline(always)]
+    pub fn to_ns(&mut self, tick: i64) -> i64 {
+        if self.identity {
+            return tick;
+        }
+        if tick >= self.lo && tick < self.hi {
+            return self.base_ns + Timebase::scale(tick - self.base_tick, self.mul);
+        }
+        self.enter_segment(tick)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter_segment(&mut self, tick: i64) -> i64 {
+        let tb = self.timebase;
+        let i = tb.segment(tick, &mut self.hint);
+        let last = tb.muls.len() - 1;
+        self.lo = if i == 0 { i64::MIN } else { tb.anchors[i].tick };
+        self.hi = if i == last { i64::MAX } else { tb.anchors[i + 1].tick };
+        self.base_tick = tb.anchors[i].tick;
+        self.base_ns = tb.anchors[i].ns;
+        self.mul = tb.muls[i];
+        self.base_ns + Timebase::scale(tick - self.base_tick, self.mul)
+    }
+}
+
 /// What the metadata says about the clock of one rank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClockReport {
@@ -635,16 +676,13 @@ impl Timebase {
         a.ns + Self::scale(tick - a.tick, self.muls[i])
     }
 
-    /// A point in time, converting a column in order: `hint` remembers the segment of the
-    /// previous value (start it at 0). Ticks outside the anchored span are extrapolated from
-    /// the nearest segment; a TSC that went backwards or was reset there is caught by the
-    /// anchors themselves (`fit`), which are taken throughout the run.
-    #[inline]
-    pub fn to_ns_hinted(&self, tick: i64, hint: &mut usize) -> i64 {
-        if self.is_identity() {
-            return tick;
-        }
-        self.convert(tick, hint, &mut 0)
+    /// A converter for a column of ticks in (mostly) increasing order, such as one thread's
+    /// calls: it keeps the segment of the last value, so most values cost a compare and a
+    /// multiply. Ticks outside the anchored span are extrapolated from the nearest segment; a
+    /// TSC that went backwards or was reset there is caught by the anchors themselves (`fit`),
+    /// which are taken throughout the run.
+    pub fn converter(&self) -> Converter<'_> {
+        Converter { timebase: self, identity: self.is_identity(), lo: 0, hi: 0, base_tick: 0, base_ns: 0, mul: 0, hint: 0 }
     }
 
     /// Record calls that were found to end before they start (counted while recording).
@@ -732,6 +770,21 @@ mod tests {
         let b = monotonic_ns();
         assert!(b - a >= 2_000_000, "{a} {b}");
         assert!(b - a < 2_000_000_000);
+    }
+
+    #[test]
+    fn converter_agrees_with_to_ns_in_any_order() {
+        let anchor = |tick, ns| Anchor { tick, ns, half_width: 0 };
+        // Three segments of different rates.
+        let tb = Timebase::fit(vec![anchor(1_000, 10_000), anchor(5_000, 12_000), anchor(9_000, 14_100), anchor(20_000, 20_000)], Vec::new());
+        let ticks: Vec<i64> = vec![0, 999, 1_000, 1_001, 4_999, 5_000, 8_000, 9_000, 19_999, 20_000, 25_000, 3_000, 100, 30_000, 2];
+        let mut c = tb.converter();
+        for &t in &ticks {
+            assert_eq!(c.to_ns(t), tb.to_ns(t), "tick {t}");
+        }
+        let id = Timebase::monotonic();
+        let mut c = id.converter();
+        assert_eq!(ticks.iter().map(|&t| c.to_ns(t)).collect::<Vec<_>>(), ticks);
     }
 
     #[test]

@@ -221,10 +221,9 @@ fn one_hot(d: i64) -> Vec<u64> {
 /// order, so merging converted starts is merging recorded ones).
 struct Source<'a> {
     calls: Decoded<'a>,
-    timebase: &'a Timebase,
-    /// Where the last start and end were found among the timebase's segments.
-    hint_start: usize,
-    hint_end: usize,
+    /// Starts and ends each move forward through the timebase's segments.
+    starts: crate::clock::Converter<'a>,
+    ends: crate::clock::Converter<'a>,
 }
 
 enum Decoded<'a> {
@@ -234,7 +233,7 @@ enum Decoded<'a> {
 
 impl<'a> Source<'a> {
     fn new(calls: Decoded<'a>, timebase: &'a Timebase) -> Source<'a> {
-        Source { calls, timebase, hint_start: 0, hint_end: 0 }
+        Source { calls, starts: timebase.converter(), ends: timebase.converter() }
     }
 
     #[inline]
@@ -243,7 +242,7 @@ impl<'a> Source<'a> {
             Decoded::Log(c) => c.next(),
             Decoded::Sorted(it) => it.next(),
         }?;
-        Some(Call { start: self.timebase.to_ns_hinted(c.start, &mut self.hint_start), end: self.timebase.to_ns_hinted(c.end, &mut self.hint_end) })
+        Some(Call { start: self.starts.to_ns(c.start), end: self.ends.to_ns(c.end) })
     }
 }
 
