@@ -325,3 +325,27 @@ fn cxx_region_annotations() {
     assert_eq!(f64_attr(&a, "flops"), 5e6);
     assert_eq!(f64_attr(&a, "bytes"), 8e6);
 }
+
+/// The counters are written in every layout: the schema-3 layouts keep `rank<N>/perf_events` and
+/// `rank<N>/annotations` beside their region tables, and the PyPI reader reads them there too.
+#[test]
+fn counters_are_written_in_every_layout() {
+    let dir = scratch("perf_layouts");
+    let exe = build(&dir);
+    for layout in ["columnar", "aggregate"] {
+        let file = dir.join(format!("{layout}.h5"));
+        let mut cmd = Command::new(&exe);
+        cmd.arg(&file).env("SCOPE_PROFILER_PERF_EVENTS", SOFT).env("SCOPE_PROFILER_LAYOUT", layout);
+        let out = run(&mut cmd);
+        assert!(out.status.success() && text(&out.stdout).contains("DONE"), "{layout}: {}", text(&out.stderr));
+        let perf = perf_regions(&file, 0);
+        assert_eq!(perf.keys().map(String::as_str).collect::<Vec<_>>(), ["busy", "outer", "sleep", "touch", "work"], "{layout}");
+        assert_eq!(perf["work"].calls, 9, "{layout}");
+        let py = python_view(&file);
+        assert_eq!(py["storage_layout"], layout);
+        assert_eq!(py["regions"]["work"]["0"]["calls"].as_u64(), Some(9), "{layout}");
+        check_python_oracle(&file, 1);
+        let h5 = hdf5::File::open(&file).unwrap();
+        assert_eq!(h5.group("rank0/annotations").unwrap().member_names().unwrap(), ["busy", "work"], "{layout}");
+    }
+}
