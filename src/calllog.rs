@@ -111,30 +111,35 @@ pub struct ChunkScan {
     pub torn: usize,
 }
 
-/// Decode the data words of one chunk from `*pos`, calling `f` per complete call, until the
-/// end of `words` or the first zero word (the end of what was stored); `*prev` is the start
-/// of the call before. The one decoder of the format: the cursor (a call at a time, `f`
-/// breaking out) and recovery (`scan_chunk`) both use it. Returns false when `f` asked to stop.
+/// Decode the call at `*pos` of a chunk's data words and move past it; `*prev` is the start
+/// of the call before. None at the end of what was stored: the end of `words`, a zero word,
+/// or an escaped call cut off by the end of `words`. The one decoder of the format: the
+/// cursor (finalize) and `decode_chunk` (recovery) both use it.
 #[inline(always)]
-pub fn decode_chunk(words: &[u64], pos: &mut usize, prev: &mut i64, mut f: impl FnMut(Call) -> bool) -> bool {
-    while let Some(&w) = words.get(*pos) {
-        let call = if w == ESCAPE {
-            let (Some(&s), Some(&e)) = (words.get(*pos + 1), words.get(*pos + 2)) else { return true };
-            *pos += 3;
-            Call { start: s as i64, end: e as i64 }
-        } else if w == 0 {
-            return true;
-        } else {
-            let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
-            *pos += 1;
-            Call { start, end: start.wrapping_add((w & ESCAPE) as i64 - 1) }
-        };
-        *prev = call.start;
-        if !f(call) {
-            return false;
-        }
+pub fn decode_one(words: &[u64], pos: &mut usize, prev: &mut i64) -> Option<Call> {
+    let w = *words.get(*pos)?;
+    // A packed word's low half is its duration + 1: never 0, never all ones.
+    if (w as u32).wrapping_sub(1) < ESCAPE as u32 - 1 {
+        let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
+        *pos += 1;
+        *prev = start;
+        return Some(Call { start, end: start.wrapping_add((w & ESCAPE) as i64 - 1) });
     }
-    true
+    if w != ESCAPE {
+        return None;
+    }
+    let (&s, &e) = (words.get(*pos + 1)?, words.get(*pos + 2)?);
+    *pos += 3;
+    *prev = s as i64;
+    Some(Call { start: s as i64, end: e as i64 })
+}
+
+/// Decode the data words of one chunk from `*pos`, calling `f` per complete call, until the
+/// end of what was stored (see `decode_one`).
+pub fn decode_chunk(words: &[u64], pos: &mut usize, prev: &mut i64, mut f: impl FnMut(Call)) {
+    while let Some(c) = decode_one(words, pos, prev) {
+        f(c);
+    }
 }
 
 /// One pass over a chunk's data words (recovery): the counts `CallLog` keeps while recording,
@@ -148,7 +153,6 @@ pub fn scan_chunk(words: &[u64], mut f: impl FnMut(Call)) -> ChunkScan {
         s.calls += 1;
         s.backwards += (c.end < c.start) as u64;
         f(c);
-        true
     });
     s.used = pos;
     // Every escaped call takes two words more than a packed one.
@@ -348,7 +352,7 @@ impl CallLog {
     }
 }
 
-/// Decodes a `CallLog` call by call with `decode_chunk` (escapes never straddle chunks).
+/// Decodes a `CallLog` call by call with `decode_one` (escapes never straddle chunks).
 pub struct Cursor<'a> {
     log: &'a CallLog,
     /// Index of the next chunk.
@@ -390,13 +394,8 @@ impl<'a> Cursor<'a> {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Call> {
         loop {
-            let mut out = None;
-            decode_chunk(self.words, &mut self.pos, &mut self.prev, |c| {
-                out = Some(c);
-                false
-            });
-            if out.is_some() {
-                return out;
+            if let Some(c) = decode_one(self.words, &mut self.pos, &mut self.prev) {
+                return Some(c);
             }
             if !self.advance_chunk() {
                 return None;
