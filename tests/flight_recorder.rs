@@ -470,3 +470,40 @@ fn recover_never_overwrites_a_complete_profile() {
     let r = scope_profiler::spill_recover::recover(&file).unwrap();
     assert!(r.message.starts_with("recovered"), "{}", r.message);
 }
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// Recovery goes through the normal writers, so every layout that keeps calls works; and the
+/// recovered times are `CLOCK_MONOTONIC` ns (the TSC ticks converted through the anchors the
+/// spill saved): every call lies between the program's start and its kill, for each clock.
+#[test]
+fn recovered_times_are_monotonic_ns_in_every_layout() {
+    for (layout, clock) in [("regions", "auto"), ("columnar", "tsc"), ("regions", "monotonic")] {
+        let dir = scratch(&format!("flight_layout_{layout}_{clock}"));
+        let exe = build(&dir);
+        let t0 = monotonic_ns();
+        let child = start(&exe, &dir, 2, "plain", 0, &[("SCOPE_PROFILER_LAYOUT", layout), ("SCOPE_PROFILER_CLOCK", clock)]);
+        wait_running(&dir, 2);
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        wait(child);
+        let t1 = monotonic_ns();
+        let (completed, _) = side(&dir);
+        let file = dir.join("out.h5");
+        let r = scope_profiler::spill_recover::recover(&file).unwrap();
+        assert!(r.message.starts_with("recovered"), "{}", r.message);
+        let got = check_counts(&file, &completed);
+        if layout == "regions" {
+            let h5 = hdf5::File::open(&file).unwrap();
+            let regions = read_regions(&h5, 0);
+            assert_eq!(regions["work"].starts.len() as u64, got["work"]);
+            for (name, reg) in &regions {
+                let (lo, hi) = (reg.starts[0], *reg.ends.iter().max().unwrap());
+                assert!(lo >= t0 && hi <= t1, "{layout}/{clock}: {name} spans {lo}..{hi}, the program ran {t0}..{t1}");
+            }
+        }
+    }
+}
