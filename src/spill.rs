@@ -489,6 +489,9 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
         torn_words += (scan.torn + missing) as u64;
         calls += scan.calls as u64;
         t.log_mut(region).adopt_spilled((word * 8) as u64, cap, &scan, first, last);
+        // Read once: let its pages go from this process (the helper's memory stays bounded).
+        // SAFETY: a page-aligned range inside the read-only mapping `map`.
+        unsafe { libc::madvise(map.base.add(word * 8) as *mut libc::c_void, (end - word) * 8, libc::MADV_DONTNEED) };
         word += cap;
     }
     drop(map);
