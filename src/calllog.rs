@@ -492,4 +492,24 @@ mod tests {
         sorted.sort_by_key(|c| c.start);
         round_trip(&sorted);
     }
+
+    #[test]
+    fn calls_end_at_the_first_zero_word() {
+        // A chunk as a killed writer leaves it: two calls, then an escaped call whose time
+        // words were stored but whose escape word was not (the escape word goes last), then
+        // zeroed words never written.
+        let t = 1_000_000i64;
+        let words = [ESCAPE, t as u64, (t + 5) as u64, (7u64 << 32) | 4, 0, (t + 50) as u64, (t + 60) as u64, 0, 0];
+        let (mut pos, mut prev, mut got) = (0, 0, Vec::new());
+        decode_chunk(&words, &mut pos, &mut prev, |c| got.push(c));
+        assert_eq!(got, vec![Call { start: t, end: t + 5 }, Call { start: t + 7, end: t + 10 }]);
+        assert_eq!(pos, 4);
+        // A zero-length call right after its predecessor (gap 0, duration 0) is not a zero word.
+        let mut log = CallLog::default();
+        for c in [Call { start: t, end: t }, Call { start: t, end: t }, Call { start: t, end: t + 1 }] {
+            log.push(c);
+        }
+        assert_eq!(log.len(), 3);
+        assert_eq!(log.columns(), (vec![t, t, t], vec![t, t, t + 1]));
+    }
 }
