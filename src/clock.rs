@@ -348,6 +348,17 @@ pub fn anchors_so_far() -> Vec<Anchor> {
     run_lock().as_ref().map(|r| r.anchors.clone()).unwrap_or_default()
 }
 
+/// The anchors taken in this run after the first `n` (what a spill has not saved yet).
+pub fn anchors_since(n: usize) -> Vec<Anchor> {
+    run_lock().as_ref().map(|r| r.anchors.get(n..).unwrap_or_default().to_vec()).unwrap_or_default()
+}
+
+/// An anchor taken now (recovery on the node and boot of a killed run: its ticks are this
+/// TSC's, so a fresh anchor bounds the conversion of calls after the run's last saved one).
+pub fn anchor_now() -> Option<Anchor> {
+    take_anchor()
+}
+
 /// End the run's clock (at finalize, after every thread stopped recording): the last anchor,
 /// the clocksource check, and the timebase that converts what was recorded.
 pub fn end_run() -> Timebase {

@@ -43,6 +43,12 @@ pub mod registry;
 /// cbindgen:ignore
 pub mod stats;
 /// cbindgen:ignore
+pub mod signals;
+/// cbindgen:ignore
+pub mod spill;
+/// cbindgen:ignore
+pub mod spill_recover;
+/// cbindgen:ignore
 pub mod status;
 /// cbindgen:ignore
 pub mod summary;

@@ -76,9 +76,14 @@ fn clock_summary(rank: i64, profile: &RankProfile) -> Vec<(String, AttrValue)> {
 }
 
 /// A single-process run: rank 0 of 1.
-pub fn write_single(run: RunContext<'_>, mut profile: RankProfile) -> Result<Status> {
+pub fn write_single(run: RunContext<'_>, profile: RankProfile) -> Result<Status> {
+    let meta = run_metadata(run.config, run.facts, 1, 1);
+    write_single_with(run, profile, meta)
+}
+
+/// `write_single` with the `metadata/` attributes given (recovery: those of the killed run).
+pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta: Vec<(String, AttrValue)>) -> Result<Status> {
     crate::metadata::apply_detail(run.config, &mut profile);
-    let mut meta = run_metadata(run.config, run.facts, 1, 1);
     meta.extend(clock_summary(0, &profile));
     let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
     let written = write_file(&run.config.file_path, |file| {
@@ -102,9 +107,14 @@ pub fn rank_file_path(target: &Path, rank: i64) -> PathBuf {
 
 /// This process's own file, named with its rank, when the ranks cannot write one file together.
 /// `scope_profiler_merge` (or sp_merge_rank_files) combines such files into the normal one.
-pub fn write_rank_file(run: RunContext<'_>, rank: i64, size: i64, mut profile: RankProfile, why: &str) -> Result<Written> {
+pub fn write_rank_file(run: RunContext<'_>, rank: i64, size: i64, profile: RankProfile, why: &str) -> Result<Written> {
+    let meta = run_metadata(run.config, run.facts, size, 1);
+    write_rank_file_with(run, rank, size, profile, Some(why), meta)
+}
+
+/// `write_rank_file` with the `metadata/` attributes given; `why` None: no message.
+pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, _size: i64, mut profile: RankProfile, why: Option<&str>, mut meta: Vec<(String, AttrValue)>) -> Result<Written> {
     let target = rank_file_path(&run.config.file_path, rank);
-    let mut meta = run_metadata(run.config, run.facts, size, 1);
     meta.retain(|(k, _)| k != "num_nodes");
     meta.push(("partial_rank_file".into(), AttrValue::Int(1)));
     meta.extend(clock_summary(rank, &profile));
@@ -118,6 +128,7 @@ pub fn write_rank_file(run: RunContext<'_>, rank: i64, size: i64, mut profile: R
         file.write_rank(rank as usize, &profile, layout.as_mut())?;
         layout.finish(file.file())
     })?;
+    let Some(why) = why else { return Ok(written) };
     warn::once(
         "rank-file",
         &format!(

@@ -231,6 +231,7 @@ fn register_name(bytes: &[u8]) -> Result<u32> {
 
 fn register_name_at(bytes: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
     REGISTRY.register_at(bytes, location, |id, name| {
+        crate::spill::region_registered(id, name);
         if let Some(c) = counter_sources() {
             c.region_created(id, name);
         }
@@ -277,6 +278,7 @@ pub fn setup(options: &Options) -> Result<Status> {
     }
     // Before the state says running: no thread reads the clock before the choice is made.
     let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
+    start_flight_recorder(&config, &facts, &info, &clock);
     *guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);
     SETUP_PID.store(std::process::id(), Ordering::Release);
@@ -490,6 +492,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     let t1 = Instant::now();
     let mpi = session.mpi.take();
     let result = output::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
+    end_flight_recorder(result.is_ok());
     if session.config.verbosity >= 2 {
         warn::always(&format!(
             "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
@@ -498,6 +501,68 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
         ));
     }
     result
+}
+
+/// The flight recorder (spill sink and signal handlers), when requested.
+fn start_flight_recorder(config: &Config, facts: &RunFacts, info: &RankInfo, clock: &clock::ClockChoice) {
+    if !crate::spill::requested() {
+        return;
+    }
+    if config.layout == crate::config::Layout::Aggregate {
+        warn::once("spill-aggregate", "the flight recorder keeps calls, which the aggregate layout does not: it stays off");
+        return;
+    }
+    let launcher = crate::mpi_comm::launcher_rank();
+    let (rank, size) = match (crate::mpi_comm::is_usable(), launcher) {
+        (true, _) => {
+            use mpi::topology::Communicator;
+            let w = mpi::topology::SimpleCommunicator::world();
+            (Some(w.rank() as i64), Some(w.size() as i64))
+        }
+        (false, Some((r, s))) => (Some(r), Some(s)),
+        _ => (None, None),
+    };
+    let multi = size.is_some_and(|s| s > 1);
+    let meta = crate::spill::SpillMeta {
+        format_version: crate::spill::FORMAT_VERSION,
+        pid: std::process::id() as i64,
+        rank: if multi { rank } else { None },
+        size: if multi { size } else { None },
+        target: config.file_path.clone(),
+        verbosity: config.verbosity,
+        layout: config.layout.name().to_string(),
+        metadata: crate::metadata::run_metadata(config, facts, size.unwrap_or(1), 1),
+        full_metadata: config.metadata_detail == crate::config::MetadataDetail::Full,
+        info: info.clone(),
+        clock: if clock.kind == clock::ClockKind::Tsc { "tsc".into() } else { "monotonic".into() },
+        clock_note: clock.note.clone(),
+        boot_id: crate::spill::boot_id(),
+        started: facts.timestamp.clone(),
+    };
+    match crate::spill::start(&meta) {
+        Ok(dir) => {
+            // A forked child shares the parent's chunk mappings: it must not record into them.
+            extern "C" fn in_child() {
+                crate::spill::forget_in_child();
+                STATE.store(DISABLED, Ordering::SeqCst);
+            }
+            static ATFORK: std::sync::Once = std::sync::Once::new();
+            // SAFETY: registering a plain extern "C" fn that only stores atomics.
+            ATFORK.call_once(|| unsafe {
+                libc::pthread_atfork(None, None, Some(in_child));
+            });
+            crate::signals::install(&config.file_path, &dir, !multi);
+        }
+        Err(e) => warn::once("spill-start", &format!("flight recorder off: {e}; recording in memory")),
+    }
+}
+
+/// After the write: a written profile makes the spill data redundant; otherwise keep it.
+fn end_flight_recorder(written: bool) {
+    if let (false, Some(dir)) = (written, crate::spill::run_dir()) {
+        warn::always(&format!("the recorded calls are kept in {}; `sptool recover` turns them into the profile", dir.display()));
+    }
+    crate::spill::finish(written);
 }
 
 /// Called by the hook on MPI_COMM_SELF from inside MPI_Finalize: the program finalized MPI
@@ -540,6 +605,13 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         records.iter_mut().map(|r| (r.index, r.os_tid, std::mem::take(&mut r.data.counters))).collect();
     // Every recorded tick precedes this: the last anchor, and the conversion of the run.
     let timebase = clock::end_run();
+    if crate::spill::run_dir().is_some() {
+        // Every chunk gets its fill count and leaves its writable mapping; the calls are read
+        // back through one read-only mapping of the spill file, released chunk by chunk.
+        records.iter_mut().flat_map(|r| r.data.logs.iter_mut()).for_each(|l| l.seal());
+        crate::spill::save_anchors(timebase.anchors());
+        crate::spill::open_reader();
+    }
     let (mut regions, thread_os_ids) = crate::profile::merge(&names, records, &timebase);
     for r in regions.iter_mut() {
         r.source = REGISTRY.location_of(&r.name);

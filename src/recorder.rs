@@ -75,6 +75,8 @@ pub struct ThreadData {
     pub known_regions: u32,
     /// Counter-source state of this thread (perf group, annotations).
     pub counters: crate::counters::ThreadCounters,
+    /// The owning thread's index (written into the headers of its call-log chunks).
+    pub thread: u32,
 }
 
 impl Default for ThreadData {
@@ -90,6 +92,7 @@ impl Default for ThreadData {
             slots: Vec::new(),
             known_regions: 0,
             counters: Default::default(),
+            thread: 0,
         }
     }
 }
@@ -175,7 +178,16 @@ impl ThreadData {
         }
     }
 
-    #[cfg(test)]
+    /// A thread's data before its first call.
+    pub fn for_thread(thread: u32, keep_calls: bool) -> ThreadData {
+        ThreadData { open: Vec::with_capacity(64), keep_calls, thread, ..ThreadData::default() }
+    }
+
+    /// The log of region `id` (grown on first use; recovery fills logs this way).
+    pub fn log_mut(&mut self, id: u32) -> &mut CallLog {
+        self.log(id)
+    }
+
     fn log(&mut self, id: u32) -> &mut CallLog {
         let i = id as usize;
         if i >= self.logs.len() {
@@ -187,7 +199,8 @@ impl ThreadData {
 
     #[cold]
     fn grow(&mut self, i: usize) {
-        self.logs.resize_with(i + 1, CallLog::default);
+        let t = self.thread;
+        self.logs.extend((self.logs.len()..=i).map(|r| CallLog::new(t, r as u32)));
         for j in self.cells.len()..=i {
             let cell: *const Cell = self.stats.cell(j as u32);
             self.cells.push(cell);
@@ -235,7 +248,8 @@ impl ThreadBuffer {
     pub fn new(index: u32, keep_calls: bool) -> ThreadBuffer {
         // SAFETY: gettid has no preconditions.
         let os_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i64;
-        let data = ThreadData { open: Vec::with_capacity(64), keep_calls, ..ThreadData::default() };
+        let data = ThreadData::for_thread(index, keep_calls);
+        crate::spill::thread_started(index, os_tid);
         let stats = data.stats.clone();
         ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, data: UnsafeCell::new(data) }
     }

@@ -27,6 +27,13 @@ pub struct Cli {
     pub command: Command,
 }
 
+#[derive(Args, Debug)]
+pub struct RecoverArgs {
+    /// The profile to write (default: $SCOPE_PROFILER_FILE or profiling_data.h5); its spill
+    /// data is looked for next to it and in $SCOPE_PROFILER_SPILL_DIR
+    pub target: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Print the run's metadata, the region table and the LIKWID counter tables
@@ -38,6 +45,8 @@ pub enum Command {
     Plot(PlotCommand),
     /// Compare two runs region by region: calls, totals, means and their changes
     Diff(DiffArgs),
+    /// Write the profile of a killed run from the spill data it left (flight recorder)
+    Recover(RecoverArgs),
     /// Fail (exit status 3) when a region of CANDIDATE is slower per call than in BASE
     Check(CheckArgs),
 }
@@ -247,6 +256,12 @@ fn check(args: &CheckArgs) -> Result<std::process::ExitCode> {
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Recover(args) => {
+            let target = args.target.unwrap_or_else(crate::recover::default_target);
+            let msg = crate::recover::run(&target)?;
+            println!("{msg}");
+            Ok(())
+        }
         Command::Check(args) => check(&args).map(|_| ()),
         Command::Diff(args) => {
             let filter = Filter::new(&args.include, &args.exclude, None)?;

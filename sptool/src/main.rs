@@ -20,6 +20,7 @@ mod likwid;
 mod model;
 mod plot;
 mod read;
+mod recover;
 mod roofline;
 mod source;
 mod stats;

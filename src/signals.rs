@@ -1,0 +1,208 @@
+//! Termination signals with the flight recorder on: the profile is written, then the process
+//! ends as it would have without us.
+//!
+//! Installed at `sp_setup` (not in a constructor, so runtimes that install theirs at program
+//! start or at `MPI_Init` do not overwrite ours; ours chains to theirs). The handler runs no
+//! HDF5 and allocates nothing: every call is already in the spill file's page cache with its
+//! fill count, so it only starts the recovery helper (`scope_profiler_recover`, shipped next to
+//! the library) with `fork` (a raw `clone`, so no atfork handler runs) and `execve` on argv and
+//! envp prepared at setup, waits for it with `waitpid(WNOHANG)` and `nanosleep` up to a bounded
+//! time, and then chains: the host's handler runs if it had one; else the default action is
+//! restored and the signal re-raised, so the exit status stays 128+N. No thread is created.
+//!
+//! Under MPI (a rank from the launcher) the helper is not started: the rank's spill directory
+//! stays, and `sptool recover` combines the ranks afterwards.
+
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+/// `SCOPE_PROFILER_SIGNALS`: `none`, or a comma list of TERM, INT, HUP, USR1, USR2, QUIT.
+pub const ENV_SIGNALS: &str = "SCOPE_PROFILER_SIGNALS";
+/// `SCOPE_PROFILER_SIGNAL_TIMEOUT`: seconds to wait for the helper (default 5).
+pub const ENV_TIMEOUT: &str = "SCOPE_PROFILER_SIGNAL_TIMEOUT";
+/// `SCOPE_PROFILER_RECOVER_HELPER`: path of the helper (default: next to the library).
+pub const ENV_HELPER: &str = "SCOPE_PROFILER_RECOVER_HELPER";
+pub const HELPER_NAME: &str = "scope_profiler_recover";
+
+const MAX_SIG: usize = 65;
+
+struct Prepared {
+    path: CString,
+    _args: Vec<CString>,
+    argv: Vec<*const c_char>,
+    timeout_ms: u64,
+}
+
+static PREPARED: AtomicPtr<Prepared> = AtomicPtr::new(std::ptr::null_mut());
+static HANDLING: AtomicBool = AtomicBool::new(false);
+/// The host's action per signal, saved before ours was installed (written at setup only).
+static mut OLD: [Option<libc::sigaction>; MAX_SIG] = [None; MAX_SIG];
+
+unsafe extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// Parse the signal list; `Err` names what was not understood.
+pub fn parse(spec: &str) -> Result<Vec<c_int>, String> {
+    let spec = spec.trim();
+    if spec.eq_ignore_ascii_case("none") || spec.is_empty() || spec == "0" {
+        return Ok(Vec::new());
+    }
+    spec.split(',')
+        .map(|s| {
+            let s = s.trim().to_ascii_uppercase();
+            match s.strip_prefix("SIG").unwrap_or(&s) {
+                "TERM" => Ok(libc::SIGTERM),
+                "INT" => Ok(libc::SIGINT),
+                "HUP" => Ok(libc::SIGHUP),
+                "USR1" => Ok(libc::SIGUSR1),
+                "USR2" => Ok(libc::SIGUSR2),
+                "QUIT" => Ok(libc::SIGQUIT),
+                other => Err(other.to_string()),
+            }
+        })
+        .collect()
+}
+
+fn helper_path() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os(ENV_HELPER).filter(|p| !p.is_empty()) {
+        return Some(p.into());
+    }
+    let obj = crate::likwid::helper_spawn::our_object_path()?;
+    let dir = obj.parent()?;
+    // Next to the library; from a test binary in target/<profile>/deps, one level up.
+    [dir.join(HELPER_NAME), dir.parent()?.join(HELPER_NAME)].into_iter().find(|p| p.is_file())
+}
+
+/// Install the handlers (called at setup once the spill is running). `run_dir` is this
+/// process's spill directory; `target` the profile to write; `helper` false under MPI.
+pub fn install(target: &Path, run_dir: &Path, helper: bool) {
+    let sigs = match std::env::var(ENV_SIGNALS) {
+        Err(_) => vec![libc::SIGTERM, libc::SIGINT],
+        Ok(v) => parse(&v).unwrap_or_else(|bad| {
+            crate::warn::once("env:signals", &format!("ignoring {ENV_SIGNALS}={v:?}: {bad} is not one of TERM, INT, HUP, USR1, USR2, QUIT, none"));
+            vec![libc::SIGTERM, libc::SIGINT]
+        }),
+    };
+    if sigs.is_empty() {
+        return;
+    }
+    if helper && PREPARED.load(Ordering::Acquire).is_null() {
+        match helper_path() {
+            Some(path) => {
+                let timeout_s: f64 = std::env::var(ENV_TIMEOUT).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(5.0);
+                let args: Vec<CString> = [path.as_os_str(), "--signal".as_ref(), run_dir.as_os_str(), target.as_os_str()]
+                    .iter()
+                    .filter_map(|a| CString::new(a.as_encoded_bytes()).ok())
+                    .collect();
+                let mut argv: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
+                argv.push(std::ptr::null());
+                if let Ok(path) = CString::new(path.as_os_str().as_encoded_bytes()) {
+                    let p = Box::new(Prepared { path, _args: args, argv, timeout_ms: (timeout_s.max(0.0) * 1000.0) as u64 });
+                    PREPARED.store(Box::into_raw(p), Ordering::Release);
+                }
+            }
+            None => crate::warn::once(
+                "signals-helper",
+                &format!("{HELPER_NAME} not found next to the library: a caught signal leaves the spill data for `sptool recover`"),
+            ),
+        }
+    }
+    for sig in sigs {
+        // SAFETY: querying and setting signal actions; OLD is written before our handler can run.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction == libc::SIG_IGN {
+                continue; // the host ignores it: so do we
+            }
+            if old.sa_sigaction == on_signal as *const () as usize {
+                continue;
+            }
+            OLD[sig as usize] = Some(old);
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = on_signal as *const () as usize;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut new.sa_mask);
+            libc::sigaction(sig, &new, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Start the helper and wait for it, with async-signal-safe calls only.
+unsafe fn run_helper(p: &Prepared) {
+    // SAFETY: raw clone = fork without atfork handlers; the child only calls execve/_exit.
+    unsafe {
+        let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) as libc::pid_t;
+        if pid == 0 {
+            libc::execve(p.path.as_ptr(), p.argv.as_ptr(), environ);
+            libc::_exit(127);
+        }
+        if pid < 0 {
+            return;
+        }
+        let step = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+        let mut waited = 0u64;
+        loop {
+            let mut status = 0;
+            let r = libc::waitpid(pid, &mut status, libc::WNOHANG);
+            if r == pid || (r < 0 && *libc::__errno_location() != libc::EINTR) {
+                return;
+            }
+            if waited >= p.timeout_ms {
+                return; // leave it running: it may still finish before we are killed
+            }
+            libc::nanosleep(&step, std::ptr::null_mut());
+            waited += 5;
+        }
+    }
+}
+
+extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: errno location and the handler's own statics; see the module comment.
+    unsafe {
+        let errno = *libc::__errno_location();
+        if !HANDLING.swap(true, Ordering::AcqRel) {
+            let p = PREPARED.load(Ordering::Acquire);
+            if !p.is_null() {
+                run_helper(&*p);
+            }
+        }
+        let old = if (sig as usize) < MAX_SIG { (*std::ptr::addr_of!(OLD))[sig as usize] } else { None };
+        match old {
+            Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
+                *libc::__errno_location() = errno;
+                if old.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = std::mem::transmute(old.sa_sigaction);
+                    f(sig, info, ctx);
+                } else {
+                    let f: extern "C" fn(c_int) = std::mem::transmute(old.sa_sigaction);
+                    f(sig);
+                }
+            }
+            Some(old) if old.sa_sigaction == libc::SIG_IGN => {}
+            _ => {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigemptyset(&mut dfl.sa_mask);
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+                libc::raise(sig);
+            }
+        }
+        *libc::__errno_location() = errno;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_signal_lists() {
+        assert_eq!(super::parse("TERM,int, SIGHUP").unwrap(), vec![libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
+        assert!(super::parse("none").unwrap().is_empty());
+        assert_eq!(super::parse("TERM,KILL").unwrap_err(), "KILL");
+    }
+}

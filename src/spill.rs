@@ -1,0 +1,567 @@
+//! The flight recorder's spill sink: the call-log chunks of every thread live in a
+//! `MAP_SHARED` mapping of one spill file per process, so every stored call is in the kernel's
+//! page cache and survives a SIGKILL, a crash or an OOM kill.
+//!
+//! A run directory `.<stem>.spill.<random>/` (mode 0700) holds, per process:
+//! * `calls.spill`: a header page, then chunks (format in `calllog.rs`), appended on the cold
+//!   path: each chunk's blocks are allocated with `posix_fallocate` before it is mapped, so a
+//!   full disk is seen here (and recording goes on in memory) instead of as SIGBUS later;
+//!   a full chunk is unmapped, so recording keeps one chunk per log resident;
+//! * `names`: region names, one record (`id u32, len u32, bytes`) appended per registration;
+//! * `threads`: one record (`index u32, 0 u32, os tid i64`) per recording thread;
+//! * `anchors`: the TSC clock's anchors (`tick, ns, half width`, i64 each), appended when a
+//!   chunk is opened and at finalize (empty with the monotonic clock);
+//! * `meta.json`: what recovery needs to write the normal file (rank, target, metadata, clock).
+//!
+//! Every file is created with `safe_file::create_exclusive` (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode
+//! 0600). The one reader of the format is `calllog::decode_chunk`: finalize reads its own logs'
+//! spilled chunks through a read-only mapping of the spill file (`open_reader`), and recovery
+//! (`read_run`) adopts the chunks of a spill file into `CallLog`s read the same way.
+
+use crate::calllog::{HDR, parse_header, scan_chunk};
+use crate::clock::{Anchor, Timebase};
+use crate::metadata::AttrValue;
+use crate::profile::{RankInfo, RankProfile, ThreadRecord};
+use crate::recorder::ThreadData;
+use crate::warn;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Words per page: the smallest spilled chunk (mappings are page-aligned).
+pub const PAGE_WORDS: usize = 512;
+const HEADER_BYTES: u64 = 4096;
+const FILE_MAGIC: &[u8; 8] = b"SPSPILL2";
+pub const FORMAT_VERSION: u64 = 2;
+pub const CALLS_FILE: &str = "calls.spill";
+pub const META_FILE: &str = "meta.json";
+const NAMES_FILE: &str = "names";
+const THREADS_FILE: &str = "threads";
+const ANCHORS_FILE: &str = "anchors";
+
+/// Environment switches of the flight recorder.
+pub mod env {
+    /// `1`/`0`: spill call logs to a file mapping (default off).
+    pub const SPILL: &str = "SCOPE_PROFILER_SPILL";
+    /// Directory under which the run directory is created (default: the output file's
+    /// directory); setting it turns the recorder on unless `SCOPE_PROFILER_SPILL` says 0.
+    pub const SPILL_DIR: &str = "SCOPE_PROFILER_SPILL_DIR";
+}
+
+/// Is the recorder on when the environment does not say? (Off: it costs the hot path.)
+pub const DEFAULT_ON: bool = false;
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static SPILL: Mutex<Option<Spill>> = Mutex::new(None);
+/// A read-only mapping of the spill file whose chunks are being read (finalize or recovery).
+static READER: Mutex<Option<Mapping>> = Mutex::new(None);
+
+struct Mapping {
+    base: *const u8,
+    len: usize,
+}
+
+// SAFETY: a read-only mapping, unmapped only by `close_reader`.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: mapped by `map_reader` with this length.
+            unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+        }
+    }
+}
+
+struct Spill {
+    dir: PathBuf,
+    calls: File,
+    names: File,
+    threads: File,
+    anchors: File,
+    anchors_saved: usize,
+    end: u64,
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Spill>> {
+    SPILL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn reader() -> std::sync::MutexGuard<'static, Option<Mapping>> {
+    READER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Are new chunks spilled? (Read on the cold path only.)
+#[inline]
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
+/// The run directory of this process, while the recorder is on.
+pub fn run_dir() -> Option<PathBuf> {
+    lock().as_ref().map(|s| s.dir.clone())
+}
+
+/// What recovery needs to know about the process that spilled.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SpillMeta {
+    pub format_version: u64,
+    pub pid: i64,
+    /// World rank and size from the launcher's environment, if any.
+    pub rank: Option<i64>,
+    pub size: Option<i64>,
+    pub target: PathBuf,
+    pub verbosity: u32,
+    /// Layout name (`regions`, `columnar`, `aggregate`).
+    pub layout: String,
+    /// `metadata/` attributes as known at setup.
+    pub metadata: Vec<(String, AttrValue)>,
+    pub full_metadata: bool,
+    pub info: RankInfo,
+    /// `tsc` (ticks, converted through the saved anchors) or `monotonic` (ns as they are).
+    pub clock: String,
+    pub clock_note: Option<String>,
+    /// The kernel's boot id: recovery on the same boot may take a fresh anchor.
+    pub boot_id: String,
+    /// Wall-clock time (UTC ISO 8601) of setup.
+    pub started: String,
+}
+
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn create_private(path: &Path) -> std::io::Result<File> {
+    safe_file::create_exclusive(path, 0o600)
+}
+
+/// Is the recorder requested for this run?
+pub fn requested() -> bool {
+    if std::env::var_os(env::SPILL_DIR).is_some_and(|d| !d.is_empty()) && std::env::var(env::SPILL).is_err() {
+        return true;
+    }
+    match std::env::var(env::SPILL).ok().as_deref().map(|v| v.trim().to_ascii_lowercase()) {
+        None => DEFAULT_ON,
+        Some(v) if matches!(v.as_str(), "1" | "on" | "true" | "yes") => true,
+        Some(v) if matches!(v.as_str(), "0" | "off" | "false" | "no" | "") => false,
+        Some(v) => {
+            warn::once("env:spill", &format!("ignoring {}={v:?}: expected 0 or 1", env::SPILL));
+            DEFAULT_ON
+        }
+    }
+}
+
+/// Prefix of the run directories that belong to `target`.
+pub fn dir_prefix(target: &Path) -> String {
+    let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
+    format!(".{stem}.spill.")
+}
+
+/// Where run directories of `target` are created and searched.
+pub fn spill_parent(target: &Path) -> PathBuf {
+    match std::env::var_os(env::SPILL_DIR).filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(),
+    }
+}
+
+/// Start spilling for this process. On failure the run records in memory, with a warning.
+pub fn start(meta: &SpillMeta) -> Result<PathBuf, String> {
+    let parent = spill_parent(&meta.target);
+    let prefix = dir_prefix(&meta.target);
+    let mut dir = PathBuf::new();
+    let mut made = false;
+    for _ in 0..16 {
+        let rank = meta.rank.map(|r| format!("r{r}.")).unwrap_or_default();
+        dir = parent.join(format!("{prefix}{rank}{}", safe_file::random_suffix()));
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                made = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot create the spill directory {}: {e}", dir.display())),
+        }
+    }
+    if !made {
+        return Err(format!("cannot create a spill directory in {}", parent.display()));
+    }
+    let made = (|| -> std::io::Result<Spill> {
+        let mut m = create_private(&dir.join(META_FILE))?;
+        m.write_all(&serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?)?;
+        let calls = create_private(&dir.join(CALLS_FILE))?;
+        let mut header = vec![0u8; HEADER_BYTES as usize];
+        header[..8].copy_from_slice(FILE_MAGIC);
+        header[8..16].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header[16..24].copy_from_slice(&meta.pid.to_le_bytes());
+        calls.write_all_at(&header, 0)?;
+        let names = create_private(&dir.join(NAMES_FILE))?;
+        let threads = create_private(&dir.join(THREADS_FILE))?;
+        let anchors = create_private(&dir.join(ANCHORS_FILE))?;
+        Ok(Spill { dir: dir.clone(), calls, names, threads, anchors, anchors_saved: 0, end: HEADER_BYTES })
+    })();
+    match made {
+        Ok(mut s) => {
+            save_anchors_locked(&mut s, None);
+            *lock() = Some(s);
+            ACTIVE.store(true, Ordering::Release);
+            Ok(dir)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(format!("cannot create the spill files in {}: {e}", dir.display()))
+        }
+    }
+}
+
+/// Append the anchors not yet saved (`all`: the run's final list, else the clock's so far).
+fn save_anchors_locked(s: &mut Spill, all: Option<&[Anchor]>) {
+    let new: Vec<Anchor> = match all {
+        Some(a) => a.get(s.anchors_saved..).unwrap_or_default().to_vec(),
+        None => crate::clock::anchors_since(s.anchors_saved),
+    };
+    if new.is_empty() {
+        return;
+    }
+    let mut rec = Vec::with_capacity(new.len() * 24);
+    for a in &new {
+        rec.extend_from_slice(&a.tick.to_le_bytes());
+        rec.extend_from_slice(&a.ns.to_le_bytes());
+        rec.extend_from_slice(&a.half_width.to_le_bytes());
+    }
+    if s.anchors.write_all(&rec).is_ok() {
+        s.anchors_saved += new.len();
+    }
+}
+
+/// Save the run's final anchors (finalize, after the clock's last one).
+pub fn save_anchors(all: &[Anchor]) {
+    if let Some(s) = lock().as_mut() {
+        save_anchors_locked(s, Some(all));
+    }
+}
+
+/// Record a region's name (cold path: at registration).
+pub fn region_registered(id: u32, name: &str) {
+    if let Some(s) = lock().as_mut() {
+        let mut rec = Vec::with_capacity(8 + name.len());
+        rec.extend_from_slice(&id.to_le_bytes());
+        rec.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        rec.extend_from_slice(name.as_bytes());
+        let _ = s.names.write_all(&rec);
+    }
+}
+
+/// Record a recording thread (cold path: its first call).
+pub fn thread_started(index: u32, os_tid: i64) {
+    if let Some(s) = lock().as_mut() {
+        let mut rec = [0u8; 16];
+        rec[..4].copy_from_slice(&index.to_le_bytes());
+        rec[8..].copy_from_slice(&os_tid.to_le_bytes());
+        let _ = s.threads.write_all(&rec);
+    }
+}
+
+/// A new chunk of `words` words in the spill file, mapped shared: (file offset, address).
+/// None when the disk refuses the blocks: recording goes on in memory from here on.
+pub fn map_chunk(words: usize) -> Option<(u64, *mut u64)> {
+    let mut g = lock();
+    let s = g.as_mut()?;
+    save_anchors_locked(s, None);
+    let bytes = words * 8;
+    let off = s.end;
+    let fd = s.calls.as_raw_fd();
+    // SAFETY: plain system calls on our own descriptor.
+    let rc = unsafe { libc::posix_fallocate(fd, off as libc::off_t, bytes as libc::off_t) };
+    if rc != 0 {
+        let why = std::io::Error::from_raw_os_error(rc);
+        ACTIVE.store(false, Ordering::Release);
+        warn::once(
+            "spill-full",
+            &format!("cannot grow the spill file in {} ({why}): recording goes on in memory; calls from now on survive only a normal end or a caught signal", s.dir.display()),
+        );
+        return None;
+    }
+    // SAFETY: mapping `bytes` bytes of our file at a page-aligned offset that now exists.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, off as libc::off_t) };
+    if p == libc::MAP_FAILED {
+        ACTIVE.store(false, Ordering::Release);
+        warn::once("spill-map", &format!("cannot map the spill file ({}): recording goes on in memory", std::io::Error::last_os_error()));
+        return None;
+    }
+    s.end += bytes as u64;
+    Some((off, p as *mut u64))
+}
+
+/// Unmap a chunk mapped by `map_chunk`.
+///
+/// # Safety
+/// `base` and `words` must be those of a live mapping from `map_chunk`.
+pub unsafe fn unmap_chunk(base: *mut u64, words: usize) {
+    // SAFETY: per the contract.
+    unsafe { libc::munmap(base.cast(), words * 8) };
+}
+
+fn map_reader(file: &File) -> Option<Mapping> {
+    let len = file.metadata().ok()?.len() as usize;
+    if len == 0 {
+        return Some(Mapping { base: std::ptr::null(), len: 0 });
+    }
+    // SAFETY: a read-only shared mapping of a file we hold open.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+    (p != libc::MAP_FAILED).then_some(Mapping { base: p as *const u8, len })
+}
+
+/// Map this process's spill file for reading (finalize: after every thread stopped).
+pub fn open_reader() {
+    let m = lock().as_ref().and_then(|s| map_reader(&s.calls));
+    *reader() = m;
+}
+
+/// Stop reading spilled chunks (after the write).
+pub fn close_reader() {
+    *reader() = None;
+}
+
+/// The data words of the spilled chunk at `offset` (`words` including the header), from the
+/// reader's mapping: valid until `close_reader`. None without a mapping or past its end.
+pub fn spilled_words<'a>(offset: u64, words: usize) -> Option<&'a [u64]> {
+    let g = reader();
+    let m = g.as_ref()?;
+    let start = offset as usize + HDR * 8;
+    let end = (offset as usize + words * 8).min(m.len & !7);
+    if m.base.is_null() || start > end {
+        return None;
+    }
+    // SAFETY: inside the mapping, 8-byte aligned (offsets are page multiples); the mapping
+    // lives until `close_reader`, which the callers call only after the last cursor is gone.
+    Some(unsafe { std::slice::from_raw_parts(m.base.add(start) as *const u64, (end - start) / 8) })
+}
+
+/// A spilled chunk was read: drop its pages from this process (they stay in the page cache
+/// and the file), so that reading a long run keeps resident memory bounded.
+pub fn release_words(offset: u64, words: usize) {
+    let g = reader();
+    if let Some(m) = g.as_ref().filter(|m| !m.base.is_null()) {
+        let end = (offset as usize + words * 8).min(m.len);
+        if (offset as usize) < end {
+            // SAFETY: a page-aligned range of our read-only mapping.
+            unsafe { libc::madvise(m.base.add(offset as usize) as *mut libc::c_void, end - offset as usize, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
+/// Stop spilling. With `remove`, the run directory goes (the profile holds the calls).
+pub fn finish(remove: bool) {
+    ACTIVE.store(false, Ordering::Release);
+    close_reader();
+    if let Some(s) = lock().take() {
+        if remove {
+            let _ = std::fs::remove_dir_all(&s.dir);
+        }
+    }
+}
+
+/// Stop spilling in a forked child: it must not write into its parent's chunks.
+pub fn forget_in_child() {
+    ACTIVE.store(false, Ordering::Release);
+}
+
+// ---------------------------------------------------------------------------------------
+// The reader: one run directory back into a rank's profile.
+
+/// What a run directory held, as the profile of its process; its logs' chunks stay in the
+/// spill file, read through `open_reader_of` while it is written.
+pub struct RecoveredRun {
+    pub dir: PathBuf,
+    pub meta: SpillMeta,
+    pub file: File,
+    pub profile: RankProfile,
+    pub calls: u64,
+    /// Chunks whose header was unreadable or cut off, and words of torn calls at chunk ends.
+    pub bad_chunks: u64,
+    pub torn_words: u64,
+    /// Calls after the last saved clock anchor (their times are extrapolated).
+    pub extrapolated: bool,
+}
+
+impl RecoveredRun {
+    /// Map this run's spill file for reading its chunks (until `close_reader`).
+    pub fn open_reader(&self) {
+        *reader() = map_reader(&self.file);
+    }
+}
+
+fn read_names(dir: &Path) -> Vec<String> {
+    let bytes = std::fs::read(dir.join(NAMES_FILE)).unwrap_or_default();
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 8 {
+        let id = u32::from_le_bytes(rest[..4].try_into().unwrap());
+        let len = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
+        let Some(name) = rest.get(8..8 + len) else { break };
+        names.insert(id, String::from_utf8_lossy(name).into_owned());
+        rest = &rest[8 + len..];
+    }
+    let n = names.keys().next_back().map_or(0, |&m| m as usize + 1);
+    (0..n).map(|i| names.get(&(i as u32)).cloned().unwrap_or_else(|| format!("#{i}"))).collect()
+}
+
+fn read_threads(dir: &Path) -> BTreeMap<u32, i64> {
+    let bytes = std::fs::read(dir.join(THREADS_FILE)).unwrap_or_default();
+    bytes
+        .chunks_exact(16)
+        .map(|r| (u32::from_le_bytes(r[..4].try_into().unwrap()), i64::from_le_bytes(r[8..].try_into().unwrap())))
+        .collect()
+}
+
+fn read_anchors(dir: &Path) -> Vec<Anchor> {
+    let bytes = std::fs::read(dir.join(ANCHORS_FILE)).unwrap_or_default();
+    let w = |b: &[u8]| i64::from_le_bytes(b.try_into().unwrap());
+    bytes.chunks_exact(24).map(|r| Anchor { tick: w(&r[..8]), ns: w(&r[8..16]), half_width: w(&r[16..]) }).collect()
+}
+
+/// Read a run directory back into the profile of its process: per-thread logs over the spill
+/// file's chunks and per-thread statistics from one pass over the calls, merged by
+/// `profile::merge` with the timebase fitted to the saved anchors.
+pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
+    let meta: SpillMeta = std::fs::read(dir.join(META_FILE))
+        .map_err(|e| format!("{}: {e}", dir.join(META_FILE).display()))
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", dir.join(META_FILE).display())))?;
+    let path = dir.join(CALLS_FILE);
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path).map_err(|e| format!("{}: {e}", path.display()))?
+    };
+    let mut magic = [0u8; 8];
+    if file.read_exact_at(&mut magic, 0).is_err() || &magic != FILE_MAGIC {
+        return Err(format!("{}: not a spill file (or of another version)", path.display()));
+    }
+    let map = map_reader(&file).ok_or_else(|| format!("{}: cannot map: {}", path.display(), std::io::Error::last_os_error()))?;
+    let all: &[u64] = if map.base.is_null() {
+        &[]
+    } else {
+        // SAFETY: the whole mapping, 8-byte aligned; `map` outlives this function's use.
+        unsafe { std::slice::from_raw_parts(map.base as *const u64, map.len / 8) }
+    };
+    let names = read_names(dir);
+    let os_tids = read_threads(dir);
+    let mut threads: BTreeMap<u32, ThreadData> = os_tids.keys().map(|&i| (i, ThreadData::for_thread(i, true))).collect();
+    let (mut bad_chunks, mut torn_words, mut calls) = (0u64, 0u64, 0u64);
+    let mut last_tick = i64::MIN;
+    let mut word = (HEADER_BYTES / 8) as usize;
+    while word + HDR <= all.len() {
+        let header = parse_header(&all[word..word + HDR]).filter(|&(_, _, _, cap)| cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
+        let Some((region, fill, thread, cap)) = header else {
+            // Past the last chunk (blocks allocated but never used) or a damaged header:
+            // chunk sizes are pages, so look for the next header a page further.
+            if all[word..(word + PAGE_WORDS).min(all.len())].iter().any(|&w| w != 0) {
+                bad_chunks += 1;
+            }
+            word += PAGE_WORDS;
+            continue;
+        };
+        let end = (word + cap).min(all.len());
+        let mut data = &all[word + HDR..end];
+        if fill > 0 {
+            data = &data[..fill.min(data.len())];
+        }
+        // A file cut short (a truncated copy): the published calls that are missing.
+        let missing = if fill > 0 && fill > data.len() { fill - data.len() } else { 0 };
+        let t = threads.entry(thread).or_insert_with(|| ThreadData::for_thread(thread, true));
+        let cell = t.stats.cell(region);
+        let (mut first, mut last) = (None, 0i64);
+        let scan = scan_chunk(data, |c| {
+            first.get_or_insert(c.start);
+            last = c.start;
+            last_tick = last_tick.max(c.end);
+            let d = c.end.wrapping_sub(c.start);
+            // Exclusive time needs the nesting, which the calls of one region do not show:
+            // a recovered call's exclusive time is its whole duration.
+            cell.record_with_histogram(d, d);
+        });
+        torn_words += (scan.torn + missing) as u64;
+        calls += scan.calls as u64;
+        t.log_mut(region).adopt_spilled((word * 8) as u64, cap, &scan, first, last);
+        // Read once: let its pages go from this process (the helper's memory stays bounded).
+        // SAFETY: a page-aligned range inside the read-only mapping `map`.
+        unsafe { libc::madvise(map.base.add(word * 8) as *mut libc::c_void, (end - word) * 8, libc::MADV_DONTNEED) };
+        word += cap;
+    }
+    drop(map);
+    let records: Vec<ThreadRecord> =
+        threads.into_iter().map(|(index, data)| ThreadRecord { index, os_tid: os_tids.get(&index).copied().unwrap_or(0), data }).collect();
+    // The clock: the identity, or a fit through the saved anchors (plus one taken now when
+    // this is the killed run's node and boot, so that no call lies after the last anchor).
+    let (timebase, extrapolated) = if meta.clock == "tsc" {
+        let mut anchors = read_anchors(dir);
+        if !meta.boot_id.is_empty() && meta.boot_id == boot_id() {
+            anchors.extend(crate::clock::anchor_now());
+        }
+        let beyond = anchors.last().is_none_or(|a| last_tick > a.tick + a.half_width);
+        let problems = if beyond {
+            vec!["recovered: calls after the last saved clock anchor have extrapolated times".to_string()]
+        } else {
+            Vec::new()
+        };
+        (Timebase::fit(anchors, problems), beyond)
+    } else {
+        (Timebase::monotonic(), false)
+    };
+    let (regions, thread_os_ids) = crate::profile::merge(&names, records, &timebase);
+    let mut info = meta.info.clone();
+    info.thread_os_ids = thread_os_ids;
+    info.extra.extend(crate::metadata::clock_attrs(&timebase.report(), meta.clock_note.as_deref()));
+    let profile = RankProfile { info, regions, ..Default::default() };
+    Ok(RecoveredRun { dir: dir.to_path_buf(), meta, file, profile, calls, bad_chunks, torn_words, extrapolated })
+}
+
+/// Run directories of `target` left behind (real directories only: links are not followed).
+pub fn find_runs(target: &Path) -> Vec<PathBuf> {
+    let prefix = dir_prefix(target);
+    let mut parents = vec![target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()];
+    let p = spill_parent(target);
+    if !parents.contains(&p) {
+        parents.push(p);
+    }
+    let mut out = Vec::new();
+    for parent in parents {
+        let Ok(rd) = std::fs::read_dir(&parent) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join(META_FILE).is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chunk_words_round_trip_through_the_one_decoder() {
+        use crate::calllog::{Call, CallLog, scan_chunk};
+        let mut log = CallLog::new(3, 7);
+        let t = 1_000_000_000_000i64;
+        let calls: Vec<Call> = (0..5_000).map(|i| Call { start: t + i * 7, end: t + i * 7 + 3 }).collect();
+        calls.iter().for_each(|&c| log.push(c));
+        assert!(log.chunk_count() > 3);
+        let (s, e) = log.columns();
+        assert_eq!(s.len(), calls.len());
+        assert_eq!(e[10], calls[10].end);
+        // A chunk cut inside an escaped call keeps the complete calls and reports the rest.
+        let words = [0xFFFF_FFFFu64, 10, 20, 5u64 << 32 | 2, 0xFFFF_FFFF, 99];
+        let mut got = Vec::new();
+        let scan = scan_chunk(&words, |c| got.push((c.start, c.end)));
+        assert_eq!(got, vec![(10, 20), (15, 16)]);
+        assert_eq!((scan.calls, scan.escapes, scan.used, scan.torn), (2, 1, 4, 2));
+    }
+}
