@@ -144,7 +144,13 @@ fn software_events_per_region_threads_and_annotations() {
 
     // First-touched memory faults once per page; a sleeping region switches context.
     let pages = info(&stdout, "touched_pages");
-    assert!(perf["touch"].values["page-faults"] as f64 >= 0.9 * pages, "{:?}", perf["touch"]);
+    // One fault per base page in principle (the program asks for base pages); a loaded VM was
+    // once seen to report 3074 of 8192 (the kernel backed part of the mapping otherwise), so
+    // the check is that the faults of first touch are counted in this region, in bulk, and not
+    // in a region that touches nothing new.
+    let faults = perf["touch"].values["page-faults"] as f64;
+    assert!(faults >= 0.25 * pages, "{:?}", perf["touch"]);
+    assert!(faults >= 10.0 * (perf["sleep"].values["page-faults"] as f64 + 10.0), "touch {:?} sleep {:?}", perf["touch"], perf["sleep"]);
     assert!(perf["sleep"].values["context-switches"] >= 3, "{:?}", perf["sleep"]);
 
     // Worker threads: one row each, ids matching the timings' thread ids.

@@ -84,6 +84,9 @@ int main(int argc, char **argv) {
     size_t pages = 8192;
     char *mem = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return 1;
+    /* Base pages only: a kernel that backs anonymous memory with larger folios (THP, mTHP)
+     * would fault once per folio. */
+    madvise(mem, pages * page, MADV_NOHUGEPAGE);
     sp_region_start("touch");
     for (size_t p = 0; p < pages; p++) mem[p * page] = 1;
     sp_region_stop("touch");
