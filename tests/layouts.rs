@@ -214,17 +214,21 @@ fn readable_copy(path: &Path) -> PathBuf {
     copy
 }
 
-fn write_sample(dir: &Path, layout: Layout) -> PathBuf {
-    let profile = sample_profile();
+/// `<dir>/<layout>.h5` holding `profile` as rank 0, written through the layout's writer.
+fn write_in_layout(dir: &Path, layout: Layout, profile: &RankProfile, meta: &[(String, scope_profiler::metadata::AttrValue)]) -> PathBuf {
     let path = dir.join(format!("{}.h5", layout.name()));
-    let mut w = layout_writer(layout, Plan::of(&profile));
+    let mut w = layout_writer(layout, Plan::of(profile));
     scope_profiler::output::write_file(&path, |f| {
-        f.write_metadata(&[("mpi_size".into(), scope_profiler::metadata::AttrValue::Int(1))])?;
-        f.write_rank(0, &profile, w.as_mut())?;
+        f.write_metadata(meta)?;
+        f.write_rank(0, profile, w.as_mut())?;
         w.finish(f.file())
     })
     .unwrap();
-    readable_copy(&path)
+    path
+}
+
+fn write_sample(dir: &Path, layout: Layout) -> PathBuf {
+    readable_copy(&write_in_layout(dir, layout, &sample_profile(), &[("mpi_size".into(), scope_profiler::metadata::AttrValue::Int(1))]))
 }
 
 #[test]
@@ -280,14 +284,7 @@ fn columnar_costs_at_most_17_bytes_per_call_and_aggregate_is_small() {
     p.regions.push(RegionData::from_columns("hot", starts, ends, tids));
     let mut sizes = BTreeMap::new();
     for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
-        let path = dir.join(format!("{}.h5", layout.name()));
-        let mut w = layout_writer(layout, Plan::of(&p));
-        scope_profiler::output::write_file(&path, |f| {
-            f.write_metadata(&[])?;
-            f.write_rank(0, &p, w.as_mut())?;
-            w.finish(f.file())
-        })
-        .unwrap();
+        let path = write_in_layout(&dir, layout, &p, &[]);
         sizes.insert(layout.name(), std::fs::metadata(&path).unwrap().len());
     }
     // 17 bytes per call, plus a fixed part (index tables, metadata) under 64 KiB.
@@ -422,15 +419,7 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         let (regions, os) = merge(&names, record(), &scope_profiler::clock::Timebase::monotonic());
         let mut p = RankProfile { regions, ..Default::default() };
         p.info.thread_os_ids = os;
-        let path = dir.join(format!("{}.h5", layout.name()));
-        let mut w = layout_writer(layout, Plan::of(&p));
-        scope_profiler::output::write_file(&path, |f| {
-            f.write_metadata(&[])?;
-            f.write_rank(0, &p, w.as_mut())?;
-            w.finish(f.file())
-        })
-        .unwrap();
-        files.insert(layout.name(), readable_copy(&path));
+        files.insert(layout.name(), readable_copy(&write_in_layout(&dir, layout, &p, &[])));
     }
     let regions = read_regions(&hdf5::File::open(&files["regions"]).unwrap(), 0);
     let h5 = hdf5::File::open(&files["columnar"]).unwrap();
