@@ -86,6 +86,9 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     if dirs.is_empty() {
         return if is_profile(target) {
             Ok(Recovery { message: format!("nothing to recover: {} is a complete profile and no spill data is left", target.display()), written: None })
+        } else if target.exists() {
+            let why = hdf5::File::open(target).err().map(|e| e.to_string()).unwrap_or_else(|| "it has no metadata group".into());
+            Err(format!("no spill data of {} found, and {} cannot be read as a profile ({why})", target.display(), target.display()))
         } else {
             Err(format!("no spill data of {} found (looked for {}* in {})", target.display(), crate::spill::dir_prefix(target), where_.display()))
         };

@@ -150,7 +150,7 @@ fn killed_then_recovered_with(name: &str, mode: &str, calls: u64, sig: i32, open
     assert!(spill_dirs(&dir).is_empty());
     // Idempotent: a second run says there is nothing left to do and changes nothing.
     let r = run(Command::new(&sptool).arg("recover").arg(&file));
-    assert!(r.status.success() && text(&r.stdout).starts_with("nothing to recover"), "{}", text(&r.stdout));
+    assert!(r.status.success() && text(&r.stdout).starts_with("nothing to recover"), "{:?}\n{}{}", r.status, text(&r.stdout), text(&r.stderr));
     assert_eq!(read_back(&file).0, got);
 }
 
