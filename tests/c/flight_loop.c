@@ -80,6 +80,17 @@ static void host_term(int sig) {
 
 int main(int argc, char **argv) {
     if (argc < 5) return 2;
+    /* Start from the default signal actions, as a program started from a terminal does: a
+     * background job of a non-interactive shell (a CI script) inherits SIGINT and SIGQUIT
+     * ignored, and the library rightly leaves an ignored signal alone. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int defaults[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+    for (unsigned i = 0; i < sizeof defaults / sizeof *defaults; i++) signal(defaults[i], SIG_DFL);
+    /* Never run away: a test that fails to stop this program must not fill the disk with
+     * spill data. SIGALRM's default action ends the process after 90 s. */
+    alarm(90);
     /* Under mpirun each rank reports to its own side file, SIDE_FILE.r<rank>. */
     char side_path[4096];
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
