@@ -241,11 +241,10 @@ fn spill_dir_setting_and_private_files() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     wait(child);
     let (completed, _) = side(&dir);
-    // recover looks in $SCOPE_PROFILER_SPILL_DIR too.
-    unsafe { std::env::set_var("SCOPE_PROFILER_SPILL_DIR", &spill) };
-    let r = scope_profiler::spill_recover::recover(&dir.join("out.h5"));
-    unsafe { std::env::remove_var("SCOPE_PROFILER_SPILL_DIR") };
-    assert!(r.unwrap().message.starts_with("recovered"));
+    // recover looks in $SCOPE_PROFILER_SPILL_DIR too. Set for that process alone: changing this
+    // test process's environment would leak into the commands other tests start meanwhile.
+    let r = run(Command::new(lib_dir().join("sptool")).arg("recover").arg(dir.join("out.h5")).env("SCOPE_PROFILER_SPILL_DIR", &spill));
+    assert!(r.status.success() && text(&r.stdout).starts_with("recovered"), "{}{}", text(&r.stdout), text(&r.stderr));
     check_counts(&dir.join("out.h5"), &completed);
 }
 
