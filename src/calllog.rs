@@ -118,12 +118,11 @@ pub struct ChunkScan {
 #[inline(always)]
 pub fn decode_one(words: &[u64], pos: &mut usize, prev: &mut i64) -> Option<Call> {
     let w = *words.get(*pos)?;
-    // A packed word's low half is its duration + 1: never 0, never all ones.
-    if (w as u32).wrapping_sub(1) < ESCAPE as u32 - 1 {
-        let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
+    if is_packed(w) {
+        let c = unpack(w, *prev);
         *pos += 1;
-        *prev = start;
-        return Some(Call { start, end: start.wrapping_add((w & ESCAPE) as i64 - 1) });
+        *prev = c.start;
+        return Some(c);
     }
     if w != ESCAPE {
         return None;
@@ -132,6 +131,19 @@ pub fn decode_one(words: &[u64], pos: &mut usize, prev: &mut i64) -> Option<Call
     *pos += 3;
     *prev = s as i64;
     Some(Call { start: s as i64, end: e as i64 })
+}
+
+/// A packed word's low half is its duration + 1: never 0, never all ones (an escape).
+#[inline(always)]
+fn is_packed(w: u64) -> bool {
+    (w as u32).wrapping_sub(1) < ESCAPE as u32 - 1
+}
+
+/// The call of a packed word, given the start of the call before.
+#[inline(always)]
+fn unpack(w: u64, prev: i64) -> Call {
+    let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
+    Call { start, end: start.wrapping_add((w & ESCAPE) as i64 - 1) }
 }
 
 /// Decode the data words of one chunk from `*pos`, calling `f` per complete call, until the
@@ -401,6 +413,41 @@ impl<'a> Cursor<'a> {
                 return None;
             }
         }
+    }
+}
+
+impl Cursor<'_> {
+    /// Decode up to `starts.len()` calls into `starts` and `ends` (as many as both hold);
+    /// returns how many (0 at the end of the log). The packed calls of a chunk are decoded in
+    /// one tight loop; escaped calls and chunk ends go through `decode_one`/`next`.
+    pub fn next_block(&mut self, starts: &mut [i64], ends: &mut [i64]) -> usize {
+        let cap = starts.len().min(ends.len());
+        let (starts, ends) = (&mut starts[..cap], &mut ends[..cap]);
+        let mut n = 0;
+        while n < cap {
+            let words = self.words;
+            let (mut pos, mut prev) = (self.pos, self.prev);
+            let run = (cap - n).min(words.len().saturating_sub(pos));
+            for ((w, s), e) in words[pos..pos + run].iter().zip(&mut starts[n..n + run]).zip(&mut ends[n..n + run]) {
+                if !is_packed(*w) {
+                    break;
+                }
+                let c = unpack(*w, prev);
+                prev = c.start;
+                (*s, *e) = (c.start, c.end);
+                pos += 1;
+            }
+            n += pos - self.pos;
+            (self.pos, self.prev) = (pos, prev);
+            if n == cap {
+                break;
+            }
+            // An escaped call, the end of the chunk, or the end of the log.
+            let Some(c) = self.next() else { break };
+            (starts[n], ends[n]) = (c.start, c.end);
+            n += 1;
+        }
+        n
     }
 }
 
