@@ -40,6 +40,7 @@ pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankP
     ctx.comm.process_at_rank(0).broadcast_into(&mut code);
     drop(ctx); // frees our communicator while MPI is still up
     if code == 0 {
+        profile.release();
         return Ok(Status::Ok);
     }
     // Nothing is lost: each rank keeps its own data in a per-rank file.

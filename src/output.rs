@@ -92,6 +92,7 @@ pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta
         layout.finish(file.file())
     })?;
     report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1);
+    profile.release();
     Ok(Status::Ok)
 }
 
@@ -128,6 +129,7 @@ pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, _size: i64, mut prof
         file.write_rank(rank as usize, &profile, layout.as_mut())?;
         layout.finish(file.file())
     })?;
+    profile.release();
     let Some(why) = why else { return Ok(written) };
     warn::once(
         "rank-file",

@@ -11,7 +11,7 @@
 //!   `dropped_calls`, `histograms`, and the per-thread statistics in `/scope_profiler_threads`.
 
 use super::aggregate::{IndexRows, Row};
-use super::{LayoutWriter, Plan, new_column, write_at};
+use super::{Column, LayoutWriter, Plan, new_column};
 use crate::profile::RankProfile;
 use crate::stats::{HIST_BUCKETS, Stats, bucket};
 
@@ -32,8 +32,8 @@ pub struct Summary {
 }
 
 struct Events {
-    deltas: hdf5::Dataset,
-    durations: hdf5::Dataset,
+    deltas: Column<i64>,
+    durations: Column<i64>,
     threads: ThreadColumn,
 }
 
@@ -48,9 +48,9 @@ struct Encoded {
 }
 
 enum ThreadColumn {
-    U8(hdf5::Dataset),
-    U16(hdf5::Dataset),
-    U32(hdf5::Dataset),
+    U8(Column<u8>),
+    U16(Column<u16>),
+    U32(Column<u32>),
 }
 
 pub struct Columnar {
@@ -159,12 +159,12 @@ impl LayoutWriter for Columnar {
                     }
                 },
                 |e: &Encoded| {
-                    write_at(&ev.deltas, *offset, &e.d)?;
-                    write_at(&ev.durations, *offset, &e.u)?;
+                    ev.deltas.write_at(*offset, &e.d)?;
+                    ev.durations.write_at(*offset, &e.u)?;
                     match &ev.threads {
-                        ThreadColumn::U8(ds) => write_at(ds, *offset, &e.t8)?,
-                        ThreadColumn::U16(ds) => write_at(ds, *offset, &e.t16)?,
-                        ThreadColumn::U32(ds) => write_at(ds, *offset, &e.t32)?,
+                        ThreadColumn::U8(ds) => ds.write_at(*offset, &e.t8)?,
+                        ThreadColumn::U16(ds) => ds.write_at(*offset, &e.t16)?,
+                        ThreadColumn::U32(ds) => ds.write_at(*offset, &e.t32)?,
                     }
                     *offset += e.d.len();
                     Ok::<(), hdf5::Error>(())

@@ -4,11 +4,15 @@
 //! Each region's columns are written slab by slab as the calls are decoded and merged, so
 //! finalize never holds more than one slab of decoded calls.
 
-use super::{LayoutWriter, group_name, new_column, put_int, put_str, write_at};
+use super::{LayoutWriter, group_name, new_column, put_int, put_str};
 use crate::profile::{RankProfile, RegionData};
 use std::collections::HashSet;
 
 pub struct Regions;
+
+/// Threads that merge and write a region's calls (the calling one among them): two, as many
+/// as the pipeline of the HDF5 path uses, so finalize takes no more cores than before.
+const WORKERS: usize = 2;
 
 impl LayoutWriter for Regions {
     fn write_rank(&mut self, _file: &hdf5::File, group: &hdf5::Group, _rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
@@ -42,14 +46,27 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let ends = new_column::<i64>(&g, "end_times", n)?;
     let threads = new_column::<i64>(&g, "thread_ids", n)?;
     let mut at = 0;
-    region.for_each_slab_pipelined::<hdf5::Error>(|s| {
-        let m = s.starts.len().min(n - at);
-        write_at(&starts, at, &s.starts[..m])?;
-        write_at(&ends, at, &s.ends[..m])?;
-        write_at(&threads, at, &s.thread_ids[..m])?;
-        at += m;
-        Ok(())
-    })?;
+    if let (Some(s), Some(e), Some(t)) = (starts.direct(), ends.direct(), threads.direct()) {
+        // Written with pwrite from any thread: merging and writing share the cores.
+        let written = std::sync::atomic::AtomicUsize::new(0);
+        region.for_each_slab_parallel::<hdf5::Error>(WORKERS, |first, slab| {
+            s.write_at(first, slab.starts)?;
+            e.write_at(first, slab.ends)?;
+            t.write_at(first, slab.thread_ids)?;
+            written.fetch_add(slab.starts.len(), std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        })?;
+        at = written.into_inner();
+    } else {
+        region.for_each_slab_pipelined::<hdf5::Error>(|s| {
+            let m = s.starts.len().min(n - at);
+            starts.write_at(at, &s.starts[..m])?;
+            ends.write_at(at, &s.ends[..m])?;
+            threads.write_at(at, &s.thread_ids[..m])?;
+            at += m;
+            Ok(())
+        })?;
+    }
     if at != n {
         // Never leave unwritten elements in a file that looks complete.
         return Err(hdf5::Error::from(format!("region '{}': {at} of {n} calls decoded", region.name)));
