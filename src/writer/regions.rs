@@ -2,7 +2,9 @@
 //! end_times,thread_ids}`, every call kept, 24 bytes per call.
 //!
 //! Each region's columns are written slab by slab as the calls are decoded and merged, so
-//! finalize never holds more than one slab of decoded calls.
+//! finalize holds no more than a few slabs of decoded calls. With direct column writes (see
+//! `writer::Column`) two threads take turns merging and writing (`for_each_slab_parallel`);
+//! otherwise one merges while the calling thread writes through HDF5.
 
 use super::{LayoutWriter, group_name, new_column, put_int, put_str};
 use crate::profile::{RankProfile, RegionData};
