@@ -149,14 +149,19 @@ impl RegionData {
         for _ in 0..3 {
             let _ = empty_tx.send(T::default());
         }
-        std::thread::scope(|scope| {
-            let producer = scope.spawn(move || {
+        let map_ref = &mut map;
+        let spawned = std::thread::scope(|scope| {
+            // A reborrow: if no thread can be had, `map` is still here for the fallback.
+            let map = &mut *map_ref;
+            let producer = std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, move || {
                 let _ = self.for_each_slab::<()>(|s| {
                     let Ok(mut t) = empty_rx.recv() else { return Err(()) };
                     map(s, &mut t);
                     full_tx.send(t).map_err(|_| ())
                 });
             });
+            // No thread to be had: all on this one (below).
+            let Ok(producer) = producer else { return None };
             let mut result = Ok(());
             for t in full_rx.iter() {
                 result = f(&t);
@@ -168,7 +173,14 @@ impl RegionData {
             drop(full_rx);
             drop(empty_tx);
             let _ = producer.join();
-            result
+            Some(result)
+        });
+        spawned.unwrap_or_else(|| {
+            let mut t = T::default();
+            self.for_each_slab(|s| {
+                map(s, &mut t);
+                f(&t)
+            })
         })
     }
 
@@ -186,8 +198,8 @@ impl RegionData {
         for _ in 0..3 {
             let _ = empty_tx.send(new_buffers());
         }
-        std::thread::scope(|scope| {
-            let producer = scope.spawn(move || {
+        let spawned = std::thread::scope(|scope| {
+            let producer = std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, move || {
                 // Full buffers go to the writer; empty ones come back.
                 let mut merger = Merger::new(runs, tb);
                 while let Ok(mut buf) = empty_rx.recv() {
@@ -196,6 +208,8 @@ impl RegionData {
                     }
                 }
             });
+            // No thread to be had: all on this one (below).
+            let Ok(producer) = producer else { return None };
             let mut result = Ok(());
             for b in full_rx.iter() {
                 result = f(slab_of(&b));
@@ -207,8 +221,9 @@ impl RegionData {
             drop(full_rx);
             drop(empty_tx);
             let _ = producer.join();
-            result
-        })
+            Some(result)
+        });
+        spawned.unwrap_or_else(|| self.for_each_slab(f))
     }
 
     /// Hand the calls to `f` in start order, slab by slab, each with the index of its first
@@ -256,7 +271,8 @@ impl RegionData {
             }
         };
         std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..workers).map(|_| scope.spawn(work)).collect();
+            // Fewer helpers if threads cannot be had: the calling thread can do it all.
+            let helpers: Vec<_> = (1..workers).filter_map(|_| std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, work).ok()).collect();
             let mut result = work();
             for h in helpers {
                 // A helper that panicked stops nothing but itself; its slabs are missing, which

@@ -448,3 +448,39 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         }
     }
 }
+
+/// Finalize merges and writes a large region on two threads (and frees the calls on a third):
+/// when no thread can be created (RLIMIT_NPROC of 1, as the unprivileged user `nobody`) it
+/// does all of it on the calling thread, and the file holds every call as a normal run of the
+/// same program does: exact counts, per thread, starts in order.
+#[test]
+fn finalize_without_threads_writes_the_same_calls() {
+    let dir = scratch("layouts_no_threads").canonicalize().unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let exe = compile(Lang::C, "finalize_threads", &["tests/c/finalize_threads.c"], &dir, &["-lpthread"]);
+    let mut shapes = Vec::new();
+    for limited in [false, true] {
+        let out = dir.join(format!("limited_{limited}.h5"));
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]).arg(&exe).arg(&out).current_dir(&dir).env("HOME", "/nonexistent");
+        if limited {
+            cmd.arg("nothreads");
+        }
+        let o = run(&mut cmd);
+        assert!(o.status.success(), "limited {limited}: {}\n{}", text(&o.stdout), text(&o.stderr));
+        let expected = expectations(&text(&o.stdout));
+        let regions = read_regions(&hdf5::File::open(&out).unwrap(), 0);
+        let mut shape = Vec::new();
+        for (name, &calls) in &expected {
+            let r = &regions[name.as_str()];
+            assert_eq!(r.starts.len() as u64, calls, "limited {limited}: calls of {name}");
+            assert!(r.starts.is_sorted(), "limited {limited}: {name} in start order");
+            assert!(r.starts.iter().zip(&r.ends).all(|(s, e)| s <= e), "limited {limited}: {name}");
+            let per_thread: Vec<usize> = (0..2).map(|t| r.thread_ids.iter().filter(|&&x| x == t).count()).collect();
+            assert_eq!(per_thread, vec![calls as usize / 2; 2], "limited {limited}: {name} per thread");
+            shape.push((name.clone(), r.starts.len(), per_thread));
+        }
+        shapes.push(shape);
+    }
+    assert_eq!(shapes[0], shapes[1]);
+}
