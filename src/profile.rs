@@ -226,44 +226,53 @@ impl RegionData {
         spawned.unwrap_or_else(|| self.for_each_slab(f))
     }
 
-    /// Hand the calls to `f` in start order, slab by slab, each with the index of its first
-    /// call, on `workers` threads (the calling one among them): a worker takes the merge,
-    /// fills its own slab buffers with the next calls, passes the merge on and hands its slab
-    /// to `f` while another worker merges the next. So merging and writing overlap as in
+    /// Hand the calls to `f` in start order, slab by slab, each with its place in the region
+    /// (`SlabPlace`), on `workers` threads (the calling one among them): a worker takes the
+    /// merge, fills its own slab buffers with the next calls, passes the merge on and hands its
+    /// slab to `f` while another worker merges the next. So merging and writing overlap as in
     /// `for_each_slab_pipelined`, but each slab is written by the thread that filled it (from
     /// its own cache, not the other core's) and every thread both merges and writes, so the
     /// cores share the work whichever of the two is slower. For writers that can write any
-    /// part of a column from any thread (`writer::Column` with direct writes). Small regions
-    /// and a single worker are done inline.
-    pub fn for_each_slab_parallel<E: Send>(&self, workers: usize, f: impl Fn(usize, Slab<'_>) -> Result<(), E> + Sync) -> Result<(), E> {
+    /// part of a column from any thread (`writer::Column` with direct writes). Each worker
+    /// keeps its own state (`init`), returned at the end (the calling thread's first), for
+    /// what a writer sums over the slabs. Small regions and a single worker are done inline.
+    pub fn for_each_slab_parallel<W: Send, E: Send>(
+        &self,
+        workers: usize,
+        init: impl Fn() -> W + Sync,
+        f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
+    ) -> Result<Vec<W>, E> {
         let packed = match &self.calls {
             Calls::Packed(runs, tb) if workers >= 2 && runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() >= 32 * SLAB => Some((runs, tb)),
             _ => None,
         };
         let Some((runs, tb)) = packed else {
-            let mut at = 0;
-            return self.for_each_slab(|s| {
-                f(at, s)?;
-                at += s.starts.len();
+            let (mut w, mut place) = (init(), SlabPlace::default());
+            self.for_each_slab(|s| {
+                place.first.get_or_insert(Call { start: s.starts[0], end: s.ends[0] });
+                f(&mut w, place, s)?;
+                place.advance(&s);
                 Ok(())
-            });
+            })?;
+            return Ok(vec![w]);
         };
-        // The merge and the index of the next call it gives; None once a worker failed.
-        let shared = std::sync::Mutex::new(Some((Merger::new(runs, tb), 0usize)));
-        let work = || -> Result<(), E> {
-            let mut buf = new_buffers();
+        // The merge and the place of the next slab it gives; None once a worker failed.
+        let shared = std::sync::Mutex::new(Some((Merger::new(runs, tb), SlabPlace::default())));
+        let work = || -> Result<W, E> {
+            let (mut buf, mut w) = (new_buffers(), init());
             loop {
-                let at = {
+                let place = {
                     let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
-                    let Some((merger, next)) = guard.as_mut() else { return Ok(()) };
+                    let Some((merger, next)) = guard.as_mut() else { return Ok(w) };
                     if !merger.next_slab(&mut buf) {
-                        return Ok(());
+                        return Ok(w);
                     }
-                    let at = *next;
-                    *next += buf.0.len();
-                    at
+                    next.first.get_or_insert(Call { start: buf.0[0], end: buf.1[0] });
+                    let place = *next;
+                    next.advance(&slab_of(&buf));
+                    place
                 };
-                if let Err(e) = f(at, slab_of(&buf)) {
+                if let Err(e) = f(&mut w, place, slab_of(&buf)) {
                     // Stop the others: the region cannot be completed.
                     *shared.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     return Err(e);
@@ -273,16 +282,36 @@ impl RegionData {
         std::thread::scope(|scope| {
             // Fewer helpers if threads cannot be had: the calling thread can do it all.
             let helpers: Vec<_> = (1..workers).filter_map(|_| std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, work).ok()).collect();
-            let mut result = work();
+            let mut result = work().map(|w| vec![w]);
             for h in helpers {
                 // A helper that panicked stops nothing but itself; its slabs are missing, which
                 // the caller's count of written calls reports.
-                if let Ok(Err(e)) = h.join() {
-                    result = result.and(Err(e));
+                match (h.join(), &mut result) {
+                    (Ok(Ok(w)), Ok(all)) => all.push(w),
+                    (Ok(Err(e)), Ok(_)) => result = Err(e),
+                    _ => {}
                 }
             }
             result
         })
+    }
+}
+
+/// Where a slab sits in its region.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SlabPlace {
+    /// Index of the slab's first call in the region.
+    pub at: usize,
+    /// Start of the call before the slab's first (None for the first slab).
+    pub prev_start: Option<i64>,
+    /// The region's first call.
+    pub first: Option<Call>,
+}
+
+impl SlabPlace {
+    fn advance(&mut self, s: &Slab<'_>) {
+        self.at += s.starts.len();
+        self.prev_start = s.starts.last().copied().or(self.prev_start);
     }
 }
 
@@ -828,9 +857,11 @@ mod tests {
                     let got = std::sync::Mutex::new(Columns { starts: vec![0; n], ends: vec![0; n], thread_ids: vec![-1; n] });
                     let slabs = std::sync::atomic::AtomicUsize::new(0);
                     region
-                        .for_each_slab_parallel::<()>(workers, |at, s| {
+                        .for_each_slab_parallel::<(), ()>(workers, || (), |_, place, s| {
                             let mut g = got.lock().unwrap();
-                            let k = s.starts.len();
+                            let (at, k) = (place.at, s.starts.len());
+                            assert_eq!(place.prev_start, at.checked_sub(1).map(|i| want.starts[i]), "{case}");
+                            assert_eq!(place.first, Some(Call { start: want.starts[0], end: want.ends[0] }), "{case}");
                             assert!(k > 0 && k <= SLAB);
                             g.starts[at..at + k].copy_from_slice(s.starts);
                             g.ends[at..at + k].copy_from_slice(s.ends);
@@ -853,9 +884,9 @@ mod tests {
         (0..400_000i64).for_each(|i| log.push(Call { start: i * 10, end: i * 10 + 3 }));
         let region = RegionData { calls: Calls::Packed(vec![(0, log)], Arc::new(Timebase::monotonic())), ..Default::default() };
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        let r = region.for_each_slab_parallel(2, |at, _| {
+        let r = region.for_each_slab_parallel(2, || (), |_, place, _| {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if at >= 2 * SLAB { Err(at) } else { Ok(()) }
+            if place.at >= 2 * SLAB { Err(place.at) } else { Ok(()) }
         });
         assert!(r.is_err());
         // The slabs before the failure, the failing one, and at most one the other worker had

@@ -64,6 +64,10 @@ pub fn replace_attr(loc: &hdf5::Location, name: &str, value: &AttrValue) -> hdf5
     put_attr(loc, name, value)
 }
 
+/// Threads that merge and write a region's calls at finalize (the calling one among them):
+/// two, as many as the pipeline of the HDF5 path uses, so finalize takes no more cores.
+pub const WORKERS: usize = 2;
+
 /// Values a `Column` holds: plain integers, whose bytes in memory are their bytes in the file
 /// (the dataset is created with the native type).
 pub trait ColumnValue: hdf5::H5Type + Copy {}

@@ -440,6 +440,18 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         let threads: Vec<i64> = tids[range].iter().map(|&t| t as i64).collect();
         assert_eq!(starts.len(), if *name == "outer" { 400_000 } else { 400_400 });
         assert!(starts == r.starts && ends == r.ends && threads == r.thread_ids, "{name}: columns differ");
+        // The row's summary statistics (summed by the workers that encoded its slabs) equal
+        // those of the calls.
+        let summaries: Vec<scope_profiler::writer::columnar::Summary> = h5.dataset("rank_region_index/summary_statistics").unwrap().read_raw().unwrap();
+        let s = &summaries[row];
+        let durations: Vec<i64> = r.starts.iter().zip(&r.ends).map(|(a, b)| b - a).collect();
+        let n = durations.len() as f64;
+        let mean = durations.iter().sum::<i64>() as f64 / n;
+        let m2: f64 = durations.iter().map(|&d| (d as f64 - mean).powi(2)).sum();
+        assert_eq!((s.total, s.minimum, s.maximum), (durations.iter().sum(), *durations.iter().min().unwrap(), *durations.iter().max().unwrap()), "{name}");
+        assert_eq!((s.first, s.last), (durations[0], *durations.last().unwrap()), "{name}");
+        assert_eq!((s.start_minimum, s.end_maximum), (r.starts[0], *r.ends.iter().max().unwrap()), "{name}");
+        assert!((s.mean - mean).abs() <= 1e-9 * mean && (s.m2 - m2).abs() <= 1e-9 * m2.max(1.0), "{name}: mean {} vs {mean}, m2 {} vs {m2}", s.mean, s.m2);
     }
     let (a, b) = (python_view(&files["regions"]), python_view(&files["columnar"]));
     for name in ["outer", "inner"] {

@@ -12,7 +12,8 @@
 
 use super::aggregate::{IndexRows, Row};
 use super::{Column, LayoutWriter, Plan, new_column};
-use crate::profile::RankProfile;
+use crate::calllog::Call;
+use crate::profile::{RankProfile, SlabPlace, Slab};
 use crate::stats::{HIST_BUCKETS, Stats, bucket};
 
 #[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
@@ -91,6 +92,152 @@ impl Columnar {
     }
 }
 
+/// What the encoding of some of a region's slabs sums up (one per worker, added at the end).
+#[derive(Default)]
+struct Partial {
+    count: u64,
+    total: i64,
+    minimum: i64,
+    maximum: i64,
+    start_minimum: i64,
+    end_maximum: i64,
+    /// Sums of (duration - the region's first duration) and of its square, in integers: the
+    /// variance in one pass, exact whatever the order of the slabs (and no chain of
+    /// floating-point additions, four cycles each, on every call).
+    s1: i128,
+    s2: i128,
+    /// The duration of the last call seen and the index after it.
+    last: (usize, i64),
+    /// Histograms per thread, from the calls (the hot path keeps none when calls are kept).
+    hists: Vec<Vec<u64>>,
+    /// The region's first call (its duration is the first and the shift of the sums).
+    first: Option<Call>,
+}
+
+impl Partial {
+    fn add(&mut self, o: Partial) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            (self.minimum, self.maximum, self.start_minimum, self.end_maximum) = (o.minimum, o.maximum, o.start_minimum, o.end_maximum);
+        }
+        self.count += o.count;
+        self.total += o.total;
+        self.minimum = self.minimum.min(o.minimum);
+        self.maximum = self.maximum.max(o.maximum);
+        self.start_minimum = self.start_minimum.min(o.start_minimum);
+        self.end_maximum = self.end_maximum.max(o.end_maximum);
+        self.s1 += o.s1;
+        self.s2 += o.s2;
+        self.last = self.last.max(o.last);
+        self.first = self.first.or(o.first);
+        if self.hists.len() < o.hists.len() {
+            self.hists.resize(o.hists.len(), Vec::new());
+        }
+        for (mine, theirs) in self.hists.iter_mut().zip(o.hists) {
+            if mine.is_empty() {
+                *mine = theirs;
+            } else if !theirs.is_empty() {
+                mine.iter_mut().zip(theirs).for_each(|(a, b)| *a += b);
+            }
+        }
+    }
+
+    fn summary(&self) -> Summary {
+        let first = self.first.map_or(0, |c| c.end - c.start);
+        let mut s = Summary {
+            total: self.total,
+            minimum: self.minimum,
+            maximum: self.maximum,
+            first,
+            last: self.last.1,
+            start_minimum: self.start_minimum,
+            end_maximum: self.end_maximum,
+            ..Default::default()
+        };
+        if self.count > 0 {
+            let (n, s1, s2) = (self.count as f64, self.s1 as f64, self.s2 as f64);
+            s.mean = first as f64 + s1 / n;
+            s.m2 = (s2 - s1 * s1 / n).max(0.0);
+        }
+        s
+    }
+}
+
+/// Encode one slab for the event columns (gaps, durations, narrow thread ids) and add it to
+/// the worker's `Partial`. `place` says where the slab is in its region: the first gap is from
+/// the call before, and the first call of the region starts absolute.
+fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
+    e.d.clear();
+    e.u.clear();
+    e.t8.clear();
+    e.t16.clear();
+    e.t32.clear();
+    match width {
+        1 => e.t8.extend(slab.thread_ids.iter().map(|&t| t as u8)),
+        2 => e.t16.extend(slab.thread_ids.iter().map(|&t| t as u16)),
+        _ => e.t32.extend(slab.thread_ids.iter().map(|&t| t as u32)),
+    }
+    p.first = p.first.or(place.first);
+    let shift = place.first.map_or(0, |c| c.end - c.start);
+    let mut prev = place.prev_start.unwrap_or(0);
+    if p.count == 0 && !slab.starts.is_empty() {
+        let d = slab.ends[0] - slab.starts[0];
+        (p.minimum, p.maximum, p.start_minimum, p.end_maximum) = (d, d, slab.starts[0], slab.ends[0]);
+    }
+    // A histogram for every thread up to the slab's highest (a thread without calls keeps
+    // zeros, which is what it is written as).
+    let threads = slab.thread_ids.iter().copied().max().map_or(0, |t| t.max(0) as usize + 1);
+    if p.hists.len() < threads {
+        p.hists.resize(threads, Vec::new());
+    }
+    p.hists.iter_mut().filter(|h| h.is_empty()).for_each(|h| *h = vec![0; HIST_BUCKETS]);
+    for ((&a, &b), &t) in slab.starts.iter().zip(slab.ends).zip(slab.thread_ids) {
+        let dur = b - a;
+        p.hists[t.max(0) as usize][bucket(dur)] += 1;
+        e.d.push(a - prev);
+        e.u.push(dur);
+        prev = a;
+        p.total += dur;
+        p.minimum = p.minimum.min(dur);
+        p.maximum = p.maximum.max(dur);
+        p.start_minimum = p.start_minimum.min(a);
+        p.end_maximum = p.end_maximum.max(b);
+        let x = (dur - shift) as i128;
+        p.s1 += x;
+        p.s2 += x * x;
+    }
+    p.count += slab.starts.len() as u64;
+    if let Some(&d) = e.u.last() {
+        p.last = p.last.max((place.at + slab.starts.len(), d));
+    }
+}
+
+impl Events {
+    /// Write an encoded slab at event `at` (of the whole file).
+    fn write(&self, at: usize, e: &Encoded) -> hdf5::Result<()> {
+        self.deltas.write_at(at, &e.d)?;
+        self.durations.write_at(at, &e.u)?;
+        match &self.threads {
+            ThreadColumn::U8(c) => c.write_at(at, &e.t8),
+            ThreadColumn::U16(c) => c.write_at(at, &e.t16),
+            ThreadColumn::U32(c) => c.write_at(at, &e.t32),
+        }
+    }
+
+    /// Every column writes directly (see `writer::Column`), so any thread may write.
+    fn direct(&self) -> bool {
+        self.deltas.direct().is_some()
+            && self.durations.direct().is_some()
+            && match &self.threads {
+                ThreadColumn::U8(c) => c.direct().is_some(),
+                ThreadColumn::U16(c) => c.direct().is_some(),
+                ThreadColumn::U32(c) => c.direct().is_some(),
+            }
+    }
+}
+
 impl LayoutWriter for Columnar {
     fn write_rank(&mut self, file: &hdf5::File, _group: &hdf5::Group, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
         self.events(file)?;
@@ -100,84 +247,46 @@ impl LayoutWriter for Columnar {
                 return Err(hdf5::Error::from(format!("rank {rank} has more calls than announced ({} > {})", self.offset + n, self.plan.total_calls)));
             }
             let start_offset = self.offset;
-            let mut s = Summary::default();
-            // Shifted sums for the variance (shift: the first duration), exact in one pass.
-            let (mut prev, mut count, mut shift, mut s1, mut s2) = (0i64, 0u64, 0i64, 0f64, 0f64);
-            // The histograms, per thread, from the calls (the hot path keeps none when calls are kept).
-            let mut hists: Vec<Vec<u64>> = Vec::new();
-            let Columnar { events, offset, .. } = self;
-            let ev = events.as_ref().unwrap();
+            let ev = self.events.as_ref().unwrap();
             let width = match &ev.threads {
                 ThreadColumn::U8(_) => 1,
                 ThreadColumn::U16(_) => 2,
                 ThreadColumn::U32(_) => 4,
             };
-            // Encoding (and the statistics) on the decoding thread; the writes here.
-            region.for_each_slab_mapped(
-                |slab, e: &mut Encoded| {
-                    e.d.clear();
-                    e.u.clear();
-                    e.t8.clear();
-                    e.t16.clear();
-                    e.t32.clear();
-                    match width {
-                        1 => e.t8.extend(slab.thread_ids.iter().map(|&t| t as u8)),
-                        2 => e.t16.extend(slab.thread_ids.iter().map(|&t| t as u16)),
-                        _ => e.t32.extend(slab.thread_ids.iter().map(|&t| t as u32)),
-                    }
-                    for ((&a, &b), &t) in slab.starts.iter().zip(slab.ends).zip(slab.thread_ids) {
-                        let dur = b - a;
-                        let t = t.max(0) as usize;
-                        if t >= hists.len() {
-                            hists.resize(t + 1, Vec::new());
-                        }
-                        if hists[t].is_empty() {
-                            hists[t] = vec![0; HIST_BUCKETS];
-                        }
-                        hists[t][bucket(dur)] += 1;
-                        e.d.push(a - prev);
-                        e.u.push(dur);
-                        prev = a;
-                        if count == 0 {
-                            shift = dur;
-                            s.first = dur;
-                            s.minimum = dur;
-                            s.maximum = dur;
-                            s.start_minimum = a;
-                            s.end_maximum = b;
-                        }
-                        count += 1;
-                        s.total += dur;
-                        s.minimum = s.minimum.min(dur);
-                        s.maximum = s.maximum.max(dur);
-                        s.start_minimum = s.start_minimum.min(a);
-                        s.end_maximum = s.end_maximum.max(b);
-                        s.last = dur;
-                        let x = (dur - shift) as f64;
-                        s1 += x;
-                        s2 += x * x;
-                    }
-                },
-                |e: &Encoded| {
-                    ev.deltas.write_at(*offset, &e.d)?;
-                    ev.durations.write_at(*offset, &e.u)?;
-                    match &ev.threads {
-                        ThreadColumn::U8(ds) => ds.write_at(*offset, &e.t8)?,
-                        ThreadColumn::U16(ds) => ds.write_at(*offset, &e.t16)?,
-                        ThreadColumn::U32(ds) => ds.write_at(*offset, &e.t32)?,
-                    }
-                    *offset += e.d.len();
-                    Ok::<(), hdf5::Error>(())
-                },
-            )?;
-            if count > 0 {
-                let n = count as f64;
-                s.mean = shift as f64 + s1 / n;
-                s.m2 = (s2 - s1 * s1 / n).max(0.0);
+            let mut sum = Partial::default();
+            if ev.direct() {
+                // Two threads take turns merging; each encodes and writes the slabs it merged.
+                let parts = region.for_each_slab_parallel(
+                    super::WORKERS,
+                    || (Partial::default(), Encoded::default()),
+                    |(p, e), place, slab| {
+                        encode(slab, &place, width, p, e);
+                        ev.write(start_offset + place.at, e)
+                    },
+                )?;
+                parts.into_iter().for_each(|(p, _)| sum.add(p));
+            } else {
+                // Merging and encoding on a helper thread, the writes through HDF5 here.
+                let (mut place, mut at, p) = (SlabPlace::default(), start_offset, &mut sum);
+                region.for_each_slab_mapped(
+                    |slab, e: &mut Encoded| {
+                        place.first.get_or_insert(Call { start: slab.starts[0], end: slab.ends[0] });
+                        encode(slab, &place, width, p, e);
+                        place.at += slab.starts.len();
+                        place.prev_start = slab.starts.last().copied();
+                    },
+                    |e: &Encoded| {
+                        ev.write(at, e)?;
+                        at += e.d.len();
+                        Ok::<(), hdf5::Error>(())
+                    },
+                )?;
             }
+            self.offset += sum.count as usize;
             self.offsets.push(start_offset as u64);
-            self.counts.push((self.offset - start_offset) as u64);
-            self.summaries.push(s);
+            self.counts.push(sum.count);
+            self.summaries.push(sum.summary());
+            let hists = std::mem::take(&mut sum.hists);
             let threads: Vec<(i64, Stats)> = region
                 .stats
                 .iter()

@@ -6,15 +6,11 @@
 //! `writer::Column`) two threads take turns merging and writing (`for_each_slab_parallel`);
 //! otherwise one merges while the calling thread writes through HDF5.
 
-use super::{LayoutWriter, group_name, new_column, put_int, put_str};
+use super::{LayoutWriter, WORKERS, group_name, new_column, put_int, put_str};
 use crate::profile::{RankProfile, RegionData};
 use std::collections::HashSet;
 
 pub struct Regions;
-
-/// Threads that merge and write a region's calls (the calling one among them): two, as many
-/// as the pipeline of the HDF5 path uses, so finalize takes no more cores than before.
-const WORKERS: usize = 2;
 
 impl LayoutWriter for Regions {
     fn write_rank(&mut self, _file: &hdf5::File, group: &hdf5::Group, _rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
@@ -50,15 +46,14 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let mut at = 0;
     if let (Some(s), Some(e), Some(t)) = (starts.direct(), ends.direct(), threads.direct()) {
         // Written with pwrite from any thread: merging and writing share the cores.
-        let written = std::sync::atomic::AtomicUsize::new(0);
-        region.for_each_slab_parallel::<hdf5::Error>(WORKERS, |first, slab| {
-            s.write_at(first, slab.starts)?;
-            e.write_at(first, slab.ends)?;
-            t.write_at(first, slab.thread_ids)?;
-            written.fetch_add(slab.starts.len(), std::sync::atomic::Ordering::Relaxed);
+        let written = region.for_each_slab_parallel::<usize, hdf5::Error>(WORKERS, || 0, |written, place, slab| {
+            s.write_at(place.at, slab.starts)?;
+            e.write_at(place.at, slab.ends)?;
+            t.write_at(place.at, slab.thread_ids)?;
+            *written += slab.starts.len();
             Ok(())
         })?;
-        at = written.into_inner();
+        at = written.iter().sum();
     } else {
         region.for_each_slab_pipelined::<hdf5::Error>(|s| {
             let m = s.starts.len().min(n - at);
