@@ -1,6 +1,7 @@
 //! Combining per-rank files (written when MPI was not usable at finalize) into the normal
 //! single file: every `rank<N>` group is copied whole (LIKWID results included), and the
-//! metadata of the first file is kept with `mpi_size`, `num_nodes` and `total_cores` redone.
+//! metadata of the first file is kept with `mpi_size`, `num_nodes`, `total_cores` and the run's
+//! clock (pooled over the ranks' clock attributes) redone.
 
 use crate::metadata::AttrValue;
 use crate::status::{Error, Result, Status};
@@ -51,6 +52,16 @@ fn expand(inputs: &[PathBuf]) -> Result<Vec<Input>> {
 
 /// Merge `inputs` (files, or directories holding per-rank files) into `output`. Each rank may
 /// appear only once.
+/// A rank group's clock attributes (see `metadata::clock_attrs`), as far as it has them.
+fn clock_attrs_of(g: &hdf5::Group) -> Vec<(String, AttrValue)> {
+    let text = |k: &str| g.attr(k).and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>()).ok().map(|v| AttrValue::Str(v.as_str().to_string()));
+    let int = |k: &str| g.attr(k).and_then(|a| a.read_scalar::<i64>()).ok().map(AttrValue::Int);
+    [("clock", text("clock")), ("clock_status", text("clock_status")), ("clock_tsc_hz", int("clock_tsc_hz")), ("clock_error_bound_ns", int("clock_error_bound_ns"))]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+        .collect()
+}
+
 pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     if inputs.is_empty() {
         return Err(Error::new(Status::InvalidArgument, "no input files to merge"));
@@ -87,6 +98,8 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         }
     }
     let mut hosts = BTreeSet::new();
+    // The run's clock, pooled over the ranks as a collective write pools it.
+    let mut clock = crate::metadata::ClockSummary::default();
     let written = crate::output::write_file(output, |out| {
         let out = out.file();
         let first = hdf5::File::open(&files.values().next().unwrap().0)?;
@@ -113,6 +126,7 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             if let Ok(a) = g.attr("hostname") {
                 hosts.insert(a.read_scalar::<hdf5::types::VarLenUnicode>()?.as_str().to_string());
             }
+            clock.add(*rank, &crate::profile::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
             g.copy_to(out, group)?;
             if let Some(w) = writer.as_mut() {
                 let profile = crate::profile::RankProfile {
@@ -138,6 +152,9 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         put_attr(&meta, "num_nodes", &AttrValue::Int(hosts.len().max(1) as i64))?;
         put_attr(&meta, "total_cores", &AttrValue::Int(size * omp))?;
         put_attr(&meta, "merged_from_rank_files", &AttrValue::Int(inputs.len() as i64))?;
+        for (name, value) in clock.attrs() {
+            crate::writer::replace_attr(&meta, &name, &value)?;
+        }
         Ok(())
     })?;
     Ok(written)

@@ -162,11 +162,24 @@ fn without_mpi_each_rank_writes_its_own_file_and_merge_combines_them() {
         assert_eq!(read_regions(&h5, r)["step"].starts.len(), 3);
         assert_eq!(int_attr(&h5.group("metadata").unwrap(), "partial_rank_file"), 1);
     }
+    // Rank 1's clock as a misbehaving TSC would leave it (a stand-in: this machine's clock
+    // behaves), so the merge must pool the ranks' clocks, not keep the first file's.
+    {
+        use scope_profiler::metadata::AttrValue;
+        let h5 = hdf5::File::open_rw(&files[1]).unwrap();
+        let g = h5.group("rank1").unwrap();
+        assert!(g.attr("clock_status").is_ok(), "rank files record their clock");
+        scope_profiler::writer::replace_attr(&g, "clock_status", &AttrValue::Str("ticks went backwards".into())).unwrap();
+        scope_profiler::writer::replace_attr(&g, "clock_error_bound_ns", &AttrValue::Int(999_999)).unwrap();
+    }
     let merged = dir.join("merged.h5");
     let out = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(&merged).args(&files));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let h5 = hdf5::File::open(&merged).unwrap();
     let meta = h5.group("metadata").unwrap();
+    assert!(str_attr(&meta, "clock_status").contains("rank(s) 1"), "{}", str_attr(&meta, "clock_status"));
+    assert_eq!(int_attr(&meta, "clock_error_bound_ns"), 999_999);
+    assert_eq!(str_attr(&h5.group("rank0").unwrap(), "clock_status"), "ok");
     assert_eq!(int_attr(&meta, "mpi_size"), 2);
     assert_eq!(int_attr(&meta, "num_nodes"), 1);
     assert!(meta.attr("partial_rank_file").is_err());
