@@ -101,6 +101,8 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     // The run's clock, pooled over the ranks as a collective write pools it.
     let mut clock = crate::metadata::ClockSummary::default();
     let written = crate::output::write_file(output, |out| {
+        // Each attempt (see `write_file`) starts over.
+        (hosts, clock) = Default::default();
         let out = out.file();
         let first = hdf5::File::open(&files.values().next().unwrap().0)?;
         first.group("metadata")?.copy_to(out, "metadata")?;

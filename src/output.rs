@@ -85,8 +85,8 @@ pub fn write_single(run: RunContext<'_>, profile: RankProfile) -> Result<Status>
 pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta: Vec<(String, AttrValue)>) -> Result<Status> {
     crate::metadata::apply_detail(run.config, &mut profile);
     meta.extend(clock_summary(0, &profile));
-    let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
     let written = write_file(&run.config.file_path, |file| {
+        let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
         file.write_metadata(&meta)?;
         file.write_rank(0, &profile, layout.as_mut())?;
         layout.finish(file.file())
@@ -123,8 +123,8 @@ pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, _size: i64, mut prof
     if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
         profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));
     }
-    let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
     let written = write_file(&target, |file| {
+        let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
         file.write_metadata(&meta)?;
         file.write_rank(rank as usize, &profile, layout.as_mut())?;
         layout.finish(file.file())
@@ -143,13 +143,28 @@ pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, _size: i64, mut prof
 }
 
 /// Create the file (or its fallback), fill it with `fill`, move it into place.
-pub fn write_file(target: &Path, fill: impl FnOnce(&ProfileFile) -> hdf5::Result<()>) -> Result<Written> {
-    let file = ProfileFile::create(target).inspect_err(|e| warn::always(&format!("profile NOT written: {e}")))?;
-    if let Err(e) = fill(&file) {
+///
+/// When writing fails (a full file system, a quota), the file is written again from the start
+/// in a fallback directory ($TMPDIR, /tmp, $HOME; the next one if that fails too): `fill` is
+/// called once per attempt and must write everything each time.
+pub fn write_file(target: &Path, mut fill: impl FnMut(&ProfileFile) -> hdf5::Result<()>) -> Result<Written> {
+    let mut file = ProfileFile::create(target).inspect_err(|e| warn::always(&format!("profile NOT written: {e}")))?;
+    let mut tried = Vec::new();
+    // Flushed in the attempt, so that a file system full by the time of the metadata is
+    // caught here too.
+    while let Err(e) = fill(&file).and_then(|_| file.file().flush()) {
+        let (dest, dir) = file.destination();
+        let reason = format!("writing {} failed (HDF5: {e})", dest.display());
+        tried.push(dir);
         file.abandon();
-        let msg = format!("profile NOT written: HDF5 error while writing {}: {e}", target.display());
-        warn::always(&msg);
-        return Err(Error::new(Status::WriteFailed, msg));
+        file = match ProfileFile::create_fallback(target, reason.clone(), &tried) {
+            Ok(f) => f,
+            Err(_) => {
+                let msg = format!("profile NOT written: {reason}, and no fallback directory ($TMPDIR, /tmp, $HOME) could take it");
+                warn::always(&msg);
+                return Err(Error::new(Status::WriteFailed, msg));
+            }
+        };
     }
     let written = file.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}")))?;
     if let Some(msg) = written.fallback_message() {

@@ -104,8 +104,14 @@ impl Placement {
             }
             Err(e) => describe_create_error(&dest, &e),
         };
-        let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
-        for d in fallback_dirs() {
+        Placement::create_h5_fallback(&dest, first_error, &[])
+    }
+
+    /// Create the file for `target` in the first fallback directory not in `tried` where that
+    /// works; `reason` says why the target (or the directories tried) did not do.
+    pub fn create_h5_fallback(target: &Path, reason: String, tried: &[PathBuf]) -> Result<(hdf5::File, Placement)> {
+        let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
+        for d in fallback_dirs().into_iter().filter(|d| !tried.contains(d)) {
             let alt = d.join(format!("{stem}.{}.{}.h5", crate::metadata::hostname(), std::process::id()));
             if let Ok((file, dir, name)) = create_in(&alt) {
                 let (mode, note) = if safe_file::is_world_writable(&d) {
@@ -113,10 +119,20 @@ impl Placement {
                 } else {
                     (safe_file::new_file_mode(), None)
                 };
-                return Ok((file, Placement { dir, name, dest: alt, fallback_reason: Some(first_error), mode, note }));
+                return Ok((file, Placement { dir, name, dest: alt, fallback_reason: Some(reason), mode, note }));
             }
         }
-        Err(Error::new(Status::WriteFailed, format!("{first_error}, and no fallback directory ($TMPDIR, /tmp, $HOME) was writable")))
+        Err(Error::new(Status::WriteFailed, format!("{reason}, and no fallback directory ($TMPDIR, /tmp, $HOME) was writable")))
+    }
+
+    /// The directory the file goes to (the target's, or a fallback directory).
+    pub fn directory(&self) -> PathBuf {
+        safe_file::parent_dir(&self.dest).to_path_buf()
+    }
+
+    /// The path the file is meant to get.
+    pub fn destination(&self) -> &Path {
+        &self.dest
     }
 
     /// Where the unfinished file is.

@@ -245,6 +245,17 @@ impl ProfileFile {
         Ok(ProfileFile { file, place })
     }
 
+    /// Create the file in a fallback directory not in `tried`, because of `reason`.
+    pub fn create_fallback(target: &Path, reason: String, tried: &[std::path::PathBuf]) -> Result<ProfileFile> {
+        let (file, place) = Placement::create_h5_fallback(target, reason, tried)?;
+        Ok(ProfileFile { file, place })
+    }
+
+    /// Where the file is meant to go, and its directory.
+    pub fn destination(&self) -> (&Path, std::path::PathBuf) {
+        (self.place.destination(), self.place.directory())
+    }
+
     /// The open HDF5 file (for copying whole groups into it).
     pub fn file(&self) -> &hdf5::File {
         &self.file

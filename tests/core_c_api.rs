@@ -151,6 +151,43 @@ fn unwritable_directory_falls_back_and_says_where() {
     assert_eq!(regions["step"].starts.len(), 3);
 }
 
+/// A file system that fills up while the profile is written (a real 4 MiB tmpfs as the
+/// target directory, for a 14 MB profile; mounting needs root, which the test machines have):
+/// the profile is written again in the fallback directory, with every call, and the message
+/// says why and where; nothing is left on the full file system. In both call layouts.
+#[test]
+fn full_file_system_at_finalize_writes_the_profile_elsewhere() {
+    let dir = scratch("core_c_api_full_fs");
+    let (small, tmp) = (dir.join("small_fs"), dir.join("tmp"));
+    std::fs::create_dir_all(&small).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let exe = compile(Lang::C, "finalize_threads", &["tests/c/finalize_threads.c"], &dir, &["-lpthread"]);
+    let m = run(Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"]).arg(&small));
+    assert!(m.status.success(), "cannot mount a small tmpfs (root needed): {}", text(&m.stderr));
+    let mut results = Vec::new();
+    for layout in ["regions", "columnar"] {
+        let target = small.join(format!("{layout}.h5"));
+        let out = run(Command::new(&exe).arg(&target).current_dir(&dir).env("TMPDIR", &tmp).env("SCOPE_PROFILER_LAYOUT", layout));
+        let left: Vec<_> = std::fs::read_dir(&small).unwrap().flatten().map(|e| e.path()).collect();
+        results.push((layout, out, left));
+    }
+    let _ = Command::new("umount").arg(&small).status();
+    for (layout, out, left) in results {
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{layout}: {stderr}");
+        let written: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().contains(layout)).collect();
+        assert_eq!(written.len(), 1, "{layout}: {written:?}");
+        let path = &written[0];
+        assert!(stderr.contains(&format!("writing {} failed", small.join(format!("{layout}.h5")).display())), "{layout}: {stderr}");
+        assert!(stderr.contains(&format!("profile written to {} instead", path.display())), "{layout}: {stderr}");
+        assert!(left.is_empty(), "{layout}: left on the full file system: {left:?}");
+        let py = python_view(path);
+        for (name, calls) in expectations(&text(&out.stdout)) {
+            assert_eq!(py["regions"][&name]["0"]["calls"].as_u64(), Some(calls), "{layout}: {name}");
+        }
+    }
+}
+
 #[test]
 fn never_finalized_program_still_leaves_its_file() {
     let dir = scratch("core_c_api_atexit");
