@@ -20,7 +20,8 @@
 //! still being filled stops at the first zero word. The same chunk format lives on the heap
 //! (memory sink) or in a `MAP_SHARED` mapping of the spill file (flight recorder, `spill.rs`),
 //! where the kernel keeps every stored call in the page cache even if the process is killed.
-//! One decoder, `decode_chunk`, reads both, for the cursor and for recovery.
+//! One decoder reads both: `decode_one` (with `unpack` for a packed word, which the cursor's
+//! block loop `Cursor::next_block` also uses), for finalize and for recovery.
 
 use std::sync::atomic::{Ordering, compiler_fence};
 

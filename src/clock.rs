@@ -483,22 +483,8 @@ pub struct Converter<'a> {
 }
 
 impl Converter<'_> {
-    /// A point in time: ticks -> `CLOCK_MONOTONIC` ns.
-    #[inline(always)]
-    pub fn to_ns(&mut self, tick: i64) -> i64 {
-        if self.identity {
-            return tick;
-        }
-        let d = tick.wrapping_sub(self.base_tick);
-        // One unsigned compare: base_tick <= tick < hi.
-        if (d as u64) < self.hi.wrapping_sub(self.base_tick) as u64 {
-            return self.base_ns + Timebase::scale_split(d, self.mul_hi, self.mul_lo);
-        }
-        self.enter_segment(tick)
-    }
-
-    /// Convert a block of ticks in place (`to_ns` on each, in a loop that keeps the segment
-    /// in registers).
+    /// Convert a block of ticks in place: ticks -> `CLOCK_MONOTONIC` ns, each as
+    /// `Timebase::to_ns` converts it.
     pub fn convert_in_place(&mut self, ticks: &mut [i64]) {
         if self.identity || ticks.is_empty() {
             return;
@@ -935,13 +921,18 @@ mod tests {
         // Three segments of different rates.
         let tb = Timebase::fit(vec![anchor(1_000, 10_000), anchor(5_000, 12_000), anchor(9_000, 14_100), anchor(20_000, 20_000)], Vec::new());
         let ticks: Vec<i64> = vec![0, 999, 1_000, 1_001, 4_999, 5_000, 8_000, 9_000, 19_999, 20_000, 25_000, 3_000, 100, 30_000, 2];
+        // One value at a time: the converter moves between segments in both directions.
         let mut c = tb.converter();
         for &t in &ticks {
-            assert_eq!(c.to_ns(t), tb.to_ns(t), "tick {t}");
+            let mut one = [t];
+            c.convert_in_place(&mut one);
+            assert_eq!(one[0], tb.to_ns(t), "tick {t}");
         }
         let id = Timebase::monotonic();
         let mut c = id.converter();
-        assert_eq!(ticks.iter().map(|&t| c.to_ns(t)).collect::<Vec<_>>(), ticks);
+        let mut all = ticks.clone();
+        c.convert_in_place(&mut all);
+        assert_eq!(all, ticks);
     }
 
     #[test]
