@@ -126,104 +126,53 @@ impl RegionData {
     }
 
     /// Like `for_each_slab_pipelined`, with a per-slab encoding step `map` (into a `T`) that runs
-    /// on the decoding thread too, so the calling thread only writes (`f`). `map` sees the
+    /// on the merging thread too, so the calling thread only writes (`f`). `map` sees the
     /// slabs in order and may keep state across them.
-    pub fn for_each_slab_mapped<T: Send + Default, E: Send>(
+    pub fn for_each_slab_mapped<T: Send + Default, E>(
         &self,
         mut map: impl FnMut(Slab<'_>, &mut T) + Send,
         mut f: impl FnMut(&T) -> Result<(), E>,
     ) -> Result<(), E> {
-        let inline = match &self.calls {
-            Calls::Packed(runs, _) => runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() < 32 * SLAB,
-            Calls::Columns(_) => true,
-        };
-        if inline {
-            let mut t = T::default();
-            return self.for_each_slab(|s| {
-                map(s, &mut t);
-                f(&t)
-            });
-        }
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<T>(2);
-        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<T>();
-        for _ in 0..3 {
-            let _ = empty_tx.send(T::default());
-        }
-        let map_ref = &mut map;
-        let spawned = std::thread::scope(|scope| {
-            // A reborrow: if no thread can be had, `map` is still here for the fallback.
-            let map = &mut *map_ref;
-            let producer = std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, move || {
-                let _ = self.for_each_slab::<()>(|s| {
-                    let Ok(mut t) = empty_rx.recv() else { return Err(()) };
-                    map(s, &mut t);
-                    full_tx.send(t).map_err(|_| ())
-                });
-            });
-            // No thread to be had: all on this one (below).
-            let Ok(producer) = producer else { return None };
-            let mut result = Ok(());
-            for t in full_rx.iter() {
-                result = f(&t);
-                if result.is_err() {
-                    break;
+        if let Some((runs, tb)) = self.packed_and_large() {
+            let (mut merger, mut buf) = (Merger::new(runs, tb), new_buffers());
+            let produce = |t: &mut T| {
+                let more = merger.next_slab(&mut buf);
+                if more {
+                    map(slab_of(&buf), t);
                 }
-                let _ = empty_tx.send(t);
+                more
+            };
+            if let Some(result) = pipeline(T::default, produce, &mut f) {
+                return result;
             }
-            drop(full_rx);
-            drop(empty_tx);
-            let _ = producer.join();
-            Some(result)
-        });
-        spawned.unwrap_or_else(|| {
-            let mut t = T::default();
-            self.for_each_slab(|s| {
-                map(s, &mut t);
-                f(&t)
-            })
+        }
+        let mut t = T::default();
+        self.for_each_slab(|s| {
+            map(s, &mut t);
+            f(&t)
         })
     }
 
-    /// `for_each_slab` with the decoding and merging of packed calls on a second thread, one
-    /// slab ahead of `f` (which stays on the calling thread: HDF5 is not thread-safe). The
-    /// write of one slab overlaps the decoding of the next, so a region is written at the
-    /// speed of the slower of the two, not their sum. Small regions are done inline.
-    pub fn for_each_slab_pipelined<E: Send>(&self, mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
-        let Calls::Packed(runs, tb) = &self.calls else { return self.for_each_slab(f) };
-        if runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() < 32 * SLAB {
-            return self.for_each_slab(f);
-        }
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Buffers>(2);
-        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Buffers>();
-        for _ in 0..3 {
-            let _ = empty_tx.send(new_buffers());
-        }
-        let spawned = std::thread::scope(|scope| {
-            let producer = std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, move || {
-                // Full buffers go to the writer; empty ones come back.
-                let mut merger = Merger::new(runs, tb);
-                while let Ok(mut buf) = empty_rx.recv() {
-                    if !merger.next_slab(&mut buf) || full_tx.send(buf).is_err() {
-                        break;
-                    }
-                }
-            });
-            // No thread to be had: all on this one (below).
-            let Ok(producer) = producer else { return None };
-            let mut result = Ok(());
-            for b in full_rx.iter() {
-                result = f(slab_of(&b));
-                if result.is_err() {
-                    break; // dropping the receiver stops the producer
-                }
-                let _ = empty_tx.send(b);
+    /// `for_each_slab` with the merging of packed calls on a second thread, one slab ahead of
+    /// `f` (which stays on the calling thread: HDF5 is not thread-safe). The write of one slab
+    /// overlaps the merging of the next, so a region is written at the speed of the slower of
+    /// the two, not their sum. Small regions are done inline.
+    pub fn for_each_slab_pipelined<E>(&self, mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
+        if let Some((runs, tb)) = self.packed_and_large() {
+            let mut merger = Merger::new(runs, tb);
+            if let Some(result) = pipeline(new_buffers, |b| merger.next_slab(b), |b| f(slab_of(b))) {
+                return result;
             }
-            drop(full_rx);
-            drop(empty_tx);
-            let _ = producer.join();
-            Some(result)
-        });
-        spawned.unwrap_or_else(|| self.for_each_slab(f))
+        }
+        self.for_each_slab(f)
+    }
+
+    /// The packed calls, if there are enough of them to be worth a second thread.
+    fn packed_and_large(&self) -> Option<(&[(i64, CallLog)], &Timebase)> {
+        match &self.calls {
+            Calls::Packed(runs, tb) if runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() >= 32 * SLAB => Some((runs, tb)),
+            _ => None,
+        }
     }
 
     /// Hand the calls to `f` in start order, slab by slab, each with its place in the region
@@ -242,11 +191,7 @@ impl RegionData {
         init: impl Fn() -> W + Sync,
         f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
     ) -> Result<Vec<W>, E> {
-        let packed = match &self.calls {
-            Calls::Packed(runs, tb) if workers >= 2 && runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() >= 32 * SLAB => Some((runs, tb)),
-            _ => None,
-        };
-        let Some((runs, tb)) = packed else {
+        let Some((runs, tb)) = self.packed_and_large().filter(|_| workers >= 2) else {
             let (mut w, mut place) = (init(), SlabPlace::default());
             self.for_each_slab(|s| {
                 place.first.get_or_insert(Call { start: s.starts[0], end: s.ends[0] });
@@ -313,6 +258,46 @@ impl SlabPlace {
         self.at += s.starts.len();
         self.prev_start = s.starts.last().copied().or(self.prev_start);
     }
+}
+
+/// Run `produce` (fill the next item; false at the end) on a helper thread, up to two items
+/// ahead of `consume` on this thread; items go back and forth, three in all (made by `make`).
+/// None when no thread could be had: then nothing was produced or consumed.
+fn pipeline<T: Send, E>(
+    make: impl Fn() -> T,
+    mut produce: impl FnMut(&mut T) -> bool + Send,
+    mut consume: impl FnMut(&T) -> Result<(), E>,
+) -> Option<Result<(), E>> {
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<T>(2);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<T>();
+    for _ in 0..3 {
+        let _ = empty_tx.send(make());
+    }
+    let produce = &mut produce;
+    std::thread::scope(|scope| {
+        let producer = std::thread::Builder::new()
+            .name("sp-merge".into())
+            .spawn_scoped(scope, move || {
+                while let Ok(mut t) = empty_rx.recv() {
+                    if !produce(&mut t) || full_tx.send(t).is_err() {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        let mut result = Ok(());
+        for t in full_rx.iter() {
+            result = consume(&t);
+            if result.is_err() {
+                break; // dropping the receiver stops the producer
+            }
+            let _ = empty_tx.send(t);
+        }
+        drop(full_rx);
+        drop(empty_tx);
+        let _ = producer.join();
+        Some(result)
+    })
 }
 
 fn one_hot(d: i64) -> Vec<u64> {

@@ -414,12 +414,46 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
             })
             .collect()
     };
-    let mut files = BTreeMap::new();
-    for layout in [Layout::Regions, Layout::Columnar] {
+    let profile = || {
         let (regions, os) = merge(&names, record(), &scope_profiler::clock::Timebase::monotonic());
         let mut p = RankProfile { regions, ..Default::default() };
         p.info.thread_os_ids = os;
-        files.insert(layout.name(), readable_copy(&write_in_layout(&dir, layout, &p, &[])));
+        p
+    };
+    let mut files = BTreeMap::new();
+    for layout in [Layout::Regions, Layout::Columnar] {
+        files.insert(layout.name(), readable_copy(&write_in_layout(&dir, layout, &profile(), &[])));
+        // The same through HDF5's writes: a driver without a file descriptor (the in-memory
+        // `core` driver, saved to disk at close) takes the other path, merging on a helper
+        // thread while this one writes through HDF5. Same columns, same statistics.
+        let path = dir.join(format!("{}_core.h5", layout.name()));
+        let p = profile();
+        let file = hdf5::File::with_options().with_fapl(|f| f.core_filebacked(true)).create(&path).unwrap();
+        let mut w = layout_writer(layout, Plan::of(&p));
+        w.write_rank(&file, &file.create_group("rank0").unwrap(), 0, &p).unwrap();
+        w.finish(&file).unwrap();
+        drop(w);
+        file.close().unwrap();
+        let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(&path).unwrap());
+        let same = |name: &str| {
+            let (x, y) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());
+            if name.ends_with("thread_ids") && layout == Layout::Columnar {
+                assert!(x.read_raw::<u8>().unwrap() == y.read_raw::<u8>().unwrap(), "{name}");
+            } else {
+                assert!(x.read_raw::<i64>().unwrap() == y.read_raw::<i64>().unwrap(), "{name}");
+            }
+        };
+        match layout {
+            Layout::Regions => ["outer", "inner"].iter().flat_map(|r| ["start_times", "end_times", "thread_ids"].map(|c| format!("rank0/regions/{r}/{c}"))).for_each(|d| same(&d)),
+            _ => {
+                ["events/start_deltas", "events/durations", "events/thread_ids"].iter().for_each(|d| same(d));
+                let stats = |f: &hdf5::File| {
+                    let s: Vec<scope_profiler::writer::columnar::Summary> = f.dataset("rank_region_index/summary_statistics").unwrap().read_raw().unwrap();
+                    s.iter().map(|s| (s.total, s.minimum, s.maximum, s.first, s.last, s.mean.to_bits(), s.m2.to_bits())).collect::<Vec<_>>()
+                };
+                assert_eq!(stats(&a), stats(&b));
+            }
+        }
     }
     let regions = read_regions(&hdf5::File::open(&files["regions"]).unwrap(), 0);
     let h5 = hdf5::File::open(&files["columnar"]).unwrap();
