@@ -92,13 +92,7 @@ int main(int argc, char **argv) {
         tscp_ns[r] = (u2 - u1) / n * 1e9;
         lfence_ns[r] = (u3 - u2) / n * 1e9;
         double t0 = now_s();
-        for (long i = 0; i < n; i++) {
-            struct timespec a, b;
-            clock_gettime(CLOCK_MONOTONIC, &a);
-            clock_gettime(CLOCK_MONOTONIC, &b);
-            sink += b.tv_nsec - a.tv_nsec;
-        }
-        double t1 = now_s();
+        double t1 = t0 + clock_pairs_s(n, &sink);
         for (long i = 0; i < n; i++) {
             sp_region_start_id(h);
             sp_region_stop_id(h);
