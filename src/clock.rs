@@ -404,15 +404,18 @@ fn last_run() -> std::sync::MutexGuard<'static, Option<Timebase>> {
 }
 
 /// A conversion for statistics read while the run goes on (`sp_region_get_stats`, the mid-run
-/// summary): the anchors so far plus one taken now (kept for the run), so the rate is known
-/// even before the first periodic anchor. After finalize, the run's own conversion; the
-/// identity in monotonic mode. Never called on the hot path.
+/// summary). Statistics are lengths of time, converted at the run's mean rate: the run's first
+/// anchor and one taken now give it, even before the first periodic anchor. Nothing is added
+/// to the run, so a program that asks often neither grows the run's anchors nor pays more per
+/// question as the run goes on. After finalize, the run's own conversion; the identity in
+/// monotonic mode. Never called on the hot path.
 pub fn live_timebase() -> Timebase {
-    let mut guard = run_lock();
-    match guard.as_mut() {
+    let guard = run_lock();
+    match guard.as_ref() {
         Some(run) => {
-            add_anchor(run);
-            Timebase::fit(run.anchors.clone(), Vec::new())
+            let mut anchors: Vec<Anchor> = run.anchors.first().copied().into_iter().collect();
+            anchors.extend(take_anchor().or(run.anchors.last().copied()));
+            Timebase::fit(anchors, Vec::new())
         }
         None => {
             drop(guard);

@@ -663,21 +663,23 @@ pub struct ThreadRecord {
 /// calls stay packed (see `Calls`) with `timebase`, which converts recorded clock values to
 /// `CLOCK_MONOTONIC` ns as they are decoded; the statistics are converted here. Regions with
 /// neither completed nor open nor dropped calls are left out.
-pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timebase) -> (Vec<RegionData>, Vec<i64>) {
+/// Also returns the threads that recorded anything, as (thread index, Linux thread id) in the
+/// order of the file's thread ids (a thread's id is its position there).
+pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timebase) -> (Vec<RegionData>, Vec<(u32, i64)>) {
     threads.sort_by_key(|t| t.index);
     // Calls that end before they start (in clock units) are the one check of the conversion
     // that needs the calls; the packed logs count them as they are recorded.
-    timebase.note_backwards(threads.iter().flat_map(|t| t.data.logs.iter()).map(|l| l.backwards()).sum());
+    timebase.note_backwards(threads.iter().flat_map(|t| t.data.logs().iter()).map(|l| l.backwards()).sum());
     let shared = Arc::new(timebase.clone());
-    let tables: Vec<Vec<(u32, Stats)>> = threads.iter().map(|t| t.data.stats.all()).collect();
+    let tables: Vec<Vec<(u32, Stats)>> = threads.iter().map(|t| t.data.stats().all()).collect();
     let recorded: Vec<usize> = (0..threads.len())
         .filter(|&i| {
             let d = &threads[i].data;
-            !tables[i].is_empty() || d.logs.iter().any(|l| !l.is_empty()) || !d.open.is_empty() || d.dropped.iter().any(|&x| x > 0)
+            !tables[i].is_empty() || d.logs().iter().any(|l| !l.is_empty()) || !d.open.is_empty() || d.dropped.iter().any(|&x| x > 0)
         })
         .collect();
     // Thread ids in the file are positions among the threads that recorded anything.
-    let os_ids: Vec<i64> = recorded.iter().map(|&i| threads[i].os_tid).collect();
+    let kept: Vec<(u32, i64)> = recorded.iter().map(|&i| (threads[i].index, threads[i].os_tid)).collect();
     let mut position = vec![-1i64; threads.len()];
     for (p, &i) in recorded.iter().enumerate() {
         position[i] = p as i64;
@@ -697,7 +699,7 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
         let mut open_calls = 0u64;
         let mut dropped_calls = 0u64;
         for (i, t) in threads.iter_mut().enumerate() {
-            if let Some(log) = t.data.logs.get_mut(id) {
+            if let Some(log) = t.data.logs_mut().get_mut(id) {
                 if !log.is_empty() {
                     runs.push((position[i], std::mem::take(log)));
                 }
@@ -711,7 +713,7 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
         }
         regions.push(RegionData { name: name.clone(), calls: Calls::Packed(runs, shared.clone()), stats, open_calls, dropped_calls, source: None });
     }
-    (regions, os_ids)
+    (regions, kept)
 }
 
 #[cfg(test)]
@@ -732,8 +734,8 @@ mod tests {
         let names = vec!["a".to_string(), "b".to_string(), "unused".to_string()];
         let t0 = thread(0, 100, &[(0, 1, 2), (0, 5, 6), (1, 7, 8)]);
         let t1 = thread(1, 200, &[(0, 3, 4), (0, 9, 10)]);
-        let (regions, os) = merge(&names, vec![t1, t0], &Timebase::monotonic());
-        assert_eq!(os, vec![100, 200]);
+        let (regions, kept) = merge(&names, vec![t1, t0], &Timebase::monotonic());
+        assert_eq!(kept, vec![(0, 100), (1, 200)]);
         assert_eq!(regions.len(), 2);
         let a = regions[0].columns();
         assert_eq!(a.starts, vec![1, 3, 5, 9]);

@@ -601,18 +601,17 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         if p.is_null() { (likwid::LikwidRun::default(), counters::Finished::default()) } else { unsafe { Box::from_raw(p) }.finish() }
     };
     let names = REGISTRY.names();
-    let mut taken: Vec<(u32, i64, counters::ThreadCounters)> =
-        records.iter_mut().map(|r| (r.index, r.os_tid, std::mem::take(&mut r.data.counters))).collect();
+    let taken: Vec<(u32, counters::ThreadCounters)> = records.iter_mut().map(|r| (r.index, std::mem::take(&mut r.data.counters))).collect();
     // Every recorded tick precedes this: the last anchor, and the conversion of the run.
     let timebase = clock::end_run();
     if crate::spill::run_dir().is_some() {
         // Every chunk gets its fill count and leaves its writable mapping; the calls are read
         // back through one read-only mapping of the spill file, released chunk by chunk.
-        records.iter_mut().flat_map(|r| r.data.logs.iter_mut()).for_each(|l| l.seal());
+        records.iter_mut().flat_map(|r| r.data.logs_mut().iter_mut()).for_each(|l| l.seal());
         crate::spill::save_anchors(timebase.anchors());
         crate::spill::open_reader();
     }
-    let (mut regions, thread_os_ids) = crate::profile::merge(&names, records, &timebase);
+    let (mut regions, kept) = crate::profile::merge(&names, records, &timebase);
     for r in regions.iter_mut() {
         r.source = REGISTRY.location_of(&r.name);
     }
@@ -621,18 +620,12 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
-    // The file's thread ids are positions among the threads that recorded (merge's order).
-    taken.sort_by_key(|t| t.0);
-    let mut next = 0;
+    // The file's thread ids are positions among the threads that recorded (merge's order);
+    // matched by thread index (a Linux thread id can be reused by a later thread).
     let threads = taken
         .into_iter()
-        .map(|(_, os_tid, c)| {
-            let id = if thread_os_ids.get(next) == Some(&os_tid) {
-                next += 1;
-                next as i64 - 1
-            } else {
-                -1
-            };
+        .map(|(index, c)| {
+            let id = kept.iter().position(|k| k.0 == index).map_or(-1, |p| p as i64);
             counters::ThreadTake { thread_id: id, counters: c }
         })
         .collect();
@@ -640,7 +633,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     for r in regions.iter().filter(|r| r.open_calls > 0) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }
-    info.thread_os_ids = thread_os_ids;
+    info.thread_os_ids = kept.iter().map(|t| t.1).collect();
     RankProfile { info, regions, likwid, counters }
 }
 

@@ -55,12 +55,14 @@ pub fn slot_index(token: usize) -> usize {
 }
 
 pub struct ThreadData {
-    /// Completed calls, indexed by region id (grown on first use of an id).
-    pub logs: Vec<CallLog>,
+    /// Completed calls, indexed by region id (grown on first use of an id). Private, like
+    /// `stats`: `record` indexes `cells` and `logs` unchecked, which only holds while nothing
+    /// else changes their length or replaces the table (others get `logs_mut`, a slice).
+    logs: Vec<CallLog>,
     /// Keep every call in `logs` (false in the aggregate layout: statistics only).
     pub keep_calls: bool,
     /// Statistics of the completed calls, per region (shared with readers on other threads).
-    pub stats: Arc<Table>,
+    stats: Arc<Table>,
     /// Each region's cell of `stats`, indexed like `logs` (always as long): one bounds check
     /// finds both. The cells live as long as `stats`, which this struct holds.
     cells: Vec<*const Cell>,
@@ -183,6 +185,21 @@ impl ThreadData {
         ThreadData { open: Vec::with_capacity(64), keep_calls, thread, ..ThreadData::default() }
     }
 
+    /// The completed-call logs, indexed by region id.
+    pub fn logs(&self) -> &[CallLog] {
+        &self.logs
+    }
+
+    /// The logs to take or seal (their number cannot change).
+    pub fn logs_mut(&mut self) -> &mut [CallLog] {
+        &mut self.logs
+    }
+
+    /// The statistics table (shared with readers on other threads).
+    pub fn stats(&self) -> &Arc<Table> {
+        &self.stats
+    }
+
     /// The log of region `id` (grown on first use; recovery fills logs this way).
     pub fn log_mut(&mut self, id: u32) -> &mut CallLog {
         self.log(id)
@@ -250,7 +267,7 @@ impl ThreadBuffer {
         let os_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i64;
         let data = ThreadData::for_thread(index, keep_calls);
         crate::spill::thread_started(index, os_tid);
-        let stats = data.stats.clone();
+        let stats = data.stats().clone();
         ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, data: UnsafeCell::new(data) }
     }
 

@@ -457,7 +457,9 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
     let mut last_tick = i64::MIN;
     let mut word = (HEADER_BYTES / 8) as usize;
     while word + HDR <= all.len() {
-        let header = parse_header(&all[word..word + HDR]).filter(|&(_, _, _, cap)| cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
+        // A region id no registry can give is a damaged header too (it would size tables by it).
+        let header = parse_header(&all[word..word + HDR])
+            .filter(|&(region, _, _, cap)| region < crate::registry::MAX_REGIONS && cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
         let Some((region, fill, thread, cap)) = header else {
             // Past the last chunk (blocks allocated but never used) or a damaged header:
             // chunk sizes are pages, so look for the next header a page further.
@@ -475,7 +477,7 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
         // A file cut short (a truncated copy): the published calls that are missing.
         let missing = if fill > 0 && fill > data.len() { fill - data.len() } else { 0 };
         let t = threads.entry(thread).or_insert_with(|| ThreadData::for_thread(thread, true));
-        let cell = t.stats.cell(region);
+        let cell = t.stats().cell(region);
         let (mut first, mut last) = (None, 0i64);
         let scan = scan_chunk(data, |c| {
             first.get_or_insert(c.start);
@@ -514,9 +516,9 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
     } else {
         (Timebase::monotonic(), false)
     };
-    let (regions, thread_os_ids) = crate::profile::merge(&names, records, &timebase);
+    let (regions, kept) = crate::profile::merge(&names, records, &timebase);
     let mut info = meta.info.clone();
-    info.thread_os_ids = thread_os_ids;
+    info.thread_os_ids = kept.iter().map(|t| t.1).collect();
     info.extra.extend(crate::metadata::clock_attrs(&timebase.report(), meta.clock_note.as_deref()));
     let profile = RankProfile { info, regions, ..Default::default() };
     Ok(RecoveredRun { dir: dir.to_path_buf(), meta, file, profile, calls, bad_chunks, torn_words, extrapolated })

@@ -415,9 +415,9 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
             .collect()
     };
     let profile = || {
-        let (regions, os) = merge(&names, record(), &scope_profiler::clock::Timebase::monotonic());
+        let (regions, kept) = merge(&names, record(), &scope_profiler::clock::Timebase::monotonic());
         let mut p = RankProfile { regions, ..Default::default() };
-        p.info.thread_os_ids = os;
+        p.info.thread_os_ids = kept.iter().map(|t| t.1).collect();
         p
     };
     let mut files = BTreeMap::new();
