@@ -50,8 +50,6 @@ fn expand(inputs: &[PathBuf]) -> Result<Vec<Input>> {
     Ok(out)
 }
 
-/// Merge `inputs` (files, or directories holding per-rank files) into `output`. Each rank may
-/// appear only once.
 /// A rank group's clock attributes (see `metadata::clock_attrs`), as far as it has them.
 fn clock_attrs_of(g: &hdf5::Group) -> Vec<(String, AttrValue)> {
     let text = |k: &str| g.attr(k).and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>()).ok().map(|v| AttrValue::Str(v.as_str().to_string()));
@@ -62,6 +60,8 @@ fn clock_attrs_of(g: &hdf5::Group) -> Vec<(String, AttrValue)> {
         .collect()
 }
 
+/// Merge `inputs` (files, or directories holding per-rank files) into `output`. Each rank may
+/// appear only once.
 pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     if inputs.is_empty() {
         return Err(Error::new(Status::InvalidArgument, "no input files to merge"));

@@ -110,11 +110,11 @@ pub fn rank_file_path(target: &Path, rank: i64) -> PathBuf {
 /// `scope_profiler_merge` (or sp_merge_rank_files) combines such files into the normal one.
 pub fn write_rank_file(run: RunContext<'_>, rank: i64, size: i64, profile: RankProfile, why: &str) -> Result<Written> {
     let meta = run_metadata(run.config, run.facts, size, 1);
-    write_rank_file_with(run, rank, size, profile, Some(why), meta)
+    write_rank_file_with(run, rank, profile, Some(why), meta)
 }
 
 /// `write_rank_file` with the `metadata/` attributes given; `why` None: no message.
-pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, _size: i64, mut profile: RankProfile, why: Option<&str>, mut meta: Vec<(String, AttrValue)>) -> Result<Written> {
+pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, mut profile: RankProfile, why: Option<&str>, mut meta: Vec<(String, AttrValue)>) -> Result<Written> {
     let target = rank_file_path(&run.config.file_path, rank);
     meta.retain(|(k, _)| k != "num_nodes");
     meta.push(("partial_rank_file".into(), AttrValue::Int(1)));

@@ -207,7 +207,8 @@ impl RegionData {
             let (mut buf, mut w) = (new_buffers(), init());
             loop {
                 let place = {
-                    let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    // A worker that panicked while merging may have left the merge half done.
+                    let Ok(mut guard) = shared.lock() else { return Ok(w) };
                     let Some((merger, next)) = guard.as_mut() else { return Ok(w) };
                     if !merger.next_slab(&mut buf) {
                         return Ok(w);
@@ -581,10 +582,12 @@ fn merge_exact(a: Run<'_>, b: Run<'_>, out: OutCols<'_>) {
     // candidates are loaded, so that choosing is a conditional move, not a branch.
     macro_rules! step {
         ($i:ident, $j:ident, $o:expr) => {{
-            // SAFETY: the bounds keep i <= na and j <= nb (indices within the slices), and
-            // every output index is below n.
+            // SAFETY: the reads are clamped into the slices (the bounds already keep i <= na and
+            // j <= nb for sorted input; the clamp, a conditional move, keeps any input in
+            // bounds), and every output index is below n.
             unsafe {
-                let (x, y, xe, ye) = (*a_s.add($i), *b_s.add($j), *a_e.add($i), *b_e.add($j));
+                let (i, j) = ($i.min(na), $j.min(nb));
+                let (x, y, xe, ye) = (*a_s.add(i), *b_s.add(j), *a_e.add(i), *b_e.add(j));
                 let take_b = y < x;
                 *o_s.add($o) = if take_b { y } else { x };
                 *o_e.add($o) = if take_b { ye } else { xe };

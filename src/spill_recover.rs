@@ -186,7 +186,7 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         let mut ours = Vec::new();
         for (rank, r) in by_rank {
             r.open_reader();
-            let result = crate::output::write_rank_file_with(run, rank, size, r.profile, None, meta.clone());
+            let result = crate::output::write_rank_file_with(run, rank, r.profile, None, meta.clone());
             crate::spill::close_reader();
             let w = result.map_err(|e| e.to_string())?;
             ours.push(w.path.clone());

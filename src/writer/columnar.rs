@@ -282,6 +282,10 @@ impl LayoutWriter for Columnar {
                     },
                 )?;
             }
+            if sum.count as usize != n {
+                // Never leave unwritten elements in a file that looks complete.
+                return Err(hdf5::Error::from(format!("region '{}': {} of {n} calls encoded", region.name, sum.count)));
+            }
             self.offset += sum.count as usize;
             self.offsets.push(start_offset as u64);
             self.counts.push(sum.count);

@@ -56,11 +56,11 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
         at = written.iter().sum();
     } else {
         region.for_each_slab_pipelined::<hdf5::Error>(|s| {
-            let m = s.starts.len().min(n - at);
-            starts.write_at(at, &s.starts[..m])?;
-            ends.write_at(at, &s.ends[..m])?;
-            threads.write_at(at, &s.thread_ids[..m])?;
-            at += m;
+            // A write past a column's end fails (the count check below then never runs).
+            starts.write_at(at, s.starts)?;
+            ends.write_at(at, s.ends)?;
+            threads.write_at(at, s.thread_ids)?;
+            at += s.starts.len();
             Ok(())
         })?;
     }
