@@ -290,5 +290,27 @@ fn merge_combines_per_rank_files_of_the_schema3_layouts() {
             assert_eq!(py["regions"]["step"][r.to_string()]["total_ns"], single["regions"]["step"][r.to_string()]["total_ns"], "{layout}");
             assert_eq!(py["regions"]["step"][r.to_string()]["starts_ns"], single["regions"]["step"][r.to_string()]["starts_ns"], "{layout}");
         }
+        // Source locations survive the merge: a program that registers its regions with them.
+        let exe = compile(Lang::C, "source_locations", &["tests/c/source_locations.c"], &dir, &[]);
+        let mut cmd = Command::new("mpirun");
+        cmd.args(["--oversubscribe", "-np", "2"]).arg(&exe).arg(dir.join("at.h5")).current_dir(&dir).env("SCOPE_PROFILER_LAYOUT", layout);
+        let out = run(cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let inputs: Vec<PathBuf> = (0..2).map(|r| dir.join(format!("at.rank{r}.h5"))).collect();
+        let merged = dir.join("at_merged.h5");
+        let out = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(&merged).args(&inputs));
+        assert!(out.status.success(), "{layout}: {}", text(&out.stderr));
+        let rows = |f: &PathBuf| -> std::collections::BTreeSet<(u32, String, String, i64)> {
+            let h5 = hdf5::File::open(f).unwrap();
+            let names: Vec<hdf5::types::VarLenUnicode> = h5.dataset("region_table/names").unwrap().read_raw().unwrap();
+            let col = |n: &str| h5.dataset(&format!("rank_region_index/{n}")).unwrap();
+            let (ranks, ids): (Vec<u32>, Vec<u32>) = (col("ranks").read_raw().unwrap(), col("region_ids").read_raw().unwrap());
+            let files: Vec<hdf5::types::VarLenUnicode> = col("source_files").read_raw().unwrap();
+            let lines: Vec<i64> = col("source_lines").read_raw().unwrap();
+            (0..ranks.len()).map(|i| (ranks[i], names[ids[i] as usize].to_string(), files[i].to_string(), lines[i])).collect()
+        };
+        let want: std::collections::BTreeSet<_> = inputs.iter().flat_map(rows).collect();
+        assert!(want.iter().any(|r| r.2.ends_with("source_locations.c") && r.3 > 0), "{layout}: {want:?}");
+        assert_eq!(rows(&merged), want, "{layout}");
     }
 }

@@ -52,6 +52,13 @@ pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<Regio
     } else {
         None
     };
+    // Where each row's region is defined (files written before these columns have none).
+    let files: Vec<String> = col::<VarLenUnicode>(&index, "source_files").map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default();
+    let lines: Vec<i64> = col(&index, "source_lines").unwrap_or_default();
+    let source = |row: usize| {
+        let file = files.get(row).filter(|f| !f.is_empty())?;
+        Some(crate::profile::SourceLocation { file: file.clone(), line: lines.get(row).copied().filter(|&l| l > 0).unwrap_or(0) })
+    };
     let mut out: BTreeMap<usize, Vec<RegionData>> = BTreeMap::new();
     for row in 0..ids.len() {
         let mut c = Columns::default();
@@ -71,7 +78,7 @@ pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<Regio
             stats: std::mem::take(&mut per_row[row]),
             open_calls: open[row] as u64,
             dropped_calls: dropped[row] as u64,
-            source: None,
+            source: source(row),
         });
     }
     Ok(out)
