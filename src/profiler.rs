@@ -577,6 +577,9 @@ pub fn finalize_inside_mpi_finalize() {
 
 /// Stop every thread's recording and merge what they recorded (the local part of finalize).
 fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> RankProfile {
+    // A termination signal from here on must not start the recovery helper on a run that
+    // finalize is writing (or has written and removed); it only chains.
+    crate::signals::disarm();
     STATE.store(FINALIZED, Ordering::SeqCst);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);

@@ -6,12 +6,15 @@
 //! HDF5 and allocates nothing: every call is already in the spill file's page cache with its
 //! fill count, so it only starts the recovery helper (`scope_profiler_recover`, shipped next to
 //! the library) with `fork` (a raw `clone`, so no atfork handler runs) and `execve` on argv and
-//! envp prepared at setup, waits for it with `waitpid(WNOHANG)` and `nanosleep` up to a bounded
+//! envp prepared at setup (the environment as it was then, without LD_PRELOAD and launcher
+//! variables, as for the LIKWID helper), with no signal blocked, waits for it with `waitpid(WNOHANG)` and `nanosleep` up to a bounded
 //! time, and then chains: the host's handler runs if it had one; else the default action is
 //! restored and the signal re-raised, so the exit status stays 128+N. No thread is created.
 //!
 //! Under MPI (a rank from the launcher) the helper is not started: the rank's spill directory
-//! stays, and `sptool recover` combines the ranks afterwards.
+//! stays, and `sptool recover` combines the ranks afterwards. Once finalize begins (`disarm`),
+//! a signal only chains: finalize writes the profile, or, if it is cut short, leaves the spill
+//! directory for `sptool recover`.
 
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::path::Path;
@@ -31,6 +34,8 @@ struct Prepared {
     path: CString,
     _args: Vec<CString>,
     argv: Vec<*const c_char>,
+    _env: Vec<CString>,
+    envp: Vec<*const c_char>,
     timeout_ms: u64,
 }
 
@@ -38,10 +43,6 @@ static PREPARED: AtomicPtr<Prepared> = AtomicPtr::new(std::ptr::null_mut());
 static HANDLING: AtomicBool = AtomicBool::new(false);
 /// The host's action per signal, saved before ours was installed (written at setup only).
 static mut OLD: [Option<libc::sigaction>; MAX_SIG] = [None; MAX_SIG];
-
-unsafe extern "C" {
-    static environ: *const *const c_char;
-}
 
 /// Parse the signal list; `Err` names what was not understood.
 pub fn parse(spec: &str) -> Result<Vec<c_int>, String> {
@@ -98,8 +99,11 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
                     .collect();
                 let mut argv: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
                 argv.push(std::ptr::null());
+                let env = crate::likwid::helper_spawn::child_env();
+                let mut envp: Vec<*const c_char> = env.iter().map(|a| a.as_ptr()).collect();
+                envp.push(std::ptr::null());
                 if let Ok(path) = CString::new(path.as_os_str().as_encoded_bytes()) {
-                    let p = Box::new(Prepared { path, _args: args, argv, timeout_ms: (timeout_s.max(0.0) * 1000.0) as u64 });
+                    let p = Box::new(Prepared { path, _args: args, argv, _env: env, envp, timeout_ms: (timeout_s.max(0.0) * 1000.0) as u64 });
                     PREPARED.store(Box::into_raw(p), Ordering::Release);
                 }
             }
@@ -129,16 +133,26 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
     }
 }
 
+/// From now on a signal only chains (finalize has begun: it writes the profile itself).
+pub fn disarm() {
+    HANDLING.store(true, Ordering::Release);
+}
+
 /// Start the helper and wait for it, with async-signal-safe calls only.
 unsafe fn run_helper(p: &Prepared) {
     // SAFETY: raw clone = fork without atfork handlers; the child only calls execve/_exit.
     unsafe {
         let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) as libc::pid_t;
         if pid == 0 {
-            libc::execve(p.path.as_ptr(), p.argv.as_ptr(), environ);
+            // The handler runs with the signal blocked: the helper starts with none blocked.
+            let none: libc::sigset_t = std::mem::zeroed();
+            libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &none as *const libc::sigset_t, std::ptr::null_mut::<libc::sigset_t>(), 8usize);
+            libc::execve(p.path.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
             libc::_exit(127);
         }
         if pid < 0 {
+            const MSG: &[u8] = b"[scope_profiler] could not start scope_profiler_recover at the signal: the spill data is kept, run `sptool recover <profile>`\n";
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
             return;
         }
         let step = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };

@@ -284,7 +284,7 @@ pub fn map_chunk(words: usize) -> Option<(u64, *mut u64)> {
         ACTIVE.store(false, Ordering::Release);
         warn::once(
             "spill-full",
-            &format!("cannot grow the spill file in {} ({why}): recording goes on in memory; calls from now on survive only a normal end or a caught signal", s.dir.display()),
+            &format!("cannot grow the spill file in {} ({why}): recording goes on in memory; calls from now on survive only a normal end", s.dir.display()),
         );
         return None;
     }

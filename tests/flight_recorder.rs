@@ -43,14 +43,21 @@ fn side(dir: &Path) -> (BTreeMap<String, u64>, String) {
 }
 
 /// Wait until every worker and the slow thread reported, then a random 0.2-1.2 s more.
-fn wait_running(dir: &Path, threads: usize) {
-    loop {
-        let (m, _) = side(dir);
-        if m.keys().filter(|k| k.starts_with("work")).count() == threads && m.contains_key("slow") {
-            break;
-        }
+/// Poll `done` every 20 ms; a test whose program died or stalled fails after 60 s instead of
+/// waiting forever.
+fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "gave up after 60 s waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn wait_running(dir: &Path, threads: usize) {
+    poll_until("the program's threads to record", || {
+        let (m, _) = side(dir);
+        m.keys().filter(|k| k.starts_with("work")).count() == threads && m.contains_key("slow")
+    });
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64;
     std::thread::sleep(Duration::from_millis(200 + nanos % 1000));
 }
@@ -183,6 +190,22 @@ fn host_sigterm_handler_still_runs_after_the_profile_is_written() {
     check_counts(&dir.join("out.h5"), &before);
 }
 
+/// A termination signal after `sp_finalize` (a time limit arriving late) ends the process as
+/// it would without us: the written profile stays as it is, no recovery is attempted on the
+/// finished run, nothing is left behind.
+#[test]
+fn sigterm_after_finalize_just_ends_the_process() {
+    let dir = scratch("flight_term_after_finalize");
+    let exe = build(&dir);
+    let out = wait(start(&exe, &dir, 1, "term_after_finalize", 60_000, &[]));
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("recover") && !stderr.contains("NOT written"), "{stderr}");
+    let (calls, _) = read_back(&dir.join("out.h5"));
+    assert_eq!(calls["work"], 60_000);
+    assert!(spill_dirs(&dir).is_empty());
+}
+
 #[test]
 fn host_that_ignores_sigterm_keeps_running() {
     let dir = scratch("flight_ignore");
@@ -192,13 +215,7 @@ fn host_that_ignores_sigterm_keeps_running() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     // Still recording after the ignored signal: the counts keep growing.
     let (after_term, _) = side(&dir);
-    loop {
-        let (now, _) = side(&dir);
-        if worker_total(&now) > worker_total(&after_term) + 100_000 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_until("recording to go on after the ignored SIGTERM", || worker_total(&side(&dir).0) > worker_total(&after_term) + 100_000);
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let out = wait(child);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL));
@@ -430,9 +447,7 @@ fn recover_combines_rank_files_and_spill_data() {
     assert!(spill_dirs(&dir).is_empty());
     let child = start(&exe, &dir, 1, "plain", 0, &[("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "3")]);
     let side2 = |dir: &Path| std::fs::read_to_string(dir.join("side.r2")).unwrap_or_default();
-    while !side2(&dir).contains("work0 ") {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_until("rank 2 to record", || side2(&dir).contains("work0 "));
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     wait(child);
     let noted: u64 = side2(&dir).lines().filter_map(|l| l.strip_prefix("work0 ")?.parse().ok()).max().unwrap();
