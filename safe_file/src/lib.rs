@@ -215,14 +215,51 @@ fn is_stream(dest: &Path) -> bool {
 /// Write `bytes` as the new content of `dest`: a private temporary file renamed into place,
 /// with the mode the umask gives. A FIFO or terminal named by the user is written directly.
 pub fn write_replacing(dest: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
-    if is_stream(dest) {
-        let mut f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC).open(dest)?;
-        f.write_all(bytes)?;
-        return Ok(dest.to_path_buf());
+    let mut r = Replacement::create(dest)?;
+    r.write_all(bytes)?;
+    r.finish()
+}
+
+/// The new content of `dest`, written as it is produced (output too large to hold in memory),
+/// the way `write_replacing` writes it: a private temporary file that `finish` renames into
+/// place (dropped unfinished, it is removed), or a FIFO or terminal named by the user.
+pub enum Replacement {
+    Stream(File, PathBuf),
+    Temp(TempFile),
+}
+
+impl Replacement {
+    pub fn create(dest: &Path) -> io::Result<Replacement> {
+        if is_stream(dest) {
+            let f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC).open(dest)?;
+            return Ok(Replacement::Stream(f, dest.to_path_buf()));
+        }
+        Ok(Replacement::Temp(TempFile::create(dest)?))
     }
-    let mut tmp = TempFile::create(dest)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(new_file_mode())
+
+    /// Done: rename the temporary file onto the destination (with the mode the umask gives).
+    pub fn finish(self) -> io::Result<PathBuf> {
+        match self {
+            Replacement::Stream(_, dest) => Ok(dest),
+            Replacement::Temp(t) => t.persist(new_file_mode()),
+        }
+    }
+}
+
+impl Write for Replacement {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Replacement::Stream(f, _) => f.write(buf),
+            Replacement::Temp(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Replacement::Stream(f, _) => f.flush(),
+            Replacement::Temp(t) => t.flush(),
+        }
+    }
 }
 
 /// A private directory (0700) next to a destination, for files a library creates by name.

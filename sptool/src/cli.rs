@@ -226,15 +226,16 @@ fn file_label(path: &std::path::Path) -> String {
 /// Run a command and give the process's exit status (`check` decides its own).
 pub fn run_status(cli: Cli) -> Result<std::process::ExitCode> {
     match cli.command {
-        Command::Check(args) => check(&args),
-        command => run(Cli { command }).map(|()| std::process::ExitCode::SUCCESS),
+        Command::Check(args) => Ok(if check(&args)? { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::from(CHECK_FAILED) }),
+        command => run(command).map(|()| std::process::ExitCode::SUCCESS),
     }
 }
 
 /// Exit status of `sptool check` when a region got slower.
 pub const CHECK_FAILED: u8 = 3;
 
-fn check(args: &CheckArgs) -> Result<std::process::ExitCode> {
+/// True when no region got slower than allowed.
+fn check(args: &CheckArgs) -> Result<bool> {
     let limits = compare::Limits::parse(&args.max_slowdown)?;
     if !(args.min_time >= 0.0 && args.min_time.is_finite()) {
         return Err(Error::new("--min-time must be a number of seconds >= 0"));
@@ -251,18 +252,19 @@ fn check(args: &CheckArgs) -> Result<std::process::ExitCode> {
     let options = compare::CheckOptions { limits, by_rank: args.ranks, min_time: args.min_time, fail_missing: args.fail_missing };
     let (text, passed) = compare::render_check(&base, &candidate, &rows, &options);
     print(&text)?;
-    Ok(if passed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::from(CHECK_FAILED) })
+    Ok(passed)
 }
 
-pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+/// Every command but `check` (see `run_status`).
+fn run(command: Command) -> Result<()> {
+    match command {
         Command::Recover(args) => {
             let target = args.target.unwrap_or_else(crate::recover::default_target);
             let msg = crate::recover::run(&target)?;
             println!("{msg}");
             Ok(())
         }
-        Command::Check(args) => check(&args).map(|_| ()),
+        Command::Check(_) => Err(Error::new("internal: check goes through run_status")),
         Command::Diff(args) => {
             let filter = Filter::new(&args.include, &args.exclude, None)?;
             let a = read_profile(&args.a)?;

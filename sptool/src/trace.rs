@@ -255,11 +255,17 @@ struct Output<'a> {
     w: Box<dyn Write + 'a>,
     first: bool,
     path: &'a Path,
+    broken_pipe: bool,
 }
 
 impl Output<'_> {
     fn raw(&mut self, text: &str) -> Result<()> {
-        self.w.write_all(text.as_bytes()).map_err(|e| write_error(self.path, e))
+        self.w.write_all(text.as_bytes()).map_err(|e| self.fail(e))
+    }
+
+    fn fail(&mut self, e: std::io::Error) -> Error {
+        self.broken_pipe |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        write_error(self.path, e)
     }
 
     fn event(&mut self, text: &str) -> Result<()> {
@@ -285,17 +291,28 @@ pub fn export(input: &Path, filter: &Filter, max_events: Option<usize>, out: &Pa
     let (origin, total_calls) = src.origin_and_count().map_err(|e| e.or_file(input))?;
     let origin = origin.unwrap_or(0);
 
-    let w: Box<dyn Write> = if out.as_os_str() == "-" {
-        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+    // A file is written as every output of sptool is (`safe_file`): privately, then renamed
+    // into place, never through an existing file or symlink.
+    let mut file = if out.as_os_str() == "-" {
+        None
     } else {
-        Box::new(std::io::BufWriter::new(std::fs::File::create(out).map_err(|e| Error::in_file(out, format!("cannot create the output: {e}")))?))
+        Some(safe_file::Replacement::create(out).map_err(|e| Error::in_file(out, format!("cannot create the output: {e}")))?)
     };
-    let mut o = Output { w, first: true, path: out };
+    let w: Box<dyn Write> = match file.as_mut() {
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        Some(f) => Box::new(std::io::BufWriter::new(f)),
+    };
+    let mut o = Output { w, first: true, path: out, broken_pipe: false };
     let result = write_trace(&src, input, origin, total_calls, max_events, &mut o);
-    let result = result.and_then(|()| o.w.flush().map_err(|e| write_error(out, e)));
-    match result {
-        Err(e) if out.as_os_str() == "-" && e.to_string().contains("Broken pipe") => Ok(()),
-        other => other,
+    let result = result.and_then(|()| o.w.flush().map_err(|e| o.fail(e)));
+    let broken_pipe = o.broken_pipe;
+    drop(o);
+    match (result, file) {
+        // A reader that stopped early (`| head`) is not an error.
+        (Err(_), None) if broken_pipe => Ok(()),
+        (Err(e), _) => Err(e),
+        (Ok(()), Some(f)) => f.finish().map(|_| ()).map_err(|e| Error::in_file(out, format!("cannot write the output: {e}"))),
+        (Ok(()), None) => Ok(()),
     }
 }
 

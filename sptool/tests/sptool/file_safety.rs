@@ -34,15 +34,16 @@ fn outputs_replace_planted_symlinks_by_rename_with_exclusive_private_temporaries
     make(&dir, "likwid.h5");
     let victim = dir.join("victim.txt");
     std::fs::write(&victim, "precious").unwrap();
-    let outputs = ["out.csv", "out.json", "roof.png", "roof.json"];
+    let outputs = ["out.csv", "out.json", "roof.png", "roof.json", "trace.json"];
     for o in outputs {
         std::os::unix::fs::symlink(&victim, dir.join(o)).unwrap();
     }
     let so = shim(&dir);
     let log = dir.join("opens.log");
     std::fs::write(&log, "").unwrap();
-    let runs: [&[&str]; 3] = [
+    let runs: [&[&str]; 4] = [
         &["export", "likwid.h5", "--format", "csv", "-o", "out.csv"],
+        &["export", "likwid.h5", "--format", "chrome-trace", "-o", "trace.json"],
         &["export", "likwid.h5", "--format", "json", "-o", "out.json"],
         &["plot", "roofline", "likwid.h5", "-o", "roof.png", "--data", "roof.json"],
     ];
@@ -68,7 +69,7 @@ fn outputs_replace_planted_symlinks_by_rename_with_exclusive_private_temporaries
     }
     let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names, ["likwid.h5", "open_log_shim.so", "opens.log", "out.csv", "out.json", "roof.json", "roof.png", "victim.txt"], "no temporaries left");
+    assert_eq!(names, ["likwid.h5", "open_log_shim.so", "opens.log", "out.csv", "out.json", "roof.json", "roof.png", "trace.json", "victim.txt"], "no temporaries left");
 
     let log = std::fs::read_to_string(&log).unwrap();
     let mut created = 0;
@@ -83,7 +84,7 @@ fn outputs_replace_planted_symlinks_by_rename_with_exclusive_private_temporaries
         let name = Path::new(path).file_name().unwrap().to_string_lossy().into_owned();
         assert!(!(outputs.contains(&name.as_str()) && field(line, "write") == "1"), "output opened for writing: {line}");
     }
-    assert_eq!(created, 4, "{log}");
+    assert_eq!(created, 5, "{log}");
     for o in outputs {
         assert!(log.lines().any(|l| l.starts_with("rename ") && l.ends_with(&format!(" -> {} rc=0", dir.join(o).display()))), "{o} not renamed into place:\n{log}");
     }
