@@ -262,8 +262,10 @@ contains
          end if
       end if
       if (present(perf_events)) then
-         call to_c_string(perf_events, events)
-         options%perf_events = c_loc(events)
+         if (len_trim(perf_events) > 0) then
+            call to_c_string(perf_events, events)
+            options%perf_events = c_loc(events)
+         end if
       end if
       call to_c_chars("Fortran", language)
       options%language = c_loc(language)
