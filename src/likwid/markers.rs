@@ -177,9 +177,14 @@ impl Markers {
         if me == 0 {
             return false;
         }
-        match self.owner[cpu].compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => true,
-            Err(owner) => owner == me,
+        // A plain load once the CPU has its owner: the locked compare-and-swap (a write to a
+        // cache line the other CPUs' slots share) only while it has none.
+        match self.owner[cpu].load(Ordering::Acquire) {
+            0 => match self.owner[cpu].compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => true,
+                Err(owner) => owner == me,
+            },
+            owner => owner == me,
         }
     }
 
