@@ -395,8 +395,10 @@ pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const
             let file = if file.is_null() {
                 None
             } else {
-                // SAFETY: caller passes a NUL-terminated string.
-                Some(unsafe { CStr::from_ptr(file) }.to_bytes())
+                // SAFETY: the caller passes a readable string; strnlen stops one past the limit,
+                // which `source_location` refuses.
+                let len = unsafe { libc::strnlen(file, crate::registry::MAX_FILE_LEN + 1) };
+                Some(unsafe { std::slice::from_raw_parts(file as *const u8, len) })
             };
             profiler::register_at(bytes, source_location(file, line)?)
         };

@@ -534,7 +534,7 @@ fn start_flight_recorder(config: &Config, facts: &RunFacts, info: &RankInfo, clo
         metadata: crate::metadata::run_metadata(config, facts, size.unwrap_or(1), 1),
         full_metadata: config.metadata_detail == crate::config::MetadataDetail::Full,
         info: info.clone(),
-        clock: if clock.kind == clock::ClockKind::Tsc { "tsc".into() } else { "monotonic".into() },
+        clock: clock.kind.as_str().into(),
         clock_note: clock.note.clone(),
         boot_id: crate::spill::boot_id(),
         started: facts.timestamp.clone(),

@@ -103,7 +103,10 @@ pub struct Table {
 
 impl Default for Table {
     fn default() -> Table {
-        Table { blocks: (0..BLOCKS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect() }
+        // Zeroed memory straight from the allocator (a null AtomicPtr is all zero bits): the
+        // directory's pages are touched only where a block is used, not all 128 KiB per thread.
+        // SAFETY: an all-zero AtomicPtr is a valid (null) pointer.
+        Table { blocks: unsafe { Box::<[AtomicPtr<Block>]>::new_zeroed_slice(BLOCKS).assume_init() } }
     }
 }
 
