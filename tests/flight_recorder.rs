@@ -425,6 +425,17 @@ fn forked_child_does_not_touch_the_parents_calls() {
     let (calls, _) = read_back(&dir.join("out.h5"));
     assert_eq!(calls["main"], 1000, "only the parent's calls");
     assert_eq!(calls["work"], 100_000);
+    // What the spill file itself holds: recovery reads it as it is (every chunk up to its fill
+    // count or first zero word), so calls a child wrote into the shared chunks would be there.
+    let dir = scratch("flight_fork_killed");
+    let exe = build(&dir);
+    let child = start(&exe, &dir, 1, "fork", 0, &[]);
+    wait_running(&dir, 1);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+    let r = scope_profiler::spill_recover::recover(&dir.join("out.h5")).unwrap();
+    let (calls, _) = read_back(&dir.join("out.h5"));
+    assert_eq!(calls["main"], 1000, "only the parent's calls in the spill: {}", r.message);
 }
 
 /// An MPI job in which some ranks wrote their own files (`<stem>.rank<N>.h5`) and one was
