@@ -119,19 +119,26 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     if runs.is_empty() {
         return Err(format!("no readable spill data: {}", unreadable.join("; ")));
     }
-    // Ranks: from the launcher's environment; a lone process is rank 0.
+    // Ranks: from the launcher's environment. Runs without one are separate processes, not
+    // ranks of one job: the newest is recovered (as rank 0, when no ranked run is there) and
+    // the others are left where they are, as is the older of two runs holding the same rank,
+    // for a later `recover` once this profile has been moved away.
+    runs.sort_by(|a, b| b.meta.started.cmp(&a.meta.started));
+    let ranked = runs.iter().any(|r| r.meta.rank.is_some());
     let mut by_rank: BTreeMap<i64, RecoveredRun> = BTreeMap::new();
-    let mut next = 0;
+    let mut left: Vec<PathBuf> = Vec::new();
     for r in runs {
-        let rank = r.meta.rank.unwrap_or_else(|| {
-            next += 1;
-            next - 1
-        });
-        if let Some(old) = by_rank.get(&rank) {
-            unreadable.push(format!("{} and {} both hold rank {rank}; kept the later", old.dir.display(), r.dir.display()));
-            if old.meta.started > r.meta.started {
+        let rank = match r.meta.rank {
+            Some(rank) => rank,
+            None if !ranked => 0,
+            None => {
+                left.push(r.dir);
                 continue;
             }
+        };
+        if by_rank.contains_key(&rank) {
+            left.push(r.dir); // an older run (newest first)
+            continue;
         }
         by_rank.insert(rank, r);
     }
@@ -210,6 +217,15 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     }
     if !unreadable.is_empty() {
         message.push_str(&format!("; skipped: {}", unreadable.join("; ")));
+    }
+    if !left.is_empty() {
+        let dirs: Vec<String> = left.iter().map(|d| d.display().to_string()).collect();
+        message.push_str(&format!(
+            "; left the spill data of {} older run(s) in {} (move {} away, then recover again)",
+            left.len(),
+            dirs.join(", "),
+            written.display()
+        ));
     }
     Ok(Recovery { message, written: Some(written) })
 }

@@ -415,6 +415,40 @@ fn disk_full_while_spilling_keeps_recording_in_memory() {
     assert!(leftover.is_empty(), "{leftover:?}");
 }
 
+/// Two runs of one program, both killed, left two spill directories for one target: they are
+/// two processes, not two ranks. The newer is recovered as the profile; the older stays where it
+/// is, said so, and is recovered once that profile is moved away.
+#[test]
+fn two_killed_runs_are_not_two_ranks() {
+    let dir = scratch("flight_two_runs");
+    let exe = build(&dir);
+    let mut noted = Vec::new();
+    for run in 0..2 {
+        let _ = std::fs::remove_file(dir.join("side"));
+        let child = start(&exe, &dir, 1, "plain", 0, &[]);
+        wait_running(&dir, 1);
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        wait(child);
+        noted.push(side(&dir).0["work0"]);
+        if run == 0 {
+            std::thread::sleep(Duration::from_millis(1100)); // a later start time
+        }
+    }
+    assert_eq!(spill_dirs(&dir).len(), 2);
+    let file = dir.join("out.h5");
+    let r = scope_profiler::spill_recover::recover(&file).unwrap();
+    assert!(r.message.contains("of 1 rank(s)") && r.message.contains("left the spill data of 1 older run"), "{}", r.message);
+    let (calls, _) = read_back(&file);
+    assert_eq!(python_view(&file)["num_ranks"], 1);
+    assert!(calls["work"] >= noted[1], "the newer run: {} of {noted:?}", calls["work"]);
+    assert_eq!(spill_dirs(&dir).len(), 1);
+    std::fs::rename(&file, dir.join("newer.h5")).unwrap();
+    scope_profiler::spill_recover::recover(&file).unwrap();
+    let (older, _) = read_back(&file);
+    assert!(older["work"] >= noted[0], "the older run: {} of {noted:?}", older["work"]);
+    assert!(spill_dirs(&dir).is_empty());
+}
+
 /// A forked child shares the parent's spill mappings: it records nothing into them.
 #[test]
 fn forked_child_does_not_touch_the_parents_calls() {
