@@ -85,15 +85,20 @@ pub fn write_single(run: RunContext<'_>, profile: RankProfile) -> Result<Status>
 pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta: Vec<(String, AttrValue)>) -> Result<Status> {
     crate::metadata::apply_detail(run.config, &mut profile);
     meta.extend(clock_summary(0, &profile));
-    let written = write_file(&run.config.file_path, |file| {
-        let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
-        file.write_metadata(&meta)?;
-        file.write_rank(0, &profile, layout.as_mut())?;
-        layout.finish(file.file())
-    })?;
+    let written = write_one(&run.config.file_path, run.config.layout, 0, &profile, &meta)?;
     report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1);
     profile.release();
     Ok(Status::Ok)
+}
+
+/// A file holding one process's data as `rank<rank>/`, in `layout`, with `meta` as `metadata/`.
+fn write_one(target: &Path, layout: crate::config::Layout, rank: usize, profile: &RankProfile, meta: &[(String, AttrValue)]) -> Result<Written> {
+    write_file(target, |file| {
+        let mut w = layout_writer(layout, Plan::of(profile));
+        file.write_metadata(meta)?;
+        file.write_rank(rank, profile, w.as_mut())?;
+        w.finish(file.file())
+    })
 }
 
 /// `<dir>/<stem>.rank<N>.h5` next to the target.
@@ -123,12 +128,7 @@ pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, mut profile: RankPro
     if !profile.info.extra.iter().any(|(k, _)| k == "world_rank") {
         profile.info.extra.push(("world_rank".into(), AttrValue::Int(rank)));
     }
-    let written = write_file(&target, |file| {
-        let mut layout = layout_writer(run.config.layout, Plan::of(&profile));
-        file.write_metadata(&meta)?;
-        file.write_rank(rank as usize, &profile, layout.as_mut())?;
-        layout.finish(file.file())
-    })?;
+    let written = write_one(&target, run.config.layout, rank as usize, &profile, &meta)?;
     profile.release();
     let Some(why) = why else { return Ok(written) };
     warn::once(

@@ -184,6 +184,7 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
         }
         let old = if (sig as usize) < MAX_SIG { (*std::ptr::addr_of!(OLD))[sig as usize] } else { None };
         match old {
+            // (A host that ignored the signal kept it: `install` leaves ignored signals alone.)
             Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
                 *libc::__errno_location() = errno;
                 if old.sa_flags & libc::SA_SIGINFO != 0 {
@@ -194,7 +195,6 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
                     f(sig);
                 }
             }
-            Some(old) if old.sa_sigaction == libc::SIG_IGN => {}
             _ => {
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;

@@ -217,8 +217,8 @@ fn readable_copy(path: &Path) -> PathBuf {
 /// `<dir>/<layout>.h5` holding `profile` as rank 0, written through the layout's writer.
 fn write_in_layout(dir: &Path, layout: Layout, profile: &RankProfile, meta: &[(String, scope_profiler::metadata::AttrValue)]) -> PathBuf {
     let path = dir.join(format!("{}.h5", layout.name()));
-    let mut w = layout_writer(layout, Plan::of(profile));
     scope_profiler::output::write_file(&path, |f| {
+        let mut w = layout_writer(layout, Plan::of(profile));
         f.write_metadata(meta)?;
         f.write_rank(0, profile, w.as_mut())?;
         w.finish(f.file())

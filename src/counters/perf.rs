@@ -163,9 +163,6 @@ impl PerfConfig {
     }
 }
 
-/// One reading of the group: event values, then time enabled and time running.
-pub type Reading = [u64];
-
 /// A thread's counting group and its per-region totals.
 pub struct PerfThread {
     fds: Vec<RawFd>,
@@ -369,10 +366,6 @@ impl PerfThread {
                 unsafe { libc::munmap(p as *mut libc::c_void, page) };
             }
         }
-    }
-
-    pub fn uses_rdpmc(&self) -> bool {
-        !self.pages.is_empty()
     }
 
     /// Read the group into `out` (n values, enabled, running). False if the read failed.
