@@ -503,6 +503,29 @@ mod tests {
         assert_eq!(read_page(&page), (1234, 107, 50), "running grows only while the counter is on the PMU");
     }
 
+    /// A stop of a region opened further out (the timing side closes the inner calls
+    /// unrecorded): the outer call is counted, the inner ones are dropped and leave the stack.
+    /// With a real `task-clock` event (a software event: every machine has it).
+    #[test]
+    fn a_stop_further_out_drops_the_inner_calls() {
+        let spec = crate::counters::events::parse_token("task-clock", &crate::counters::events::ThisMachine).unwrap();
+        let config = PerfConfig::probe(vec![spec]).expect("task-clock opens");
+        let mut t = PerfThread::open(&config);
+        let stride = t.num_events() + 3;
+        let calls = |t: &PerfThread, id: usize| t.totals.get(id * stride + stride - 1).copied().unwrap_or(0.0);
+        t.start(1);
+        t.start(2);
+        t.start(3);
+        t.stop(1);
+        assert_eq!((calls(&t, 1), calls(&t, 2), calls(&t, 3)), (1.0, 0.0, 0.0));
+        assert!(t.stack_ids.is_empty() && t.stack_vals.is_empty());
+        // A stop of a region that is not open counts nothing; the stack works on as before.
+        t.stop(2);
+        t.start(2);
+        t.stop(2);
+        assert_eq!((calls(&t, 1), calls(&t, 2)), (1.0, 1.0));
+    }
+
     #[test]
     fn errors_are_described() {
         assert!(describe_errno(libc::ENOENT, false).contains("no hardware PMU"));
