@@ -487,7 +487,32 @@ both_versions!(
     helper_crash_before_writing_falls_back_to_marker_file_with_names_and_metrics,
     no_marker_file_falls_back_to_snapshots,
     python_reader_sees_the_same_likwid_results,
+    likwid_and_perf_events_count_together,
+    bad_likwid_events_is_refused_before_likwid_crashes,
 );
+
+/// Both counter sources at once (LIKWID under likwid-perfctr, and the perf event `task-clock`):
+/// each is started and stopped around every call and each writes its own group.
+fn likwid_and_perf_events_count_together(lk: &Lk) {
+    let dir = scratch(&format!("likwid_with_perf_{}", lk.label()));
+    let prog = build(&dir, "likwid_basic");
+    let mut c = perfctr_with(lk, &prog, "0", true);
+    c.env("SCOPE_PROFILER_PERF_EVENTS", "task-clock");
+    let r = run_in(&dir, c);
+    r.ok();
+    assert!(r.stdout.contains("likwid_basic done rc=0"), "{}", r.stdout);
+    assert!(r.warnings().is_empty(), "unexpected warnings: {:#?}", r.warnings());
+    let (_, _, regions) = read_likwid(&r.h5, 0).expect("no rank0/likwid");
+    assert_matches_perfctr(&regions, &parse_perfctr(&r.stdout), "full_api");
+    let h5 = hdf5::File::open(&r.h5).unwrap();
+    let perf = h5.group("rank0/perf_events").unwrap();
+    for (name, calls) in basic_calls() {
+        let g = perf.group(&name.replace('/', "|")).unwrap_or_else(|_| panic!("no perf_events group for {name}"));
+        assert_eq!(g.attr("calls").unwrap().read_scalar::<i64>().unwrap(), calls as i64, "{name}");
+        assert_eq!(regions[&name].call_counts, vec![calls as i64], "{name}");
+    }
+    assert_eq!(timing_calls(&r.h5, 0), basic_calls());
+}
 
 /// The liblikwid files that libscope_profiler.so itself dlopen'ed, from the dynamic
 /// loader's own log (`LD_DEBUG=files`, one file per process under `dir`).
@@ -770,13 +795,12 @@ fn no_marker_mode_warns_and_keeps_timings() {
     assert_eq!(timing_calls(&r.h5, 0), basic_calls());
 }
 
-#[test]
-fn bad_likwid_events_is_refused_before_likwid_crashes() {
+fn bad_likwid_events_is_refused_before_likwid_crashes(lk: &Lk) {
     // Both strings make likwid_markerInit segfault (spec 5); we must not call it.
     for (i, events) in ["NO_SUCH_GROUP", "FLOPS-DP"].into_iter().enumerate() {
-        let dir = scratch(&format!("likwid_bad_events_{i}"));
+        let dir = scratch(&format!("likwid_bad_events_{i}_{}", lk.label()));
         let prog = build(&dir, "likwid_basic");
-        let mut c = fake_msr();
+        let mut c = fake_msr_with(lk);
         c.args(["taskset", "-c", "0"]).arg(&prog);
         manual_marker_env(&mut c, &dir, events);
         let r = run_in(&dir, c);
