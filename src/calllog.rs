@@ -23,14 +23,8 @@
 //! One decoder reads both: `decode_one` (with `unpack` for a packed word, which the cursor's
 //! block loop `Cursor::next_block` also uses), for finalize and for recovery.
 
+use crate::model::Call;
 use std::sync::atomic::{Ordering, compiler_fence};
-
-/// One completed call, in clock ticks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call {
-    pub start: i64,
-    pub end: i64,
-}
 
 /// Words of a chunk header: magic | region << 32, fill (data words used, written when the
 /// chunk is left), thread | capacity << 32 (capacity in words, header included), reserved.

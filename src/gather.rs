@@ -3,10 +3,10 @@
 //! whether the write succeeded. If it did not, every rank writes its own per-rank file.
 
 use crate::encode::{decode, encode};
-use crate::metadata::{AttrValue, run_metadata};
+use crate::metadata::run_metadata;
 use crate::mpi_comm::{MpiContext, receive_bytes, send_bytes, tag};
 use crate::output::{report, write_rank_file};
-use crate::profile::RankProfile;
+use crate::model::{AttrValue, RankProfile};
 use crate::output::RunContext;
 use crate::status::{Error, Result, Status};
 use crate::summary::RegionStats;

@@ -27,6 +27,8 @@ pub mod metadata;
 /// cbindgen:ignore
 pub mod mpi_comm;
 /// cbindgen:ignore
+pub mod model;
+/// cbindgen:ignore
 pub mod output;
 /// cbindgen:ignore
 pub mod placement;

@@ -1,11 +1,10 @@
 //! Writing a finished run: choosing how (one process, collectively over MPI, or one file per
 //! rank when MPI is not usable), the message saying where it went, the summary table.
 
-use crate::metadata::{AttrValue, run_metadata};
-use crate::mpi_comm::{self, MpiContext};
-use crate::profile::RankProfile;
 use crate::config::Config;
-use crate::metadata::RunFacts;
+use crate::metadata::run_metadata;
+use crate::model::{AttrValue, RankProfile, RunFacts};
+use crate::mpi_comm::{self, MpiContext};
 use crate::status::{Error, Result, Status};
 use crate::summary::{RegionStats, render};
 use crate::warn;

@@ -20,8 +20,8 @@
 
 use crate::calllog::{HDR, parse_header, scan_chunk};
 use crate::clock::{Anchor, Timebase};
-use crate::metadata::AttrValue;
-use crate::profile::{RankInfo, RankProfile, ThreadRecord};
+use crate::model::{AttrValue, RankInfo, RankProfile};
+use crate::profile::ThreadRecord;
 use crate::recorder::ThreadData;
 use crate::warn;
 use std::collections::BTreeMap;
@@ -550,7 +550,8 @@ pub fn find_runs(target: &Path) -> Vec<PathBuf> {
 mod tests {
     #[test]
     fn chunk_words_round_trip_through_the_one_decoder() {
-        use crate::calllog::{Call, CallLog, scan_chunk};
+        use crate::calllog::{CallLog, scan_chunk};
+        use crate::model::Call;
         let mut log = CallLog::new(3, 7);
         let t = 1_000_000_000_000i64;
         let calls: Vec<Call> = (0..5_000).map(|i| Call { start: t + i * 7, end: t + i * 7 + 3 }).collect();

@@ -8,7 +8,7 @@
 //! `merge::merge_rank_files` for several (with the ranks' own files, if some wrote one).
 
 use crate::config::{Config, Layout, MetadataDetail, Options};
-use crate::metadata::{AttrValue, RunFacts};
+use crate::model::{AttrValue, RunFacts};
 use crate::output::RunContext;
 use crate::spill::{RecoveredRun, find_runs, read_run};
 use std::collections::{BTreeMap, BTreeSet};

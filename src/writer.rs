@@ -9,9 +9,8 @@ pub mod read3;
 pub mod regions;
 
 use crate::config::Layout;
-use crate::metadata::AttrValue;
+use crate::model::{AttrValue, RankProfile};
 use crate::placement::Placement;
-use crate::profile::RankProfile;
 use crate::status::{Error, Result, Status};
 use hdf5::types::VarLenUnicode;
 use std::collections::HashSet;
@@ -312,7 +311,7 @@ impl ProfileFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::RegionData;
+    use crate::model::{RegionData, SourceLocation};
 
     #[test]
     fn group_names() {
@@ -392,7 +391,7 @@ mod tests {
         f.write_metadata(&[("mpi_size".into(), AttrValue::Int(1))]).unwrap();
         let mut p = RankProfile::default();
         p.info.thread_os_ids = vec![42];
-        p.regions.push(RegionData { open_calls: 1, source: Some(crate::profile::SourceLocation { file: "src/x.c".into(), line: 12 }), ..RegionData::from_columns("x/y", vec![1, 2], vec![3, 4], vec![0, 0]) });
+        p.regions.push(RegionData { open_calls: 1, source: Some(SourceLocation { file: "src/x.c".into(), line: 12 }), ..RegionData::from_columns("x/y", vec![1, 2], vec![3, 4], vec![0, 0]) });
         p.regions.push(RegionData { name: "only open".into(), open_calls: 2, ..Default::default() });
         f.write_rank(0, &p, &mut regions::Regions).unwrap();
         let w = f.finish().unwrap();

@@ -9,8 +9,7 @@
 //!   `sp_region_add_flops` / `sp_region_add_bytes`, each only if it was called), datasets
 //!   `thread_ids`, `thread_flops`, `thread_bytes`.
 
-use super::RankCounters;
-use crate::metadata::AttrValue;
+use crate::model::{AttrValue, RankCounters};
 use crate::writer::{group_name, put_attr, put_i64_dataset, put_str};
 use std::collections::HashSet;
 

@@ -1,6 +1,6 @@
 //! `rank<N>/likwid` in the HDF5 file (shared/specs/hdf5-layout.md).
 
-use super::result::{LikwidRun, RegionResult};
+use crate::model::{LikwidRun, RegionResult};
 use hdf5::types::VarLenUnicode;
 
 /// HDF5 attributes are limited to 64 KiB; the layout truncates at 60,000 characters.

@@ -13,7 +13,8 @@
 //! `markers` (in-process marker calls), `marker_file` (parser), `perfgroup` + `formula`
 //! (group files, METRICS evaluation), `naming` (records → named results), `full_api`
 //! (the helper's perfmon read-back), `helper_spawn` (starting the helper), `readback`
-//! (choosing full_api / marker_file / marker_api), `result` (types, JSON), `h5` (output).
+//! (choosing full_api / marker_file / marker_api), `h5` (output). The result types
+//! (`LikwidRun`, `RegionResult`, their JSON form) are plain data in `model::likwid`.
 //! Nothing here panics into the core: setup and finish run under `catch_unwind`, and the
 //! hot path has no panicking operation.
 
@@ -27,11 +28,10 @@ pub mod markers;
 pub mod naming;
 pub mod perfgroup;
 pub mod readback;
-pub mod result;
 pub mod tags;
 
 pub use h5::write_group;
-pub use result::{LikwidRun, RegionResult};
+use crate::model::LikwidRun;
 
 use crate::warn;
 use env::{EnvError, EventSet, MarkerEnv};
