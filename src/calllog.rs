@@ -337,7 +337,7 @@ impl CallLog {
         let used = self.used(i).min(c.words - HDR);
         match &c.store {
             Store::Heap(b) => &b[HDR..HDR + used],
-            Store::Spilled(offset) => crate::spill::spilled_words(*offset, c.words).map_or(&[][..], |w| &w[..used.min(w.len())]),
+            Store::Spilled(offset) => crate::spill::spilled_words(*offset, HDR, c.words).map_or(&[][..], |w| &w[..used.min(w.len())]),
         }
     }
 

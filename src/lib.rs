@@ -49,7 +49,7 @@ pub mod signals;
 /// cbindgen:ignore
 pub mod spill;
 /// cbindgen:ignore
-pub mod spill_recover;
+pub mod recover;
 /// cbindgen:ignore
 pub mod status;
 /// cbindgen:ignore
