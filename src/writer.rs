@@ -1,10 +1,13 @@
 //! The HDF5 file: written under a temporary name and renamed into place, or written to a
 //! fallback location when the target is not writable. What a rank's regions look like in it
 //! is up to the layout writer (`regions`, `columnar`, `aggregate`); the rank group's
-//! attributes and its LIKWID results are the same in every layout.
+//! attributes, its counter results (`counters`) and its LIKWID results (`likwid`) are the same
+//! in every layout. `read3` reads the layouts back (merging rank files).
 
 pub mod aggregate;
 pub mod columnar;
+pub mod counters;
+pub mod likwid;
 pub mod read3;
 pub mod regions;
 
@@ -285,8 +288,8 @@ impl ProfileFile {
             put_attr(&g, name, value)?;
         }
         layout.write_rank(&self.file, &g, rank, profile)?;
-        crate::likwid::write_group(&g, &profile.likwid)?;
-        crate::counters::h5::write(&g, &profile.counters)?;
+        likwid::write_group(&g, &profile.likwid)?;
+        counters::write(&g, &profile.counters)?;
         Ok(())
     }
 

@@ -7,10 +7,9 @@
 //! - `on_start(t, id)` runs before the start timestamp, `on_stop(t, id)` after the stop
 //!   timestamp, on the recording thread, with that thread's `ThreadCounters`.
 //! - `finish` + `collect` run at finalize and give plain per-region results (`RankCounters`)
-//!   that the layout writer stores with `h5::write`.
+//!   that the layout writer stores (`writer::counters`).
 
 pub mod events;
-pub mod h5;
 pub mod perf;
 
 use crate::likwid;

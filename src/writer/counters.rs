@@ -1,4 +1,5 @@
-//! The counters in the HDF5 file, beside the timings of `rank<N>/`:
+//! The counters in the HDF5 file, beside the timings of `rank<N>/`, from the counter sources'
+//! results in the profile (`model::counters`):
 //!
 //! - `rank<N>/perf_events/<region>`: the Python package's layout (attributes `calls` and
 //!   `event_names`, dataset `values` of uint64 totals, read by its `get_perf_events`), plus our
@@ -10,7 +11,7 @@
 //!   `thread_ids`, `thread_flops`, `thread_bytes`.
 
 use crate::model::{AttrValue, RankCounters};
-use crate::writer::{group_name, put_attr, put_i64_dataset, put_str};
+use super::{group_name, put_attr, put_i64_dataset, put_str};
 use std::collections::HashSet;
 
 fn f64_attr(g: &hdf5::Location, name: &str, v: f64) -> hdf5::Result<()> {
