@@ -43,6 +43,8 @@ pub mod recorder;
 /// cbindgen:ignore
 pub mod registry;
 /// cbindgen:ignore
+pub mod route;
+/// cbindgen:ignore
 pub mod stats;
 /// cbindgen:ignore
 pub mod signals;

@@ -10,7 +10,7 @@ use crate::profile::ThreadRecord;
 use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, ThreadData, slot_index};
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
-use crate::{output, quiesce, warn};
+use crate::{output, quiesce, route, warn};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -471,10 +471,10 @@ pub fn live_summary() -> Result<String> {
 
 /// Stop recording, merge, write the file, print the summary.
 pub fn finalize() -> Result<Status> {
-    finalize_as(output::Gather::Collective)
+    finalize_as(route::Gather::Collective)
 }
 
-fn finalize_as(gather: output::Gather) -> Result<Status> {
+fn finalize_as(gather: route::Gather) -> Result<Status> {
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
         UNINIT => return Err(Error::new(Status::NotInitialized, "sp_finalize before sp_setup: nothing to write")),
@@ -490,7 +490,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     let profile = take_local_profile(session.info.clone(), &session.clock);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
-    let result = output::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
+    let result = route::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
     end_flight_recorder(result.is_ok());
     if session.config.verbosity >= 2 {
         warn::always(&format!(
@@ -646,7 +646,7 @@ extern "C" fn finalize_at_exit() {
             warn::always("sp_finalize was not called: writing the profile at exit");
             // No collective at exit: a rank that exits on its own (an error path calling
             // exit()) would wait forever for ranks that never join.
-            if let Err(e) = finalize_as(output::Gather::LocalOnly) {
+            if let Err(e) = finalize_as(route::Gather::LocalOnly) {
                 warn::always(&format!("writing the profile at exit failed: {e}"));
             }
         }
