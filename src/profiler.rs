@@ -1,6 +1,6 @@
 //! The process-wide profiler: its state machine (set up -> running -> finalized), the
 //! start/stop entry points of the hot path, and finalize, which turns the threads' buffers
-//! into one `RankProfile` and hands it to `output`.
+//! into one `RankProfile` and hands it to `route`.
 
 use crate::clock;
 use crate::config::{Config, Options};
