@@ -19,7 +19,7 @@ pub struct PackedRuns {
 }
 
 impl PackedCalls for PackedRuns {
-    fn len(&self) -> usize {
+    fn calls(&self) -> usize {
         self.runs.iter().map(|(_, log)| log.len()).sum()
     }
 

@@ -113,7 +113,7 @@ impl RegionData {
     /// Number of completed calls kept (0 in the aggregate layout).
     pub fn calls(&self) -> usize {
         match &self.calls {
-            Calls::Packed(packed) => packed.len(),
+            Calls::Packed(packed) => packed.calls(),
             Calls::Columns(c) => c.starts.len(),
         }
     }

@@ -20,7 +20,7 @@ pub const SLAB: usize = 1 << 16;
 /// the clock conversion that turns them into nanoseconds): what handing them out needs.
 pub trait PackedCalls: std::fmt::Debug + Send + Sync {
     /// Number of calls.
-    fn len(&self) -> usize;
+    fn calls(&self) -> usize;
     /// Bytes reserved for the calls (is a second thread worth it?).
     fn bytes_reserved(&self) -> usize;
     /// Bytes of them held on the heap.
@@ -37,7 +37,6 @@ pub trait SlabSource {
 }
 
 impl RegionData {
-
     /// All calls as columns (tests and small data; writers stream with `for_each_slab`).
     pub fn columns(&self) -> Columns {
         let mut c = Columns::default();
