@@ -566,6 +566,7 @@ fn perfctr_single_thread_gives_full_api_results(lk: &Lk) {
 }
 
 fn perfctr_two_threads_counts_each_cpu(lk: &Lk) {
+    support::need_cpus(2, "likwid-perfctr -C 0,1");
     let dir = scratch(&format!("likwid_threads_{}", lk.label()));
     let prog = build(&dir, "likwid_threads");
     let r = run_in(&dir, perfctr_with(lk, &prog, "0,1", true));
@@ -593,6 +594,7 @@ fn perfctr_two_threads_counts_each_cpu(lk: &Lk) {
 /// there only the first thread on a CPU is measured and one warning says how many calls
 /// were left out. The timings have every call either way.
 fn threads_sharing_a_cpu(lk: &Lk) {
+    support::need_cpus(2, "likwid-perfctr -C 0,1");
     let dir = scratch(&format!("likwid_shared_cpu_{}", lk.label()));
     let prog = build(&dir, "likwid_threads");
     let mut c = perfctr_with(lk, &prog, "0,1", true);
@@ -625,6 +627,7 @@ fn threads_sharing_a_cpu(lk: &Lk) {
 /// Each rank measures its own CPU with its own likwid-perfctr and marker file; rank 0
 /// writes every rank's counters into the one file (needs the core's MPI gather).
 fn mpirun_two_ranks_each_collect_their_counters(lk: &Lk) {
+    support::need_cpus(2, "likwid-mpirun -np 2, one CPU per rank");
     require_tool("likwid-mpirun");
     require_tool("mpicc");
     let dir = scratch(&format!("likwid_mpi_{}", lk.label()));
@@ -846,6 +849,7 @@ fn no_marker_file_falls_back_to_snapshots(lk: &Lk) {
 }
 
 fn python_reader_sees_the_same_likwid_results(lk: &Lk) {
+    support::need_cpus(2, "likwid-perfctr -C 0,1");
     let dir = scratch(&format!("likwid_python_{}", lk.label()));
     let prog = build(&dir, "likwid_threads");
     let r = run_in(&dir, perfctr_with(lk, &prog, "0,1", true));

@@ -84,6 +84,26 @@ pub fn run(cmd: &mut Command) -> Output {
     programs::run_with_timeout(cmd, std::time::Duration::from_secs(300))
 }
 
+/// How many CPUs this process may run on (its affinity mask, which taskset or a cgroup
+/// cpuset may limit below the machine's count).
+pub fn usable_cpus() -> usize {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return std::thread::available_parallelism().map_or(1, |n| n.get());
+        }
+        libc::CPU_COUNT(&set) as usize
+    }
+}
+
+/// Fail in one line, before running anything, where fewer than `n` CPUs are usable: the
+/// test runs `what` on `n` CPUs. The suite needs 2; any count above works.
+pub fn need_cpus(n: usize, what: &str) {
+    let have = usable_cpus();
+    assert!(have >= n, "this test needs {n} CPUs ({what}) but this process may use {have} (taskset or a cgroup cpuset limits it)");
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -6,11 +6,15 @@
 //! example, is only on stderr). libtest captures the hook's output with the test's, and
 //! shows it only for a failing test.
 //!
+//! Every program started here also gets an OpenMPI session directory of its own (see
+//! [`private_mpi_dir`]).
+//!
 //! Shared by the root crate's tests (`tests/support/mod.rs`) and sptool's
 //! (`sptool/tests/sptool/common.rs`, through `#[path]`); std and libc only.
 #![allow(dead_code)]
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,8 @@ const LINE: usize = 400;
 
 struct Ran {
     command: String,
+    /// The private OpenMPI directory of a running child, removed when it has ended.
+    mpi_dir: Option<PathBuf>,
     /// How it ended ("exit status: 0", "killed: timed out after 300 s", "still running").
     end: String,
     pid: u32,
@@ -96,6 +102,7 @@ pub fn record(cmd: &Command, out: &Output, elapsed: Option<Duration>) {
 fn record_line(command: String, out: &Output, elapsed: Option<Duration>) {
     push(Ran {
         command,
+        mpi_dir: None,
         end: describe(&out.status),
         pid: 0,
         elapsed,
@@ -109,6 +116,8 @@ fn record_line(command: String, out: &Output, elapsed: Option<Duration>) {
 /// `timeout` (the program is then killed with SIGKILL, and what it wrote until then is
 /// logged). The program is logged for the failure report either way.
 pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
+    let mpi_dir = private_mpi_dir(cmd);
+    let _removed_at_the_end = RemoveDir(mpi_dir);
     let started = Instant::now();
     let child = cmd
         .stdout(Stdio::piped())
@@ -135,6 +144,7 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
             match rx.recv_timeout(Duration::from_secs(10)) {
                 Ok(Ok(out)) => push(Ran {
                     command: line,
+                    mpi_dir: None,
                     end: format!("killed (SIGKILL) after the test's timeout of {} s, then {}", timeout.as_secs(), describe(&out.status)),
                     pid,
                     elapsed: Some(started.elapsed()),
@@ -144,6 +154,7 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
                 }),
                 _ => push(Ran {
                     command: line,
+                    mpi_dir: None,
                     end: format!("killed (SIGKILL) after the test's timeout of {} s; its output stayed in pipes a child of it holds open", timeout.as_secs()),
                     pid,
                     elapsed: Some(started.elapsed()),
@@ -159,6 +170,7 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
 
 /// Start a command with piped stdout and stderr, logged as running until [`wait`].
 pub fn spawn(cmd: &mut Command) -> Child {
+    let mpi_dir = private_mpi_dir(cmd);
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -166,6 +178,7 @@ pub fn spawn(cmd: &mut Command) -> Child {
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     push(Ran {
         command: format!("{cmd:?}"),
+        mpi_dir,
         end: "still running (started by the test, not waited for)".into(),
         pid: child.id(),
         elapsed: None,
@@ -184,6 +197,7 @@ pub fn wait(child: Child) -> Output {
         let Ok(mut l) = l.try_borrow_mut() else { return true };
         let Some(r) = l.ran.iter_mut().rev().find(|r| r.pid == pid && r.elapsed.is_none()) else { return false };
         r.end = describe(&out.status);
+        drop(RemoveDir(r.mpi_dir.take()));
         r.elapsed = Some(r.started.elapsed());
         r.stderr = Tail::of(&out.stderr, STDERR_TAIL);
         r.stdout = Tail::of(&out.stdout, STDOUT_TAIL);
@@ -193,6 +207,39 @@ pub fn wait(child: Child) -> Output {
         record_line(format!("(child pid {pid}, started elsewhere)"), &out, None);
     }
     out
+}
+
+/// OpenMPI keeps a job's session directory under `<orte_tmpdir_base>/ompi.<host>.<uid>/`
+/// (`/tmp` by default), one per user, and a job that starts while another one ends can find
+/// that directory removed under it: `A call to mkdir was unable to create the desired
+/// directory ... File exists` (open-mpi/ompi#8510). Two test threads, or two test runs on one
+/// machine, start such jobs at the same time, so every program started here (mpirun,
+/// likwid-mpirun, ctest, a script: whatever may start one) gets a base directory of its own,
+/// short enough for the sockets OpenMPI creates in it. Only OpenMPI reads the variable; one
+/// already set is left alone.
+fn private_mpi_dir(cmd: &mut Command) -> Option<PathBuf> {
+    const VAR: &str = "OMPI_MCA_orte_tmpdir_base";
+    if std::env::var_os(VAR).is_some() || cmd.get_envs().any(|(k, _)| k == VAR) {
+        return None;
+    }
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sp-ompi.{}.{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).ok()?;
+    cmd.env(VAR, &dir);
+    Some(dir)
+}
+
+/// Removes its directory when dropped.
+struct RemoveDir(Option<PathBuf>);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 /// The log of this thread as text (what the panic hook prints).
