@@ -188,7 +188,8 @@ fi
 perfctr=/usr/bin/likwid-perfctr
 if [[ ${SP_FAKE_PERFCTR:-direct} == direct && -f $perfctr ]]; then
     mkdir -p "$layers/bin/upper" "$layers/bin/work"
-    cp -p "$perfctr" "$layers/bin/upper/.likwid-perfctr.real"
+    cp "$perfctr" "$layers/bin/upper/.likwid-perfctr.real"
+    chmod 755 "$layers/bin/upper/.likwid-perfctr.real"
     cat >"$layers/bin/upper/likwid-perfctr" <<EOF
 #!/bin/sh
 # TEST STAND-IN written by tests/likwid/fake_msr.sh, in its private namespace only: Debian's
