@@ -99,6 +99,7 @@ pub fn usable_cpus() -> usize {
 
 /// Fail in one line, before running anything, where fewer than `n` CPUs are usable: the
 /// test runs `what` on `n` CPUs. The suite needs 2; any count above works.
+#[track_caller]
 pub fn need_cpus(n: usize, what: &str) {
     let have = usable_cpus();
     assert!(have >= n, "this test needs {n} CPUs ({what}) but this process may use {have} (taskset or a cgroup cpuset limits it)");
