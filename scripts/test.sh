@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 # Build LIKWID 5.5.1 now (reused by later runs), so its one-line status shows before the tests.
 lk=0; ./scripts/likwid55.sh >/dev/null || lk=$?
 [ "$lk" -eq 0 ] || [ "$lk" -eq 3 ] || echo "[test] LIKWID 5.5.1 did not build (see above): the likwid55 tests will fail" >&2
+# The suite needs 2 CPUs (LIKWID on CPUs 0 and 1, likwid-mpirun with 2 ranks); any count above works.
+cpus=$(nproc)
+[ "$cpus" -ge 2 ] || echo "[test] this process may use $cpus CPU: the tests that need 2 CPUs will fail, each saying so in one line" >&2
 export SCOPE_PROFILER_PYTHON="$PWD/.venv/bin/python"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cargo build --workspace --all-targets --locked

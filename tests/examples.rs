@@ -252,6 +252,7 @@ fn nbody_under_likwid_perfctr_marker_mode() {
 
 #[test]
 fn matmul_fortran_mpi_under_likwid_mpirun_marker() {
+    need_cpus(2, "likwid-mpirun -np 2, one CPU per rank");
     let dir = scratch("example_matmul_f_mpi_likwid");
     let exe = build_fortran("mpif90", "examples/matmul/matmul.F90", &dir, "matmul_f_mpi", &["-DUSE_MPI"]);
     let file = dir.join("matmul_likwid.h5");

@@ -16,13 +16,11 @@ const NOBODY: u32 = 65534;
 fn shim(dir: &Path) -> PathBuf {
     let out = dir.join("open_log_shim.so");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let o = Command::new(&cc)
+    let o = run(Command::new(&cc)
         .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&out)
         .arg(repo_root().join("tests/c/open_log_shim.c"))
-        .arg("-ldl")
-        .output()
-        .unwrap();
+        .arg("-ldl"));
     assert!(o.status.success(), "compiling the shim failed:\n{}", text(&o.stderr));
     out
 }
@@ -243,7 +241,7 @@ fn fallback_into_a_world_writable_sticky_directory_is_private_and_never_replaces
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let pid = std::fs::read_to_string(dir.join("pid")).unwrap().trim().to_string();
-    let host = text(&Command::new("uname").arg("-n").output().unwrap().stdout).trim().to_string();
+    let host = text(&run(Command::new("uname").arg("-n")).stdout).trim().to_string();
     let planted = shared.join(format!("run.{host}.{pid}.h5"));
     assert_eq!(std::fs::read_link(&planted).unwrap(), victim, "root's link in the sticky directory stays");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
@@ -400,7 +398,7 @@ fn string_attrs(file: &Path) -> Vec<(String, String)> {
 #[test]
 fn minimal_metadata_leaves_out_host_user_directory_path_modules_and_slurm() {
     let (dir, exe, _) = setup("file_safety_metadata");
-    let host = text(&Command::new("uname").arg("-n").output().unwrap().stdout).trim().to_string();
+    let host = text(&run(Command::new("uname").arg("-n")).stdout).trim().to_string();
     let path_var = format!("/opt/sp-privacy-marker/bin:{}", std::env::var("PATH").unwrap());
     let run_with = |detail: &str| {
         let wd = dir.join(format!("workdir-marker-{detail}"));

@@ -24,7 +24,7 @@ fn start(exe: &Path, dir: &Path, threads: usize, mode: &str, calls: u64, env: &[
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    programs::spawn(&mut cmd)
 }
 
 /// The highest count each thread reported so far, and whether `marker` lines appeared.
@@ -63,7 +63,7 @@ fn wait_running(dir: &Path, threads: usize) {
 }
 
 fn wait(child: Child) -> std::process::Output {
-    child.wait_with_output().unwrap()
+    programs::wait(child)
 }
 
 /// Calls per region (summed over ranks) as the PyPI reader sees them, and the metadata.
@@ -349,7 +349,7 @@ fn mpirun_sigterm_then_recover_combines_the_ranks() {
         .current_dir(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = programs::spawn(&mut cmd);
     let side_of = |r: usize| {
         let text = std::fs::read_to_string(dir.join(format!("side.r{r}"))).unwrap_or_default();
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

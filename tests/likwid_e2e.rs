@@ -11,8 +11,12 @@
 //! namespace with sparse zero-filled /dev/cpu/N/msr files and a LIKWID topology file that
 //! claims a Zen3 with this host's core layout (stand-ins for hardware: counters read 0, the
 //! group files and event names are zen3's on every host, everything else is LIKWID's real
-//! code). LIKWID 5.2, util-linux `unshare`, root (or unprivileged user namespaces), cc and
-//! (for the MPI tests) OpenMPI are required: a missing tool fails the test, it does not skip it.
+//! code). In the same namespace LIKWID's access daemon is a stand-in that refuses to start,
+//! as the real one does on a CPU it does not know (AMD Zen5), and Debian's likwid-perfctr
+//! selects direct access also where likwid-mpirun starts it without `-M 0`: no test needs
+//! the daemon, so the tests run alike on Zen3, Zen4, Zen5 and Intel hosts. LIKWID 5.2,
+//! util-linux `unshare`, root (or unprivileged user namespaces), cc and (for the MPI tests)
+//! OpenMPI are required: a missing tool fails the test, it does not skip it.
 //!
 //! The oracle for names is likwid-perfctr's own stdout (its region tables are printed
 //! from the marker file after our program exits, which also proves the file survived).
@@ -562,6 +566,7 @@ fn perfctr_single_thread_gives_full_api_results(lk: &Lk) {
 }
 
 fn perfctr_two_threads_counts_each_cpu(lk: &Lk) {
+    support::need_cpus(2, "likwid-perfctr -C 0,1");
     let dir = scratch(&format!("likwid_threads_{}", lk.label()));
     let prog = build(&dir, "likwid_threads");
     let r = run_in(&dir, perfctr_with(lk, &prog, "0,1", true));
@@ -589,6 +594,7 @@ fn perfctr_two_threads_counts_each_cpu(lk: &Lk) {
 /// there only the first thread on a CPU is measured and one warning says how many calls
 /// were left out. The timings have every call either way.
 fn threads_sharing_a_cpu(lk: &Lk) {
+    support::need_cpus(2, "likwid-perfctr -C 0,1");
     let dir = scratch(&format!("likwid_shared_cpu_{}", lk.label()));
     let prog = build(&dir, "likwid_threads");
     let mut c = perfctr_with(lk, &prog, "0,1", true);
@@ -621,6 +627,7 @@ fn threads_sharing_a_cpu(lk: &Lk) {
 /// Each rank measures its own CPU with its own likwid-perfctr and marker file; rank 0
 /// writes every rank's counters into the one file (needs the core's MPI gather).
 fn mpirun_two_ranks_each_collect_their_counters(lk: &Lk) {
+    support::need_cpus(2, "likwid-mpirun -np 2, one CPU per rank");
     require_tool("likwid-mpirun");
     require_tool("mpicc");
     let dir = scratch(&format!("likwid_mpi_{}", lk.label()));
@@ -842,6 +849,7 @@ fn no_marker_file_falls_back_to_snapshots(lk: &Lk) {
 }
 
 fn python_reader_sees_the_same_likwid_results(lk: &Lk) {
+    support::need_cpus(2, "likwid-perfctr -C 0,1");
     let dir = scratch(&format!("likwid_python_{}", lk.label()));
     let prog = build(&dir, "likwid_threads");
     let r = run_in(&dir, perfctr_with(lk, &prog, "0,1", true));
@@ -884,59 +892,63 @@ fn python_reader_sees_the_same_likwid_results(lk: &Lk) {
 
 /// A LIKWID that does not support the CPU costs the run nothing. LIKWID 5.2 rejects a Zen4
 /// (likwid-perfctr stops before the program starts; likwid_markerInit segfaults after
-/// "Unsupported AMD Zen Processor"). The stand-in topology claims a Zen4 on every host, and
-/// the marker variables are set by hand as likwid-perfctr would set them, since
-/// likwid-perfctr itself refuses to run there. The custom event string passes every
-/// LIKWID_EVENTS check, so only the CPU check stands between the program and the crash.
+/// "Unsupported AMD Zen Processor") and knows no Zen5 (AMD family 26) at all. The stand-in
+/// topology claims each CPU on every host, and the marker variables are set by hand as
+/// likwid-perfctr would set them, since likwid-perfctr itself refuses to run there. The
+/// custom event string passes every LIKWID_EVENTS check, so only the CPU check stands
+/// between the program and the crash.
 #[test]
 fn unsupported_cpu_keeps_timings_with_one_warning() {
-    for (i, events) in ["RETIRED_INSTRUCTIONS:PMC0,CPU_CLOCKS_UNHALTED:PMC1", "FLOPS_DP"].into_iter().enumerate() {
-        let dir = scratch(&format!("likwid_unsupported_cpu_{i}"));
-        let prog = build(&dir, "likwid_basic");
-        let mut c = fake_msr();
-        c.args(["--claim", "zen4", "taskset", "-c", "0"]).arg(&prog).env("SCOPE_PROFILER_LIKWID", "1");
-        manual_marker_env(&mut c, &dir, events);
-        let r = run_in(&dir, c);
-        r.ok();
-        assert!(r.stdout.contains("likwid_basic done rc=0"), "{}", r.stdout);
-        let w = r.single_warning_containing("does not support this CPU");
-        assert!(w.contains("family 25 model 17") && w.contains("timings only") && w.contains("liblikwid"), "{w}");
-        assert_eq!(r.warnings().len(), 1, "{:#?}", r.warnings());
-        assert!(read_likwid(&r.h5, 0).is_none());
-        assert!(!dir.join("marker.txt").exists());
-        assert_eq!(timing_calls(&r.h5, 0), basic_calls());
-        // The PyPI reader reads the timings: every region, with its calls, and no counters.
-        let py = support::python_view(&r.h5);
-        assert_eq!(py["has_likwid"], false, "{py}");
-        for (name, calls) in basic_calls() {
-            // The reader keys regions by their HDF5 group name ('/' is stored as '|').
-            let key = name.replace('/', "|");
-            assert_eq!(py["regions"][&key]["0"]["calls"], calls as u64, "{name}: {py}");
+    for (claim, cpu) in [("zen4", "family 25 model 17"), ("zen5", "family 26 model 2")] {
+        for (i, events) in ["RETIRED_INSTRUCTIONS:PMC0,CPU_CLOCKS_UNHALTED:PMC1", "FLOPS_DP"].into_iter().enumerate() {
+            let dir = scratch(&format!("likwid_unsupported_cpu_{claim}_{i}"));
+            let prog = build(&dir, "likwid_basic");
+            let mut c = fake_msr();
+            c.args(["--claim", claim, "taskset", "-c", "0"]).arg(&prog).env("SCOPE_PROFILER_LIKWID", "1");
+            manual_marker_env(&mut c, &dir, events);
+            let r = run_in(&dir, c);
+            r.ok();
+            assert!(r.stdout.contains("likwid_basic done rc=0"), "{}", r.stdout);
+            let w = r.single_warning_containing("does not support this CPU");
+            assert!(w.contains(cpu) && w.contains("timings only") && w.contains("liblikwid"), "{w}");
+            assert_eq!(r.warnings().len(), 1, "{:#?}", r.warnings());
+            assert!(read_likwid(&r.h5, 0).is_none());
+            assert!(!dir.join("marker.txt").exists());
+            assert_eq!(timing_calls(&r.h5, 0), basic_calls());
+            // The PyPI reader reads the timings: every region, with its calls, and no counters.
+            let py = support::python_view(&r.h5);
+            assert_eq!(py["has_likwid"], false, "{py}");
+            for (name, calls) in basic_calls() {
+                // The reader keys regions by their HDF5 group name ('/' is stored as '|').
+                let key = name.replace('/', "|");
+                assert_eq!(py["regions"][&key]["0"]["calls"], calls as u64, "{name}: {py}");
+            }
         }
     }
 }
 
-/// The same stand-in Zen4 with LIKWID 5.5, which knows it: counters, LIKWID's zen4 names.
-#[test]
-fn zen4_is_measured_by_likwid55() {
+/// The same stand-in CPUs with LIKWID 5.5, which knows them: counters, LIKWID's names for
+/// that CPU (`arch` is its perfgroups directory).
+fn measured_by_likwid55(claim: &str, arch: &str) {
     let Some(lk) = Lk::v55() else { return };
-    let dir = scratch("likwid55_zen4");
+    let dir = scratch(&format!("likwid55_{claim}"));
     let prog = build(&dir, "likwid_basic");
     let mut c = fake_msr_with(&lk);
-    c.args(["--claim", "zen4", "taskset", "-c", "0"]).arg(&prog).env("SCOPE_PROFILER_LIKWID", "1");
+    c.args(["--claim", claim, "taskset", "-c", "0"]).arg(&prog).env("SCOPE_PROFILER_LIKWID", "1");
     manual_marker_env(&mut c, &dir, "FLOPS_DP");
     let r = run_in(&dir, c);
     r.ok();
     assert!(r.warnings().is_empty(), "{:#?}", r.warnings());
     let (_, num, regions) = read_likwid(&r.h5, 0).expect("no rank0/likwid");
     assert_eq!(num, 4);
-    let group = std::fs::read_to_string(lk.prefix.as_ref().unwrap().join("share/likwid/perfgroups/zen4/FLOPS_DP.txt")).unwrap();
+    let group = lk.prefix.as_ref().unwrap().join(format!("share/likwid/perfgroups/{arch}/FLOPS_DP.txt"));
+    let group = std::fs::read_to_string(&group).unwrap_or_else(|e| panic!("{}: {e}", group.display()));
     for (name, calls) in basic_calls() {
         let reg = &regions[&name];
         assert_eq!(reg.source, "full_api");
         assert_eq!(reg.group_name, "FLOPS_DP");
         assert_eq!(reg.call_counts, vec![calls as i64], "{name}");
-        // Every event of zen4's FLOPS_DP group file, in its order.
+        // Every event of the group file, in its order.
         let mut from_file = Vec::new();
         let mut in_set = false;
         for l in group.lines() {
@@ -953,6 +965,73 @@ fn zen4_is_measured_by_likwid55() {
         assert_eq!(ours, from_file, "{name}");
     }
     assert_eq!(timing_calls(&r.h5, 0), basic_calls());
+}
+
+#[test]
+fn zen4_is_measured_by_likwid55() {
+    measured_by_likwid55("zen4", "zen4");
+}
+
+#[test]
+fn zen5_is_measured_by_likwid55() {
+    measured_by_likwid55("zen5", "zen5");
+}
+
+/// The Zen5 condition on every host. Debian's likwid-accessD checks the real CPU with CPUID
+/// (never the topology file) and refuses to start on a CPU it does not know, such as an AMD
+/// family 26; in the namespace it is a stand-in that always refuses (fake_msr.sh), so a test
+/// that needed the daemon would fail here as it does on a Zen5. Debian's likwid-perfctr in
+/// its default (daemon) mode then stops before the program starts, with the message a Zen5
+/// user sees; the namespace's likwid-perfctr, which selects direct access the way
+/// likwid-mpirun calls it (without -M), measures the same program.
+#[test]
+fn access_daemon_refuses_as_on_zen5_and_direct_access_needs_none() {
+    let dir = scratch("likwid_daemon_refuses");
+    let prog = build(&dir, "likwid_basic");
+    let mut c = fake_msr();
+    c.args(["likwid-perfctr", "-C", "0", "-g", "FLOPS_DP", "-m"]).arg(&prog);
+    c.env("SP_FAKE_ACCESSD", "refuse").env("SP_FAKE_PERFCTR", "host").env("SCOPE_PROFILER_LIKWID", "1");
+    let r = run_in(&dir, c);
+    assert!(!r.out.status.success(), "likwid-perfctr ran without the access daemon:\n{}", r.stdout);
+    assert!(r.stderr.contains("likwid-accessD is a test stand-in that refuses to start"), "{}", r.stderr);
+    assert!(r.stderr.contains("could not be") && r.stderr.contains("likwid-accessD just failed to start"), "{}", r.stderr);
+    assert!(!r.stdout.contains("likwid_basic done"), "the program started:\n{}", r.stdout);
+    assert!(!r.h5.exists());
+
+    let mut c = fake_msr();
+    c.args(["likwid-perfctr", "-C", "0", "-g", "FLOPS_DP", "-m"]).arg(&prog);
+    c.env("SP_FAKE_ACCESSD", "refuse").env("SCOPE_PROFILER_LIKWID", "1");
+    let r = run_in(&dir, c);
+    r.ok();
+    assert!(!r.stderr.contains("likwid-accessD"), "{}", r.stderr);
+    let (env, _, regions) = read_likwid(&r.h5, 0).expect("no rank0/likwid");
+    flops_dp_env_ok(&env, "0");
+    assert_matches_perfctr(&regions, &parse_perfctr(&r.stdout), "full_api");
+}
+
+/// What a Zen5 (AMD family 26) user meets with Debian's LIKWID 5.2 (docs/likwid.md): whatever
+/// the access mode, LIKWID stops before the program starts, so scope_profiler never runs
+/// inside LIKWID's failure. likwid-mpirun fails in its Lua code (5.2 has no name for the CPU),
+/// likwid-perfctr with direct access in perfmon_init ("Unsupported Processor").
+#[test]
+fn likwid52_stops_before_the_program_on_zen5() {
+    require_tool("likwid-mpirun");
+    let dir = scratch("likwid52_zen5");
+    let prog = build(&dir, "likwid_basic");
+    for (what, args, says) in [
+        ("likwid-mpirun", &["likwid-mpirun", "-np", "1", "-g", "FLOPS_DP", "-mpi", "openmpi", "-marker"][..], "short_name"),
+        ("likwid-perfctr -M 0", &["likwid-perfctr", "-M", "0", "-C", "0", "-g", "FLOPS_DP", "-m"][..], "Unsupported Processor"),
+    ] {
+        let mut c = fake_msr();
+        c.args(["--claim", "zen5"]).args(args).arg(&prog).env("SCOPE_PROFILER_LIKWID", "1");
+        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        let r = run_in(&dir, c);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(all.contains(says), "{what}: expected {says:?}:\n{all}");
+        assert!(!r.stdout.contains("likwid_basic done"), "{what}: the program started:\n{}", r.stdout);
+        assert!(!r.h5.exists(), "{what}");
+        assert!(r.warnings().is_empty(), "{what}: {:#?}", r.warnings());
+    }
 }
 
 /// Where likwid-genTopoCfg cannot describe the host, fake_msr.sh writes a topology from a

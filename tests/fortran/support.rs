@@ -51,13 +51,12 @@ pub fn build_fortran(compiler: &str, program: &str, dir: &Path, name: &str, extr
     exe
 }
 
-/// `mpirun -np <np>` that works as root and above the core count (OpenMPI).
+/// `mpirun -np <np>` that works as root and above the core count (OpenMPI). Always with
+/// `--oversubscribe`: OpenMPI's slots are cores, so a 2-CPU machine with one core and two
+/// hardware threads has only 1.
 pub fn mpirun(np: u32) -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.arg("-np").arg(np.to_string());
-    if np > 2 {
-        cmd.arg("--oversubscribe");
-    }
+    cmd.arg("--oversubscribe").arg("-np").arg(np.to_string());
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     cmd
 }

@@ -10,12 +10,29 @@
 #      (Zen4, Sapphire Rapids, ...), and the test fixtures (perfgroup arch, group files,
 #      event names) are the same on every host. The claimed CPU is pinned HERE and only
 #      here; the core and NUMA layout stay the host's. Nothing in the product reads it.
+#   3. /usr/sbin/likwid-accessD, Debian's LIKWID access daemon, is a STAND-IN that refuses to
+#      start (one line on stderr, exit status 1). The real daemon checks the real CPU with
+#      CPUID (it never reads the topology file) and does exactly that on a CPU it does not
+#      know, e.g. an AMD family 26 (Zen5): every client then waits 10 s and exits with
+#      "The socket file at '/tmp/likwid-N' could not be opened". So every host runs the tests
+#      the way such a host must: without the daemon. SP_FAKE_ACCESSD=host keeps the host's
+#      daemon (for trying things by hand).
+#   4. /usr/bin/likwid-perfctr, Debian's, which defaults to the access daemon, is a STAND-IN
+#      that runs the real script with direct access first (`-M 0`; a later `-M` of the
+#      caller wins), as a site configured for direct access would: likwid-mpirun starts
+#      likwid-perfctr by that path without `-M`. Direct access reads the zero MSR files of 1.
+#      SP_FAKE_PERFCTR=host keeps Debian's default (then likwid-mpirun of LIKWID 5.2 needs
+#      the daemon, and fails as on a Zen5 host).
+#   3 and 4 are overlays on /usr/sbin and /usr/bin in this namespace only; LIKWID 5.5 built by
+#   scripts/likwid55.sh has no daemon and defaults to direct access, so it is left as it is.
 #
-#   tests/likwid/fake_msr.sh [--hide-likwid] [--claim zen3|zen4|none] [--] COMMAND [ARGS...]
+#   tests/likwid/fake_msr.sh [--hide-likwid] [--claim zen3|zen4|zen5|none] [--] COMMAND [ARGS...]
 #
 # --claim zen3   (default) AMD Zen3, family 25 model 1: known to LIKWID 5.2 and 5.5.
 # --claim zen4   AMD Zen4, family 25 model 17: LIKWID 5.2 rejects it ("Unsupported AMD Zen
 #                Processor"); the stand-in for a user's CPU that is newer than their LIKWID.
+# --claim zen5   AMD Zen5 (EPYC), family 26 model 2: LIKWID 5.2 does not know the family
+#                ("Unsupported Processor"); LIKWID 5.5 does.
 # --claim none   no topology file: LIKWID probes the real CPU.
 # --hide-likwid  also bind-mount /dev/null over every installed liblikwid.so* file in the
 #                namespace, so dlopen of LIKWID fails the way it does on a machine
@@ -53,7 +70,7 @@ while [[ $# -gt 0 ]]; do
         *) break ;;
     esac
 done
-[[ $# -gt 0 ]] || { echo "usage: $0 [--hide-likwid] [--claim zen3|zen4|none] [--] COMMAND [ARGS...]" >&2; exit 2; }
+[[ $# -gt 0 ]] || { echo "usage: $0 [--hide-likwid] [--claim zen3|zen4|zen5|none] [--] COMMAND [ARGS...]" >&2; exit 2; }
 
 # The claimed CPU (family, model): the one place where it is pinned. Besides family and
 # model, the claim sets what an AMD host reports: isIntel 0, vendor 0, and 0 for Intel's
@@ -62,9 +79,12 @@ done
 case "$claim" in
     zen3) family=25 model=1 ;;
     zen4) family=25 model=17 ;;
+    zen5) family=26 model=2 ;;
     none) ;;
-    *) echo "$0: unknown --claim $claim (zen3, zen4, none)" >&2; exit 2 ;;
+    *) echo "$0: unknown --claim $claim (zen3, zen4, zen5, none)" >&2; exit 2 ;;
 esac
+case "${SP_FAKE_ACCESSD:-refuse}" in refuse | host) ;; *) echo "$0: SP_FAKE_ACCESSD must be refuse or host" >&2; exit 2 ;; esac
+case "${SP_FAKE_PERFCTR:-direct}" in direct | host) ;; *) echo "$0: SP_FAKE_PERFCTR must be direct or host" >&2; exit 2 ;; esac
 
 ncpu=$(getconf _NPROCESSORS_CONF)
 
@@ -121,12 +141,19 @@ EOF
     printf 'numa_info nodes 1 numberOfDistances = 1\nnuma_info nodes 1 distances 0 = 10\n'
 }
 
+# A private tmpfs for the overlays' layers; once an overlay is mounted it keeps its own
+# reference, so the directory is detached and removed again at the end of the setup.
+layers=$(mktemp -d "${TMPDIR:-/tmp}/sp_fake_likwid.XXXXXX")
+mount -t tmpfs tmpfs "$layers"
+
+# Overlay directory $1 with the files in $layers/$2/upper (which shadow or add to it).
+overlay() {
+    mount -t overlay overlay -o "lowerdir=$1,upperdir=$layers/$2/upper,workdir=$layers/$2/work" "$1" \
+        || { echo "[fake_msr] cannot overlay $1 with the test stand-ins (overlayfs needed)" >&2; exit 1; }
+}
+
 if [[ $claim != none ]]; then
-    # A private tmpfs for the overlay's layers; once the overlay is mounted it keeps its
-    # own reference, so the directory is detached and removed again at once.
-    layers=$(mktemp -d "${TMPDIR:-/tmp}/sp_fake_topo.XXXXXX")
-    mount -t tmpfs tmpfs "$layers"
-    mkdir "$layers/upper" "$layers/work"
+    mkdir -p "$layers/etc/upper" "$layers/etc/work"
     host_cfg="$layers/host.cfg"
     if [[ "${SP_FAKE_TOPO:-}" == template ]] \
         || ! likwid-genTopoCfg -o "$host_cfg" >/dev/null 2>"$layers/gen.err" || [[ ! -s "$host_cfg" ]]; then
@@ -139,12 +166,44 @@ if [[ $claim != none ]]; then
         -e 's/^cpuid_info isIntel = .*/cpuid_info isIntel = 0/' \
         -e 's/^cpuid_info vendor = .*/cpuid_info vendor = 0/' \
         -e 's/^cpuid_info \(perf_version\|perf_num_ctr\|perf_width_ctr\|perf_num_fixed_ctr\) = .*/cpuid_info \1 = 0/' \
-        "$host_cfg" >"$layers/upper/likwid_topo.cfg"
-    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$layers/upper,workdir=$layers/work" /etc \
-        || { echo "[fake_msr] cannot overlay /etc with the stand-in topology file (overlayfs needed)" >&2; exit 1; }
-    umount -l "$layers"
-    rmdir "$layers"
+        "$host_cfg" >"$layers/etc/upper/likwid_topo.cfg"
+    overlay /etc etc
 fi
+
+daemon=/usr/sbin/likwid-accessD
+if [[ ${SP_FAKE_ACCESSD:-refuse} == refuse && -e $daemon ]]; then
+    mkdir -p "$layers/sbin/upper" "$layers/sbin/work"
+    cat >"$layers/sbin/upper/likwid-accessD" <<'EOF'
+#!/bin/sh
+# TEST STAND-IN written by tests/likwid/fake_msr.sh, in its private namespace only: LIKWID's
+# access daemon refusing to start, as Debian's likwid-accessD 5.2.2 does on a CPU it does
+# not know (it checks the real CPU with CPUID, e.g. AMD family 26, and exits with status 1).
+echo "[fake_msr] likwid-accessD is a test stand-in that refuses to start, as the real one does on a CPU it does not know (AMD family 26, Zen5): use direct access (likwid-perfctr -M 0)" >&2
+exit 1
+EOF
+    chmod 755 "$layers/sbin/upper/likwid-accessD"
+    overlay "$(dirname "$daemon")" sbin
+fi
+
+perfctr=/usr/bin/likwid-perfctr
+if [[ ${SP_FAKE_PERFCTR:-direct} == direct && -f $perfctr ]]; then
+    mkdir -p "$layers/bin/upper" "$layers/bin/work"
+    cp "$perfctr" "$layers/bin/upper/.likwid-perfctr.real"
+    chmod 755 "$layers/bin/upper/.likwid-perfctr.real"
+    cat >"$layers/bin/upper/likwid-perfctr" <<EOF
+#!/bin/sh
+# TEST STAND-IN written by tests/likwid/fake_msr.sh, in its private namespace only: Debian's
+# likwid-perfctr (copied beside this file) with direct MSR access unless the caller chooses
+# (a later -M wins). likwid-mpirun starts $perfctr without -M, and the access daemon
+# refuses CPUs it does not know.
+exec $(dirname "$perfctr")/.likwid-perfctr.real -M 0 "\$@"
+EOF
+    chmod 755 "$layers/bin/upper/likwid-perfctr"
+    overlay "$(dirname "$perfctr")" bin
+fi
+
+umount -l "$layers"
+rmdir "$layers"
 
 mount -t tmpfs tmpfs /dev/cpu
 for ((c = 0; c < ncpu; c++)); do

@@ -2,6 +2,8 @@
 //! library and the committed header, running them, and finding the Python oracle.
 #![allow(dead_code)]
 
+pub mod programs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -67,7 +69,7 @@ pub fn compile_with(compiler: &str, flags: &[&str], name: &str, sources: &[&str]
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .arg("-lscope_profiler")
         .args(extra);
-    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+    let output = run(&mut cmd);
     assert!(
         output.status.success(),
         "compiling {name} failed:\n{}",
@@ -76,25 +78,31 @@ pub fn compile_with(compiler: &str, flags: &[&str], name: &str, sources: &[&str]
     out
 }
 
-/// Run a command to completion, failing the test on a timeout.
+/// Run a command to completion, failing the test on a timeout (300 s). The program's command
+/// line, exit status and output tails are printed if the test fails (see [`programs`]).
 pub fn run(cmd: &mut Command) -> Output {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(std::time::Duration::from_secs(300)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("{cmd:?} timed out");
+    programs::run_with_timeout(cmd, std::time::Duration::from_secs(300))
+}
+
+/// How many CPUs this process may run on (its affinity mask, which taskset or a cgroup
+/// cpuset may limit below the machine's count).
+pub fn usable_cpus() -> usize {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return std::thread::available_parallelism().map_or(1, |n| n.get());
         }
+        libc::CPU_COUNT(&set) as usize
     }
+}
+
+/// Fail in one line, before running anything, where fewer than `n` CPUs are usable: the
+/// test runs `what` on `n` CPUs. The suite needs 2; any count above works.
+#[track_caller]
+pub fn need_cpus(n: usize, what: &str) {
+    let have = usable_cpus();
+    assert!(have >= n, "this test needs {n} CPUs ({what}) but this process may use {have} (taskset or a cgroup cpuset limits it)");
 }
 
 pub fn text(bytes: &[u8]) -> String {

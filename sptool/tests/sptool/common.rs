@@ -19,10 +19,18 @@ fn spawn_guard() -> RwLockReadGuard<'static, ()> {
     HDF5_FILES.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Run a command to completion (see [`HDF5_FILES`]).
+/// What a test ran, printed when it fails (the root crate's tests share it).
+#[path = "../../../tests/support/programs.rs"]
+mod programs;
+
+/// Run a command to completion (see [`HDF5_FILES`]); a failing test prints its command
+/// line, exit status and output tails.
 pub fn output(cmd: &mut Command) -> std::io::Result<Output> {
     let _guard = spawn_guard();
-    cmd.output()
+    let started = std::time::Instant::now();
+    let out = cmd.output()?;
+    programs::record(cmd, &out, Some(started.elapsed()));
+    Ok(out)
 }
 
 pub struct Run {

@@ -11,13 +11,14 @@ use std::process::Command;
 fn shim(dir: &Path) -> PathBuf {
     let out = dir.join("open_log_shim.so");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/c/open_log_shim.c");
-    let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&out)
-        .arg(src)
-        .arg("-ldl")
-        .output()
-        .unwrap();
+    let o = output(
+        Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&out)
+            .arg(src)
+            .arg("-ldl"),
+    )
+    .unwrap();
     assert!(o.status.success(), "compiling the shim: {}", String::from_utf8_lossy(&o.stderr));
     out
 }
