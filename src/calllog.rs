@@ -23,14 +23,8 @@
 //! One decoder reads both: `decode_one` (with `unpack` for a packed word, which the cursor's
 //! block loop `Cursor::next_block` also uses), for finalize and for recovery.
 
+use crate::model::Call;
 use std::sync::atomic::{Ordering, compiler_fence};
-
-/// One completed call, in clock ticks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call {
-    pub start: i64,
-    pub end: i64,
-}
 
 /// Words of a chunk header: magic | region << 32, fill (data words used, written when the
 /// chunk is left), thread | capacity << 32 (capacity in words, header included), reserved.
@@ -343,7 +337,7 @@ impl CallLog {
         let used = self.used(i).min(c.words - HDR);
         match &c.store {
             Store::Heap(b) => &b[HDR..HDR + used],
-            Store::Spilled(offset) => crate::spill::spilled_words(*offset, c.words).map_or(&[][..], |w| &w[..used.min(w.len())]),
+            Store::Spilled(offset) => crate::spill::spilled_words(*offset, HDR, c.words).map_or(&[][..], |w| &w[..used.min(w.len())]),
         }
     }
 

@@ -1,9 +1,7 @@
 //! A `RankProfile` as bytes, to send it to rank 0: a JSON header (everything but the call
 //! columns) followed by the columns as raw little-endian i64, region by region.
 
-use crate::likwid::LikwidRun;
-use crate::profile::{Calls, Columns, RankInfo, RankProfile, RegionData};
-use crate::stats::Stats;
+use crate::model::{Calls, Columns, LikwidRun, RankCounters, RankInfo, RankProfile, RegionData, SourceLocation, Stats};
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 8] = b"SPRANK01";
@@ -14,7 +12,7 @@ struct Header {
     regions: Vec<RegionHeader>,
     likwid: LikwidRun,
     #[serde(default)]
-    counters: crate::counters::RankCounters,
+    counters: RankCounters,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -24,7 +22,7 @@ struct RegionHeader {
     open_calls: u64,
     dropped_calls: u64,
     #[serde(default)]
-    source: Option<crate::profile::SourceLocation>,
+    source: Option<SourceLocation>,
     stats: Vec<(i64, Stats)>,
 }
 
@@ -119,11 +117,11 @@ mod tests {
         let mut p = RankProfile::default();
         p.info.hostname = "node7".into();
         p.info.thread_os_ids = vec![11, 12];
-        p.info.extra.push(("clock_offset_ns".into(), crate::metadata::AttrValue::Int(-5)));
-        p.regions.push(RegionData { open_calls: 1, dropped_calls: 2, source: Some(crate::profile::SourceLocation { file: "a.c".into(), line: 7 }), ..RegionData::from_columns("a/β", vec![1, 2], vec![3, 4], vec![0, 1]) });
+        p.info.extra.push(("clock_offset_ns".into(), crate::model::AttrValue::Int(-5)));
+        p.regions.push(RegionData { open_calls: 1, dropped_calls: 2, source: Some(SourceLocation { file: "a.c".into(), line: 7 }), ..RegionData::from_columns("a/β", vec![1, 2], vec![3, 4], vec![0, 1]) });
         p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
         p.counters.event_names = vec!["task-clock".into()];
-        p.counters.perf.push(crate::counters::PerfRegion {
+        p.counters.perf.push(crate::model::PerfRegion {
             name: "a/β".into(),
             calls: 2,
             totals: vec![1.5e9],
@@ -134,7 +132,7 @@ mod tests {
             thread_calls: vec![1, 1],
             counted_flops: vec![],
         });
-        p.counters.annotated.push(crate::counters::AnnotatedRegion { name: "a/β".into(), flops: Some(2e9), ..Default::default() });
+        p.counters.annotated.push(crate::model::AnnotatedRegion { name: "a/β".into(), flops: Some(2e9), ..Default::default() });
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions.len(), 2);

@@ -439,14 +439,14 @@ fn source_too_long(len: usize) -> Error {
 
 /// Check a source location given over the C ABI. A file name that is not UTF-8 is kept with
 /// its invalid bytes replaced (paths need not be UTF-8); an empty one means no location.
-fn source_location(file: Option<&[u8]>, line: i32) -> Result<Option<crate::registry::SourceLocation>, Error> {
+fn source_location(file: Option<&[u8]>, line: i32) -> Result<Option<crate::model::SourceLocation>, Error> {
     if line < 0 {
         return Err(Error::new(Status::InvalidArgument, format!("source line is {line}: use a line number >= 0")));
     }
     match file {
         None | Some([]) => Ok(None),
         Some(bytes) if bytes.len() > crate::registry::MAX_FILE_LEN => Err(source_too_long(bytes.len())),
-        Some(bytes) => Ok(Some(crate::registry::SourceLocation { file: String::from_utf8_lossy(bytes).replace('\0', ""), line: line as i64 })),
+        Some(bytes) => Ok(Some(crate::model::SourceLocation { file: String::from_utf8_lossy(bytes).replace('\0', ""), line: line as i64 })),
     }
 }
 

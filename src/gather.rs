@@ -1,13 +1,13 @@
 //! Finalize over MPI: every rank's data goes to rank 0, which writes the one file rank by rank
 //! (so its memory holds its own data plus one other rank's at a time), then tells every rank
-//! whether the write succeeded. If it did not, every rank writes its own per-rank file.
+//! whether the write succeeded. If it did not, every rank writes its own per-rank file
+//! (`output`). Chosen by `route`; calls nothing above it.
 
 use crate::encode::{decode, encode};
-use crate::metadata::{AttrValue, run_metadata};
+use crate::metadata::run_metadata;
 use crate::mpi_comm::{MpiContext, receive_bytes, send_bytes, tag};
-use crate::output::{report, write_rank_file};
-use crate::profile::RankProfile;
-use crate::output::RunContext;
+use crate::model::{AttrValue, RankProfile};
+use crate::output::{RunContext, report, write_rank_file};
 use crate::status::{Error, Result, Status};
 use crate::summary::RegionStats;
 use crate::warn;

@@ -1,7 +1,9 @@
 //! scope_profiler: a region profiler for C, C++ and Fortran HPC codes.
 //!
 //! The safe core (everything but `ffi`) records region calls per thread, merges them at
-//! finalize and writes one HDF5 file per run. `ffi` is the thin C ABI over it.
+//! finalize and writes one HDF5 file per run. `ffi` is the thin C ABI over it. The modules
+//! form one pipeline over the plain data of `model` (the README's Layout section walks it);
+//! imports go one way (`tests/structure.rs`).
 //!
 //! Only `ffi` goes into the C header: every other module is marked `cbindgen:ignore`.
 
@@ -25,6 +27,8 @@ pub mod merge;
 /// cbindgen:ignore
 pub mod metadata;
 /// cbindgen:ignore
+pub mod model;
+/// cbindgen:ignore
 pub mod mpi_comm;
 /// cbindgen:ignore
 pub mod output;
@@ -39,15 +43,17 @@ pub mod quiesce;
 /// cbindgen:ignore
 pub mod recorder;
 /// cbindgen:ignore
+pub mod recover;
+/// cbindgen:ignore
 pub mod registry;
 /// cbindgen:ignore
-pub mod stats;
+pub mod route;
 /// cbindgen:ignore
 pub mod signals;
 /// cbindgen:ignore
 pub mod spill;
 /// cbindgen:ignore
-pub mod spill_recover;
+pub mod stats;
 /// cbindgen:ignore
 pub mod status;
 /// cbindgen:ignore

@@ -3,7 +3,7 @@
 //! metadata of the first file is kept with `mpi_size`, `num_nodes`, `total_cores` and the run's
 //! clock (pooled over the ranks' clock attributes) redone.
 
-use crate::metadata::AttrValue;
+use crate::model::AttrValue;
 use crate::status::{Error, Result, Status};
 use crate::writer::{Written, put_attr};
 use std::collections::{BTreeMap, BTreeSet};
@@ -109,7 +109,7 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         // Schema-3 inputs: their regions live in file-wide tables, read back and written again
         // through the layout writer, rank by rank; the rank groups are copied as they are.
         let schema3 = layout.flatten();
-        let mut regions: BTreeMap<(PathBuf, usize), Vec<crate::profile::RegionData>> = BTreeMap::new();
+        let mut regions: BTreeMap<(PathBuf, usize), Vec<crate::model::RegionData>> = BTreeMap::new();
         let mut plan = crate::writer::Plan::default();
         if schema3.is_some() {
             for path in files.values().map(|(p, _)| p.clone()).collect::<BTreeSet<_>>() {
@@ -128,10 +128,10 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             if let Ok(a) = g.attr("hostname") {
                 hosts.insert(a.read_scalar::<hdf5::types::VarLenUnicode>()?.as_str().to_string());
             }
-            clock.add(*rank, &crate::profile::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
+            clock.add(*rank, &crate::model::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
             g.copy_to(out, group)?;
             if let Some(w) = writer.as_mut() {
-                let profile = crate::profile::RankProfile {
+                let profile = crate::model::RankProfile {
                     regions: regions.remove(&(path.clone(), *rank as usize)).unwrap_or_default(),
                     ..Default::default()
                 };

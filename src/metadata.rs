@@ -2,16 +2,7 @@
 //! Names follow the Python package (shared/specs/hdf5-layout.md).
 
 use crate::config::{Config, MetadataDetail};
-use crate::profile::RankInfo;
-
-/// An HDF5 attribute value as we write it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum AttrValue {
-    Str(String),
-    Int(i64),
-    StrList(Vec<String>),
-    IntList(Vec<i64>),
-}
+use crate::model::{AttrValue, RankInfo, RankProfile, RunFacts};
 
 /// HDF5 attributes are limited to 64 KiB; longer values are cut (as the Python package does).
 pub const MAX_VALUE_CHARS: usize = 60_000;
@@ -23,14 +14,6 @@ pub fn truncate(value: &str) -> String {
     }
     let keep = MAX_VALUE_CHARS - TRUNCATION_MARKER.len();
     value.chars().take(keep).collect::<String>() + TRUNCATION_MARKER
-}
-
-/// Facts gathered at setup that stay fixed for the run.
-#[derive(Debug, Clone)]
-pub struct RunFacts {
-    /// UTC ISO 8601 time of `sp_setup`.
-    pub timestamp: String,
-    pub omp_num_threads: i64,
 }
 
 impl RunFacts {
@@ -90,7 +73,7 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
 /// What `minimal` also leaves out of a rank's own data before it is written: the host name
 /// (rank 0 counts nodes from the names it gathered before this) and the LIKWID marker file
 /// path (it may name a user's directory).
-pub fn apply_detail(config: &Config, profile: &mut crate::profile::RankProfile) {
+pub fn apply_detail(config: &Config, profile: &mut RankProfile) {
     if config.metadata_detail == MetadataDetail::Minimal {
         profile.info.hostname.clear();
         profile.likwid.env.retain(|(k, _)| k != "LIKWID_FILEPATH");

@@ -1,11 +1,11 @@
-//! Writing a finished run: choosing how (one process, collectively over MPI, or one file per
-//! rank when MPI is not usable), the message saying where it went, the summary table.
+//! Writing one file: a single process's profile, or one rank's own file when the ranks cannot
+//! write one together (`write_rank_file`), each retried in a fallback directory when the
+//! target cannot take it (`write_file`); the message saying where it went, the summary table.
+//! Which of these a run takes, or the collective write (`gather`), is chosen by `route`.
 
-use crate::metadata::{AttrValue, run_metadata};
-use crate::mpi_comm::{self, MpiContext};
-use crate::profile::RankProfile;
 use crate::config::Config;
-use crate::metadata::RunFacts;
+use crate::metadata::run_metadata;
+use crate::model::{AttrValue, RankProfile, RunFacts};
 use crate::status::{Error, Result, Status};
 use crate::summary::{RegionStats, render};
 use crate::warn;
@@ -17,55 +17,6 @@ use std::path::{Path, PathBuf};
 pub struct RunContext<'a> {
     pub config: &'a Config,
     pub facts: &'a RunFacts,
-}
-
-/// Whether finalize may talk to the other ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gather {
-    /// sp_finalize or MPI_Finalize: every rank is finalizing, gather into one file.
-    Collective,
-    /// Process exit: other ranks may never join, so each rank writes its own file.
-    LocalOnly,
-}
-
-/// Write the run the way its MPI situation allows.
-pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather) -> Result<Status> {
-    if gather == Gather::LocalOnly {
-        let rank = if mpi_comm::is_usable() { Some(world_rank_size()) } else { mpi_comm::launcher_rank() };
-        // Freeing our communicator is local, but MPI's state at exit is unknown: leave it.
-        std::mem::forget(mpi);
-        return match rank {
-            Some((rank, size)) if size > 1 => {
-                write_rank_file(run, rank, size, profile, "the program exited without sp_finalize or MPI_Finalize").map(|_| Status::Ok)
-            }
-            _ => write_single(run, profile),
-        };
-    }
-    match mpi {
-        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(run, ctx, profile),
-        Some(ctx) => {
-            let (rank, size) = (ctx.world_rank as i64, ctx.size as i64);
-            // MPI is gone: the communicator can no longer be freed.
-            std::mem::forget(ctx);
-            write_rank_file(run, rank, size, profile, "MPI was finalized before the profile could be gathered").map(|_| Status::Ok)
-        }
-        None if mpi_comm::is_usable() => match mpi_comm::attach(None)? {
-            // MPI was initialized after sp_setup: gather over MPI_COMM_WORLD now.
-            Some(ctx) => crate::gather::write_collective(run, ctx, profile),
-            None => write_single(run, profile),
-        },
-        None => match mpi_comm::launcher_rank() {
-            Some((rank, size)) => write_rank_file(run, rank, size, profile, "MPI is not initialized").map(|_| Status::Ok),
-            None => write_single(run, profile),
-        },
-    }
-}
-
-/// Rank and size in MPI_COMM_WORLD (local calls; MPI must be usable).
-fn world_rank_size() -> (i64, i64) {
-    use mpi::topology::Communicator;
-    let world = mpi::topology::SimpleCommunicator::world();
-    (world.rank() as i64, world.size() as i64)
 }
 
 /// The `metadata/` clock attributes of a file holding one process's data.

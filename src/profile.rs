@@ -1,310 +1,39 @@
-//! What one process recorded, merged over its threads: the unit that is written as `rank<N>/`.
+//! Collecting one process: its threads' logs and statistics become the per-region data of its
+//! `RankProfile` (`merge`, in registry order). The calls stay packed as recorded
+//! (`PackedRuns`) and are merged over the threads into slabs in start order, converted to
+//! nanoseconds, only while they are written (`Merger`, the model's `SlabSource`).
 
-use crate::calllog::{Call, CallLog, Cursor};
+use crate::calllog::{CallLog, Cursor};
 use crate::clock::Timebase;
-use crate::metadata::AttrValue;
+use crate::model::{Buffers, Call, Calls, PackedCalls, RegionData, SLAB, SlabSource, Stats};
 use crate::recorder::ThreadData;
-pub use crate::registry::SourceLocation;
-use crate::stats::Stats;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-/// The calls of one region in one process: still packed per thread as recorded (finalize
-/// decodes and merges them region by region, slab by slab, while writing), or already as
-/// columns sorted by start time (received from another rank).
+/// A region's calls as the threads recorded them: per recording thread (thread id, log), in
+/// the clock's units, converted by the timebase while they are decoded.
 #[derive(Debug)]
-pub enum Calls {
-    /// Per recording thread (thread id, log), in the clock's units: converted by the timebase
-    /// while the calls are decoded.
-    Packed(Vec<(i64, CallLog)>, Arc<Timebase>),
-    Columns(Columns),
+pub struct PackedRuns {
+    pub runs: Vec<(i64, CallLog)>,
+    pub timebase: Arc<Timebase>,
 }
 
-impl Default for Calls {
-    fn default() -> Calls {
-        Calls::Columns(Columns::default())
-    }
-}
-
-/// Calls as columns, sorted by start time. Times in nanoseconds.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Columns {
-    pub starts: Vec<i64>,
-    pub ends: Vec<i64>,
-    /// Index of the recording thread (0 = first thread that recorded).
-    pub thread_ids: Vec<i64>,
-}
-
-/// A piece of a region's calls in start order: what the layout writers consume.
-#[derive(Clone, Copy)]
-pub struct Slab<'a> {
-    pub starts: &'a [i64],
-    pub ends: &'a [i64],
-    pub thread_ids: &'a [i64],
-}
-
-/// Calls per slab: big enough that a write call costs nothing per call, small enough to stay
-/// in cache between decoding and writing.
-pub const SLAB: usize = 1 << 16;
-
-/// Everything one process recorded of one region.
-#[derive(Debug, Default)]
-pub struct RegionData {
-    pub name: String,
-    pub calls: Calls,
-    /// Statistics of the completed calls per recording thread (thread id, stats), in
-    /// nanoseconds. In the aggregate layout they are the whole record.
-    pub stats: Vec<(i64, Stats)>,
-    /// Calls still open when the profile was finalized.
-    pub open_calls: u64,
-    /// Calls closed unrecorded because an enclosing region was stopped first.
-    pub dropped_calls: u64,
-    /// Where the region is defined, when it was registered with a location.
-    pub source: Option<SourceLocation>,
-}
-
-impl RegionData {
-    /// A region given as columns (tests, received ranks); statistics computed from them.
-    pub fn from_columns(name: &str, starts: Vec<i64>, ends: Vec<i64>, thread_ids: Vec<i64>) -> RegionData {
-        let mut by_thread: std::collections::BTreeMap<i64, Stats> = Default::default();
-        for ((s, e), t) in starts.iter().zip(&ends).zip(&thread_ids) {
-            let d = e - s;
-            let one = Stats { count: 1, total: d, min: d, max: d, exclusive: d, hist: one_hot(d) };
-            by_thread.entry(*t).or_default().merge(&one);
-        }
-        RegionData { name: name.into(), calls: Calls::Columns(Columns { starts, ends, thread_ids }), stats: by_thread.into_iter().collect(), ..Default::default() }
+impl PackedCalls for PackedRuns {
+    fn calls(&self) -> usize {
+        self.runs.iter().map(|(_, log)| log.len()).sum()
     }
 
-    /// Number of completed calls kept (0 in the aggregate layout).
-    pub fn calls(&self) -> usize {
-        match &self.calls {
-            Calls::Packed(runs, _) => runs.iter().map(|(_, log)| log.len()).sum(),
-            Calls::Columns(c) => c.starts.len(),
-        }
+    fn bytes_reserved(&self) -> usize {
+        self.runs.iter().map(|(_, log)| log.bytes_reserved()).sum()
     }
 
-    /// Statistics pooled over threads (nanoseconds).
-    pub fn pooled(&self) -> Stats {
-        let mut all = Stats::default();
-        self.stats.iter().for_each(|(_, s)| all.merge(s));
-        all
+    fn heap_bytes(&self) -> usize {
+        self.runs.iter().map(|(_, log)| log.heap_bytes()).sum()
     }
 
-    /// All calls as columns (tests and small data; writers stream with `for_each_slab`).
-    pub fn columns(&self) -> Columns {
-        let mut c = Columns::default();
-        let _ = self.for_each_slab::<()>(|s| {
-            c.starts.extend_from_slice(s.starts);
-            c.ends.extend_from_slice(s.ends);
-            c.thread_ids.extend_from_slice(s.thread_ids);
-            Ok(())
-        });
-        c
+    fn merge(&self) -> Box<dyn SlabSource + Send + '_> {
+        Box::new(Merger::new(&self.runs, &self.timebase))
     }
-
-    /// Hand the calls to `f` in start order, at most `SLAB` at a time. Packed calls are decoded
-    /// and merged over threads on the way, so at most one slab of decoded calls exists at a
-    /// time (plus a sorted copy of a thread's calls when the region recursed on it).
-    pub fn for_each_slab<E>(&self, mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
-        match &self.calls {
-            Calls::Columns(c) => {
-                let n = c.starts.len().min(c.ends.len()).min(c.thread_ids.len());
-                for i in (0..n).step_by(SLAB) {
-                    let j = (i + SLAB).min(n);
-                    f(Slab { starts: &c.starts[i..j], ends: &c.ends[i..j], thread_ids: &c.thread_ids[i..j] })?;
-                }
-                Ok(())
-            }
-            Calls::Packed(runs, tb) => {
-                let (mut merger, mut buf) = (Merger::new(runs, tb), new_buffers());
-                while merger.next_slab(&mut buf) {
-                    f(slab_of(&buf))?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Like `for_each_slab_pipelined`, with a per-slab encoding step `map` (into a `T`) that runs
-    /// on the merging thread too, so the calling thread only writes (`f`). `map` sees the
-    /// slabs in order and may keep state across them.
-    pub fn for_each_slab_mapped<T: Send + Default, E>(
-        &self,
-        mut map: impl FnMut(Slab<'_>, &mut T) + Send,
-        mut f: impl FnMut(&T) -> Result<(), E>,
-    ) -> Result<(), E> {
-        if let Some((runs, tb)) = self.packed_and_large() {
-            let (mut merger, mut buf) = (Merger::new(runs, tb), new_buffers());
-            let produce = |t: &mut T| {
-                let more = merger.next_slab(&mut buf);
-                if more {
-                    map(slab_of(&buf), t);
-                }
-                more
-            };
-            if let Some(result) = pipeline(T::default, produce, &mut f) {
-                return result;
-            }
-        }
-        let mut t = T::default();
-        self.for_each_slab(|s| {
-            map(s, &mut t);
-            f(&t)
-        })
-    }
-
-    /// `for_each_slab` with the merging of packed calls on a second thread, one slab ahead of
-    /// `f` (which stays on the calling thread: HDF5 is not thread-safe). The write of one slab
-    /// overlaps the merging of the next, so a region is written at the speed of the slower of
-    /// the two, not their sum. Small regions are done inline.
-    pub fn for_each_slab_pipelined<E>(&self, mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
-        if let Some((runs, tb)) = self.packed_and_large() {
-            let mut merger = Merger::new(runs, tb);
-            if let Some(result) = pipeline(new_buffers, |b| merger.next_slab(b), |b| f(slab_of(b))) {
-                return result;
-            }
-        }
-        self.for_each_slab(f)
-    }
-
-    /// The packed calls, if there are enough of them to be worth a second thread.
-    fn packed_and_large(&self) -> Option<(&[(i64, CallLog)], &Timebase)> {
-        match &self.calls {
-            Calls::Packed(runs, tb) if runs.iter().map(|(_, log)| log.bytes_reserved()).sum::<usize>() >= 32 * SLAB => Some((runs, tb)),
-            _ => None,
-        }
-    }
-
-    /// Hand the calls to `f` in start order, slab by slab, each with its place in the region
-    /// (`SlabPlace`), on `workers` threads (the calling one among them): a worker takes the
-    /// merge, fills its own slab buffers with the next calls, passes the merge on and hands its
-    /// slab to `f` while another worker merges the next. So merging and writing overlap as in
-    /// `for_each_slab_pipelined`, but each slab is written by the thread that filled it (from
-    /// its own cache, not the other core's) and every thread both merges and writes, so the
-    /// cores share the work whichever of the two is slower. For writers that can write any
-    /// part of a column from any thread (`writer::Column` with direct writes). Each worker
-    /// keeps its own state (`init`), returned at the end (the calling thread's first), for
-    /// what a writer sums over the slabs. Small regions and a single worker are done inline.
-    pub fn for_each_slab_parallel<W: Send, E: Send>(
-        &self,
-        workers: usize,
-        init: impl Fn() -> W + Sync,
-        f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
-    ) -> Result<Vec<W>, E> {
-        let Some((runs, tb)) = self.packed_and_large().filter(|_| workers >= 2) else {
-            let (mut w, mut place) = (init(), SlabPlace::default());
-            self.for_each_slab(|s| {
-                place.first.get_or_insert(Call { start: s.starts[0], end: s.ends[0] });
-                f(&mut w, place, s)?;
-                place.advance(&s);
-                Ok(())
-            })?;
-            return Ok(vec![w]);
-        };
-        // The merge and the place of the next slab it gives; None once a worker failed.
-        let shared = std::sync::Mutex::new(Some((Merger::new(runs, tb), SlabPlace::default())));
-        let work = || -> Result<W, E> {
-            let (mut buf, mut w) = (new_buffers(), init());
-            loop {
-                let place = {
-                    // A worker that panicked while merging may have left the merge half done.
-                    let Ok(mut guard) = shared.lock() else { return Ok(w) };
-                    let Some((merger, next)) = guard.as_mut() else { return Ok(w) };
-                    if !merger.next_slab(&mut buf) {
-                        return Ok(w);
-                    }
-                    next.first.get_or_insert(Call { start: buf.0[0], end: buf.1[0] });
-                    let place = *next;
-                    next.advance(&slab_of(&buf));
-                    place
-                };
-                if let Err(e) = f(&mut w, place, slab_of(&buf)) {
-                    // Stop the others: the region cannot be completed.
-                    *shared.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                    return Err(e);
-                }
-            }
-        };
-        std::thread::scope(|scope| {
-            // Fewer helpers if threads cannot be had: the calling thread can do it all.
-            let helpers: Vec<_> = (1..workers).filter_map(|_| std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, work).ok()).collect();
-            let mut result = work().map(|w| vec![w]);
-            for h in helpers {
-                // A helper that panicked stops nothing but itself; its slabs are missing, which
-                // the caller's count of written calls reports.
-                match (h.join(), &mut result) {
-                    (Ok(Ok(w)), Ok(all)) => all.push(w),
-                    (Ok(Err(e)), Ok(_)) => result = Err(e),
-                    _ => {}
-                }
-            }
-            result
-        })
-    }
-}
-
-/// Where a slab sits in its region.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SlabPlace {
-    /// Index of the slab's first call in the region.
-    pub at: usize,
-    /// Start of the call before the slab's first (None for the first slab).
-    pub prev_start: Option<i64>,
-    /// The region's first call.
-    pub first: Option<Call>,
-}
-
-impl SlabPlace {
-    fn advance(&mut self, s: &Slab<'_>) {
-        self.at += s.starts.len();
-        self.prev_start = s.starts.last().copied().or(self.prev_start);
-    }
-}
-
-/// Run `produce` (fill the next item; false at the end) on a helper thread, up to two items
-/// ahead of `consume` on this thread; items go back and forth, three in all (made by `make`).
-/// None when no thread could be had: then nothing was produced or consumed.
-fn pipeline<T: Send, E>(
-    make: impl Fn() -> T,
-    mut produce: impl FnMut(&mut T) -> bool + Send,
-    mut consume: impl FnMut(&T) -> Result<(), E>,
-) -> Option<Result<(), E>> {
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<T>(2);
-    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<T>();
-    for _ in 0..3 {
-        let _ = empty_tx.send(make());
-    }
-    let produce = &mut produce;
-    std::thread::scope(|scope| {
-        let producer = std::thread::Builder::new()
-            .name("sp-merge".into())
-            .spawn_scoped(scope, move || {
-                while let Ok(mut t) = empty_rx.recv() {
-                    if !produce(&mut t) || full_tx.send(t).is_err() {
-                        break;
-                    }
-                }
-            })
-            .ok()?;
-        let mut result = Ok(());
-        for t in full_rx.iter() {
-            result = consume(&t);
-            if result.is_err() {
-                break; // dropping the receiver stops the producer
-            }
-            let _ = empty_tx.send(t);
-        }
-        drop(full_rx);
-        drop(empty_tx);
-        let _ = producer.join();
-        Some(result)
-    })
-}
-
-fn one_hot(d: i64) -> Vec<u64> {
-    let mut h = vec![0; crate::stats::HIST_BUCKETS];
-    h[crate::stats::bucket(d)] = 1;
-    h
 }
 
 /// Calls a source decodes at a time: enough that the per-block work (a call into the cursor,
@@ -374,18 +103,6 @@ impl<'a> Source<'a> {
         self.starts[self.pos]
     }
 }
-
-/// Slab buffers: starts, ends, thread ids.
-type Buffers = (Vec<i64>, Vec<i64>, Vec<i64>);
-
-fn new_buffers() -> Buffers {
-    (Vec::with_capacity(SLAB), Vec::with_capacity(SLAB), Vec::with_capacity(SLAB))
-}
-
-fn slab_of(b: &Buffers) -> Slab<'_> {
-    Slab { starts: &b.0, ends: &b.1, thread_ids: &b.2 }
-}
-
 /// The merge of a region's packed per-thread logs into slabs in start order, one slab at a
 /// time (`next_slab`), so that the merge can move between threads between slabs.
 struct Merger<'a> {
@@ -417,7 +134,9 @@ impl<'a> Merger<'a> {
         }
         Merger { sources, heap }
     }
+}
 
+impl SlabSource for Merger<'_> {
     /// Fill `out` (emptied first) with the next calls, at most `SLAB`; false when none are left.
     fn next_slab(&mut self, out: &mut Buffers) -> bool {
         out.0.clear();
@@ -607,53 +326,6 @@ fn merge_exact(a: Run<'_>, b: Run<'_>, out: OutCols<'_>) {
     assert!(i1 == p && j1 == half - p && i2 == na && j2 == nb, "merge overran its bounds");
 }
 
-/// Attributes of `rank<N>/`.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RankInfo {
-    pub hostname: String,
-    pub pid: i64,
-    /// CPU affinity of the process at setup.
-    pub cpus: Vec<i64>,
-    /// Linux thread id of each recording thread, indexed by `thread_ids`.
-    pub thread_os_ids: Vec<i64>,
-    /// Anything else that differs between ranks (clock offset, ...).
-    pub extra: Vec<(String, AttrValue)>,
-}
-
-#[derive(Debug, Default)]
-pub struct RankProfile {
-    pub info: RankInfo,
-    pub regions: Vec<RegionData>,
-    pub likwid: crate::likwid::LikwidRun,
-    pub counters: crate::counters::RankCounters,
-}
-
-impl RankProfile {
-    pub fn num_threads(&self) -> usize {
-        self.info.thread_os_ids.len()
-    }
-
-    /// Free what was recorded, once it is written. A large profile is freed on a short-lived
-    /// thread of its own: giving tens of MiB of pages back to the kernel takes milliseconds
-    /// (8 ms for the 80 MB of 10 M calls on the benchmark machine) that the caller of
-    /// `sp_finalize` need not wait for. Nothing else is done there, and a failed spawn frees
-    /// inline.
-    pub fn release(self) {
-        const IN_BACKGROUND: usize = 16 << 20;
-        let heap: usize = self
-            .regions
-            .iter()
-            .map(|r| match &r.calls {
-                Calls::Packed(runs, _) => runs.iter().map(|(_, log)| log.heap_bytes()).sum(),
-                Calls::Columns(c) => 8 * (c.starts.capacity() + c.ends.capacity() + c.thread_ids.capacity()),
-            })
-            .sum();
-        if heap >= IN_BACKGROUND {
-            // On error the closure, and the profile in it, is dropped right here.
-            let _ = std::thread::Builder::new().name("sp-release".into()).spawn(move || drop(self));
-        }
-    }
-}
 
 /// One thread's data as taken at finalize.
 pub struct ThreadRecord {
@@ -714,7 +386,7 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
         if runs.is_empty() && stats.is_empty() && open_calls == 0 && dropped_calls == 0 {
             continue;
         }
-        regions.push(RegionData { name: name.clone(), calls: Calls::Packed(runs, shared.clone()), stats, open_calls, dropped_calls, source: None });
+        regions.push(RegionData { name: name.clone(), calls: Calls::Packed(Box::new(PackedRuns { runs, timebase: shared.clone() })), stats, open_calls, dropped_calls, source: None });
     }
     (regions, kept)
 }
@@ -722,6 +394,7 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Columns;
 
     fn thread(index: u32, os_tid: i64, calls: &[(u32, i64, i64)]) -> ThreadRecord {
         let mut data = ThreadData::default();
@@ -824,7 +497,7 @@ mod tests {
                 }
                 // The concatenation in thread order, stably sorted by start.
                 all.sort_by_key(|c| c.0);
-                let region = RegionData { calls: Calls::Packed(runs, Arc::new(timebase.clone())), ..Default::default() };
+                let region = RegionData { calls: Calls::Packed(Box::new(PackedRuns { runs, timebase: Arc::new(timebase.clone()) })), ..Default::default() };
                 let case = format!("{threads} threads x {per_thread}, recursing {recursing}, {:?}", timebase.report().clock);
                 let want = Columns {
                     starts: all.iter().map(|c| c.0).collect(),
@@ -872,7 +545,7 @@ mod tests {
     fn a_failed_write_stops_the_parallel_workers() {
         let mut log = CallLog::new(0, 0);
         (0..400_000i64).for_each(|i| log.push(Call { start: i * 10, end: i * 10 + 3 }));
-        let region = RegionData { calls: Calls::Packed(vec![(0, log)], Arc::new(Timebase::monotonic())), ..Default::default() };
+        let region = RegionData { calls: Calls::Packed(Box::new(PackedRuns { runs: vec![(0, log)], timebase: Arc::new(Timebase::monotonic()) })), ..Default::default() };
         let calls = std::sync::atomic::AtomicUsize::new(0);
         let r = region.for_each_slab_parallel(2, || (), |_, place, _| {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -1,17 +1,16 @@
 //! The process-wide profiler: its state machine (set up -> running -> finalized), the
 //! start/stop entry points of the hot path, and finalize, which turns the threads' buffers
-//! into one `RankProfile` and hands it to `output`.
+//! into one `RankProfile` and hands it to `route`.
 
 use crate::clock;
 use crate::config::{Config, Options};
 use crate::counters::{self, Counters};
-use crate::likwid;
-use crate::metadata::RunFacts;
-use crate::profile::{RankInfo, RankProfile, ThreadRecord};
+use crate::model::{RankInfo, RankProfile, RunFacts};
+use crate::profile::ThreadRecord;
 use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, ThreadData, slot_index};
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
-use crate::{output, quiesce, warn};
+use crate::{output, quiesce, route, warn};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -229,7 +228,7 @@ fn register_name(bytes: &[u8]) -> Result<u32> {
     register_name_at(bytes, None)
 }
 
-fn register_name_at(bytes: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
+fn register_name_at(bytes: &[u8], location: Option<crate::model::SourceLocation>) -> Result<u32> {
     REGISTRY.register_at(bytes, location, |id, name| {
         crate::spill::region_registered(id, name);
         if let Some(c) = counter_sources() {
@@ -299,7 +298,7 @@ pub fn register(name: &[u8]) -> Result<u32> {
 }
 
 /// Register `name` with the place in the source that defines it, and return its handle.
-pub fn register_at(name: &[u8], location: Option<crate::registry::SourceLocation>) -> Result<u32> {
+pub fn register_at(name: &[u8], location: Option<crate::model::SourceLocation>) -> Result<u32> {
     match STATE.load(Ordering::Acquire) {
         RUNNING | RUNNING_COUNTERS => register_name_at(name, location),
         DISABLED => Ok(0),
@@ -425,17 +424,17 @@ fn cache_name(data: &mut ThreadData, name: &[u8], create: bool) -> Result<u32> {
 /// Statistics of region `id` over every thread's completed calls so far, in nanoseconds. Reads
 /// the threads' statistics without stopping them (a snapshot may be torn by the calls
 /// completing meanwhile, see `stats.rs`). Also after finalize: the final numbers.
-pub fn region_stats(id: u32) -> Result<crate::stats::Stats> {
+pub fn region_stats(id: u32) -> Result<crate::model::Stats> {
     match STATE.load(Ordering::Acquire) {
         UNINIT => return Err(Status::NotInitialized.into()),
-        DISABLED => return Ok(crate::stats::Stats::default()),
+        DISABLED => return Ok(crate::model::Stats::default()),
         _ => {}
     }
     if id >= REGISTRY.count() {
         return Err(invalid_handle(id));
     }
     let timebase = clock::live_timebase();
-    let mut all = crate::stats::Stats::default();
+    let mut all = crate::model::Stats::default();
     for tb in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         if let Some(s) = tb.stats.get(id) {
             all.merge(&s.to_ns(&timebase));
@@ -453,7 +452,7 @@ pub fn live_summary() -> Result<String> {
     }
     let names = REGISTRY.names();
     let timebase = clock::live_timebase();
-    let mut pooled: Vec<crate::stats::Stats> = vec![crate::stats::Stats::default(); names.len()];
+    let mut pooled: Vec<crate::model::Stats> = vec![crate::model::Stats::default(); names.len()];
     for tb in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         for (id, s) in tb.stats.all() {
             if let Some(p) = pooled.get_mut(id as usize) {
@@ -472,10 +471,10 @@ pub fn live_summary() -> Result<String> {
 
 /// Stop recording, merge, write the file, print the summary.
 pub fn finalize() -> Result<Status> {
-    finalize_as(output::Gather::Collective)
+    finalize_as(route::Gather::Collective)
 }
 
-fn finalize_as(gather: output::Gather) -> Result<Status> {
+fn finalize_as(gather: route::Gather) -> Result<Status> {
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
         UNINIT => return Err(Error::new(Status::NotInitialized, "sp_finalize before sp_setup: nothing to write")),
@@ -491,7 +490,7 @@ fn finalize_as(gather: output::Gather) -> Result<Status> {
     let profile = take_local_profile(session.info.clone(), &session.clock);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
-    let result = output::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
+    let result = route::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
     end_flight_recorder(result.is_ok());
     if session.config.verbosity >= 2 {
         warn::always(&format!(
@@ -601,7 +600,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     let (likwid, finished) = {
         let p = COUNTERS.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: set by Box::into_raw in setup; no thread is inside a call any more.
-        if p.is_null() { (likwid::LikwidRun::default(), counters::Finished::default()) } else { unsafe { Box::from_raw(p) }.finish() }
+        if p.is_null() { (crate::model::LikwidRun::default(), counters::Finished::default()) } else { unsafe { Box::from_raw(p) }.finish() }
     };
     let names = REGISTRY.names();
     let taken: Vec<(u32, counters::ThreadCounters)> = records.iter_mut().map(|r| (r.index, std::mem::take(&mut r.data.counters))).collect();
@@ -647,7 +646,7 @@ extern "C" fn finalize_at_exit() {
             warn::always("sp_finalize was not called: writing the profile at exit");
             // No collective at exit: a rank that exits on its own (an error path calling
             // exit()) would wait forever for ranks that never join.
-            if let Err(e) = finalize_as(output::Gather::LocalOnly) {
+            if let Err(e) = finalize_as(route::Gather::LocalOnly) {
                 warn::always(&format!("writing the profile at exit failed: {e}"));
             }
         }

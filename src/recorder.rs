@@ -3,7 +3,8 @@
 //! Only the owning thread touches a `ThreadData`, always between `CallSeq::enter` and
 //! `leave`; finalize reads it only after the quiescence protocol of `quiesce.rs`.
 
-use crate::calllog::{Call, CallLog};
+use crate::calllog::CallLog;
+use crate::model::Call;
 use crate::quiesce::CallSeq;
 use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;

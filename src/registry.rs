@@ -3,6 +3,7 @@
 //! Registration takes a lock; it happens once per name (per thread, for the name-based calls,
 //! which keep a thread-local cache in front of this). The hot path only reads `count()`.
 
+use crate::model::SourceLocation;
 use crate::status::{Error, Result, Status};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -35,20 +36,6 @@ pub fn validate_name(bytes: &[u8]) -> Result<&str> {
 
 /// Longest accepted source file name, in bytes.
 pub const MAX_FILE_LEN: usize = 4096;
-
-/// Where a region is defined in the program's source: the first place that registered it
-/// with a location. `line` 0 means the line is not known.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct SourceLocation {
-    pub file: String,
-    pub line: i64,
-}
-
-impl std::fmt::Display for SourceLocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.line > 0 { write!(f, "{}:{}", self.file, self.line) } else { f.write_str(&self.file) }
-    }
-}
 
 #[derive(Default)]
 struct Names {

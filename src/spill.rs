@@ -14,17 +14,15 @@
 //! * `meta.json`: what recovery needs to write the normal file (rank, target, metadata, clock).
 //!
 //! Every file is created with `safe_file::create_exclusive` (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode
-//! 0600). The one reader of the format is `calllog::decode_chunk`: finalize reads its own logs'
-//! spilled chunks through a read-only mapping of the spill file (`open_reader`), and recovery
-//! (`read_run`) adopts the chunks of a spill file into `CallLog`s read the same way.
+//! 0600). This is the storage under the call log: it knows chunks as words at file offsets,
+//! not what they hold. The one decoder of a chunk is `calllog::decode_chunk`: finalize reads
+//! its own logs' spilled chunks through a read-only mapping of the spill file (`open_reader`,
+//! `spilled_words`), and recovery (`recover::read_run`, the one reader of a run directory)
+//! adopts the chunks of a spill file into `CallLog`s read the same way.
 
-use crate::calllog::{HDR, parse_header, scan_chunk};
-use crate::clock::{Anchor, Timebase};
-use crate::metadata::AttrValue;
-use crate::profile::{RankInfo, RankProfile, ThreadRecord};
-use crate::recorder::ThreadData;
+use crate::clock::Anchor;
+use crate::model::{AttrValue, RankInfo};
 use crate::warn;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -35,14 +33,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Words per page: the smallest spilled chunk (mappings are page-aligned).
 pub const PAGE_WORDS: usize = 512;
-const HEADER_BYTES: u64 = 4096;
-const FILE_MAGIC: &[u8; 8] = b"SPSPILL2";
+pub const HEADER_BYTES: u64 = 4096;
+pub const FILE_MAGIC: &[u8; 8] = b"SPSPILL2";
 pub const FORMAT_VERSION: u64 = 2;
 pub const CALLS_FILE: &str = "calls.spill";
 pub const META_FILE: &str = "meta.json";
-const NAMES_FILE: &str = "names";
-const THREADS_FILE: &str = "threads";
-const ANCHORS_FILE: &str = "anchors";
+pub const NAMES_FILE: &str = "names";
+pub const THREADS_FILE: &str = "threads";
+pub const ANCHORS_FILE: &str = "anchors";
 
 /// Environment switches of the flight recorder.
 pub mod env {
@@ -61,9 +59,10 @@ static SPILL: Mutex<Option<Spill>> = Mutex::new(None);
 /// A read-only mapping of the spill file whose chunks are being read (finalize or recovery).
 static READER: Mutex<Option<Mapping>> = Mutex::new(None);
 
-struct Mapping {
-    base: *const u8,
-    len: usize,
+/// A read-only mapping of a whole spill file (null and 0 for an empty file).
+pub struct Mapping {
+    pub base: *const u8,
+    pub len: usize,
 }
 
 // SAFETY: a read-only mapping, unmapped only by `close_reader`.
@@ -308,7 +307,7 @@ pub unsafe fn unmap_chunk(base: *mut u64, words: usize) {
     unsafe { libc::munmap(base.cast(), words * 8) };
 }
 
-fn map_reader(file: &File) -> Option<Mapping> {
+pub fn map_reader(file: &File) -> Option<Mapping> {
     let len = file.metadata().ok()?.len() as usize;
     if len == 0 {
         return Some(Mapping { base: std::ptr::null(), len: 0 });
@@ -324,17 +323,23 @@ pub fn open_reader() {
     *reader() = m;
 }
 
+/// Map another spill file for reading its chunks (recovery), until `close_reader`.
+pub fn open_reader_of(file: &File) {
+    *reader() = map_reader(file);
+}
+
 /// Stop reading spilled chunks (after the write).
 pub fn close_reader() {
     *reader() = None;
 }
 
-/// The data words of the spilled chunk at `offset` (`words` including the header), from the
-/// reader's mapping: valid until `close_reader`. None without a mapping or past its end.
-pub fn spilled_words<'a>(offset: u64, words: usize) -> Option<&'a [u64]> {
+/// The words of the spilled chunk at `offset` after its first `skip` (its header; `words`
+/// including them), from the reader's mapping: valid until `close_reader`. None without a
+/// mapping or past its end.
+pub fn spilled_words<'a>(offset: u64, skip: usize, words: usize) -> Option<&'a [u64]> {
     let g = reader();
     let m = g.as_ref()?;
-    let start = offset as usize + HDR * 8;
+    let start = offset as usize + skip * 8;
     let end = (offset as usize + words * 8).min(m.len & !7);
     if m.base.is_null() || start > end {
         return None;
@@ -371,199 +376,4 @@ pub fn finish(remove: bool) {
 /// Stop spilling in a forked child: it must not write into its parent's chunks.
 pub fn forget_in_child() {
     ACTIVE.store(false, Ordering::Release);
-}
-
-// ---------------------------------------------------------------------------------------
-// The reader: one run directory back into a rank's profile.
-
-/// What a run directory held, as the profile of its process; its logs' chunks stay in the
-/// spill file, read through `open_reader_of` while it is written.
-pub struct RecoveredRun {
-    pub dir: PathBuf,
-    pub meta: SpillMeta,
-    pub file: File,
-    pub profile: RankProfile,
-    pub calls: u64,
-    /// Chunks whose header was unreadable or cut off, and words of torn calls at chunk ends.
-    pub bad_chunks: u64,
-    pub torn_words: u64,
-    /// Calls after the last saved clock anchor (their times are extrapolated).
-    pub extrapolated: bool,
-}
-
-impl RecoveredRun {
-    /// Map this run's spill file for reading its chunks (until `close_reader`).
-    pub fn open_reader(&self) {
-        *reader() = map_reader(&self.file);
-    }
-}
-
-fn read_names(dir: &Path) -> Vec<String> {
-    let bytes = std::fs::read(dir.join(NAMES_FILE)).unwrap_or_default();
-    let mut names: BTreeMap<u32, String> = BTreeMap::new();
-    let mut rest = &bytes[..];
-    while rest.len() >= 8 {
-        let id = u32::from_le_bytes(rest[..4].try_into().unwrap());
-        let len = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
-        let Some(name) = rest.get(8..8 + len) else { break };
-        names.insert(id, String::from_utf8_lossy(name).into_owned());
-        rest = &rest[8 + len..];
-    }
-    let n = names.keys().next_back().map_or(0, |&m| m as usize + 1);
-    (0..n).map(|i| names.get(&(i as u32)).cloned().unwrap_or_else(|| format!("#{i}"))).collect()
-}
-
-fn read_threads(dir: &Path) -> BTreeMap<u32, i64> {
-    let bytes = std::fs::read(dir.join(THREADS_FILE)).unwrap_or_default();
-    bytes
-        .chunks_exact(16)
-        .map(|r| (u32::from_le_bytes(r[..4].try_into().unwrap()), i64::from_le_bytes(r[8..].try_into().unwrap())))
-        .collect()
-}
-
-fn read_anchors(dir: &Path) -> Vec<Anchor> {
-    let bytes = std::fs::read(dir.join(ANCHORS_FILE)).unwrap_or_default();
-    let w = |b: &[u8]| i64::from_le_bytes(b.try_into().unwrap());
-    bytes.chunks_exact(24).map(|r| Anchor { tick: w(&r[..8]), ns: w(&r[8..16]), half_width: w(&r[16..]) }).collect()
-}
-
-/// Read a run directory back into the profile of its process: per-thread logs over the spill
-/// file's chunks and per-thread statistics from one pass over the calls, merged by
-/// `profile::merge` with the timebase fitted to the saved anchors.
-pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
-    let meta: SpillMeta = std::fs::read(dir.join(META_FILE))
-        .map_err(|e| format!("{}: {e}", dir.join(META_FILE).display()))
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", dir.join(META_FILE).display())))?;
-    let path = dir.join(CALLS_FILE);
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path).map_err(|e| format!("{}: {e}", path.display()))?
-    };
-    let mut magic = [0u8; 8];
-    if file.read_exact_at(&mut magic, 0).is_err() || &magic != FILE_MAGIC {
-        return Err(format!("{}: not a spill file (or of another version)", path.display()));
-    }
-    let map = map_reader(&file).ok_or_else(|| format!("{}: cannot map: {}", path.display(), std::io::Error::last_os_error()))?;
-    let all: &[u64] = if map.base.is_null() {
-        &[]
-    } else {
-        // SAFETY: the whole mapping, 8-byte aligned; `map` outlives this function's use.
-        unsafe { std::slice::from_raw_parts(map.base as *const u64, map.len / 8) }
-    };
-    let names = read_names(dir);
-    let os_tids = read_threads(dir);
-    let mut threads: BTreeMap<u32, ThreadData> = os_tids.keys().map(|&i| (i, ThreadData::for_thread(i, true))).collect();
-    let (mut bad_chunks, mut torn_words, mut calls) = (0u64, 0u64, 0u64);
-    let mut last_tick = i64::MIN;
-    let mut word = (HEADER_BYTES / 8) as usize;
-    while word + HDR <= all.len() {
-        // A region id no registry can give is a damaged header too (it would size tables by it).
-        let header = parse_header(&all[word..word + HDR])
-            .filter(|&(region, _, _, cap)| region < crate::registry::MAX_REGIONS && cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
-        let Some((region, fill, thread, cap)) = header else {
-            // Past the last chunk (blocks allocated but never used) or a damaged header:
-            // chunk sizes are pages, so look for the next header a page further.
-            if all[word..(word + PAGE_WORDS).min(all.len())].iter().any(|&w| w != 0) {
-                bad_chunks += 1;
-            }
-            word += PAGE_WORDS;
-            continue;
-        };
-        let end = (word + cap).min(all.len());
-        let mut data = &all[word + HDR..end];
-        if fill > 0 {
-            data = &data[..fill.min(data.len())];
-        }
-        // A file cut short (a truncated copy): the published calls that are missing.
-        let missing = if fill > 0 && fill > data.len() { fill - data.len() } else { 0 };
-        let t = threads.entry(thread).or_insert_with(|| ThreadData::for_thread(thread, true));
-        let cell = t.stats().cell(region);
-        let (mut first, mut last) = (None, 0i64);
-        let scan = scan_chunk(data, |c| {
-            first.get_or_insert(c.start);
-            last = c.start;
-            last_tick = last_tick.max(c.end);
-            let d = c.end.wrapping_sub(c.start);
-            // Exclusive time needs the nesting, which the calls of one region do not show:
-            // a recovered call's exclusive time is its whole duration.
-            cell.record_with_histogram(d, d);
-        });
-        torn_words += (scan.torn + missing) as u64;
-        calls += scan.calls as u64;
-        t.log_mut(region).adopt_spilled((word * 8) as u64, cap, &scan, first, last);
-        // Read once: let its pages go from this process (the helper's memory stays bounded).
-        // SAFETY: a page-aligned range inside the read-only mapping `map`.
-        unsafe { libc::madvise(map.base.add(word * 8) as *mut libc::c_void, (end - word) * 8, libc::MADV_DONTNEED) };
-        word += cap;
-    }
-    drop(map);
-    let records: Vec<ThreadRecord> =
-        threads.into_iter().map(|(index, data)| ThreadRecord { index, os_tid: os_tids.get(&index).copied().unwrap_or(0), data }).collect();
-    // The clock: the identity, or a fit through the saved anchors (plus one taken now when
-    // this is the killed run's node and boot, so that no call lies after the last anchor).
-    let (timebase, extrapolated) = if meta.clock == "tsc" {
-        let mut anchors = read_anchors(dir);
-        if !meta.boot_id.is_empty() && meta.boot_id == boot_id() {
-            anchors.extend(crate::clock::anchor_now());
-        }
-        let beyond = anchors.last().is_none_or(|a| last_tick > a.tick + a.half_width);
-        let problems = if beyond {
-            vec!["recovered: calls after the last saved clock anchor have extrapolated times".to_string()]
-        } else {
-            Vec::new()
-        };
-        (Timebase::fit(anchors, problems), beyond)
-    } else {
-        (Timebase::monotonic(), false)
-    };
-    let (regions, kept) = crate::profile::merge(&names, records, &timebase);
-    let mut info = meta.info.clone();
-    info.thread_os_ids = kept.iter().map(|t| t.1).collect();
-    info.extra.extend(crate::metadata::clock_attrs(&timebase.report(), meta.clock_note.as_deref()));
-    let profile = RankProfile { info, regions, ..Default::default() };
-    Ok(RecoveredRun { dir: dir.to_path_buf(), meta, file, profile, calls, bad_chunks, torn_words, extrapolated })
-}
-
-/// Run directories of `target` left behind (real directories only: links are not followed).
-pub fn find_runs(target: &Path) -> Vec<PathBuf> {
-    let prefix = dir_prefix(target);
-    let mut parents = vec![target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()];
-    let p = spill_parent(target);
-    if !parents.contains(&p) {
-        parents.push(p);
-    }
-    let mut out = Vec::new();
-    for parent in parents {
-        let Ok(rd) = std::fs::read_dir(&parent) else { continue };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) && e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join(META_FILE).is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn chunk_words_round_trip_through_the_one_decoder() {
-        use crate::calllog::{Call, CallLog, scan_chunk};
-        let mut log = CallLog::new(3, 7);
-        let t = 1_000_000_000_000i64;
-        let calls: Vec<Call> = (0..5_000).map(|i| Call { start: t + i * 7, end: t + i * 7 + 3 }).collect();
-        calls.iter().for_each(|&c| log.push(c));
-        assert!(log.chunk_count() > 3);
-        let (s, e) = log.columns();
-        assert_eq!(s.len(), calls.len());
-        assert_eq!(e[10], calls[10].end);
-        // A chunk cut inside an escaped call keeps the complete calls and reports the rest.
-        let words = [0xFFFF_FFFFu64, 10, 20, 5u64 << 32 | 2, 0xFFFF_FFFF, 99];
-        let mut got = Vec::new();
-        let scan = scan_chunk(&words, |c| got.push((c.start, c.end)));
-        assert_eq!(got, vec![(10, 20), (15, 16)]);
-        assert_eq!((scan.calls, scan.escapes, scan.used, scan.torn), (2, 1, 4, 2));
-    }
 }

@@ -1,7 +1,7 @@
 //! The compact table rank 0 prints at finalize: region, calls, total, mean, min, max,
 //! costliest first.
 
-use crate::profile::RegionData;
+use crate::model::RegionData;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegionStats {

@@ -220,7 +220,7 @@ fn host_that_ignores_sigterm_keeps_running() {
     let out = wait(child);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL));
     assert!(!dir.join("out.h5").exists(), "no profile written for an ignored signal");
-    let r = scope_profiler::spill_recover::recover(&dir.join("out.h5")).unwrap();
+    let r = scope_profiler::recover::recover(&dir.join("out.h5")).unwrap();
     assert!(r.message.starts_with("recovered"), "{}", r.message);
     check_counts(&dir.join("out.h5"), &side(&dir).0);
 }
@@ -237,7 +237,7 @@ fn clean_run_leaves_exactly_its_calls_and_no_spill() {
     assert!(meta.get("recovered").is_none());
     assert!(spill_dirs(&dir).is_empty(), "a clean run leaves no spill data");
     // A complete profile is never overwritten by recover.
-    assert!(scope_profiler::spill_recover::recover(&dir.join("out.h5")).unwrap().message.starts_with("nothing to recover"));
+    assert!(scope_profiler::recover::recover(&dir.join("out.h5")).unwrap().message.starts_with("nothing to recover"));
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn torn_spill_data_keeps_every_complete_call() {
     wait(child);
     let run = spill_dirs(&dir).pop().unwrap();
     let calls = run.join("calls.spill");
-    let full = scope_profiler::spill::read_run(&run).unwrap().calls;
+    let full = scope_profiler::recover::read_run(&run).unwrap().calls;
     // Cut the file in the middle of the published words of a chunk (inside a word): the calls
     // before the cut survive, the cut-off words are reported.
     let bytes = std::fs::read(&calls).unwrap();
@@ -290,7 +290,7 @@ fn torn_spill_data_keeps_every_complete_call() {
         off += cap * 8;
     };
     std::fs::OpenOptions::new().write(true).open(&calls).unwrap().set_len(cut as u64).unwrap();
-    let r = scope_profiler::spill_recover::recover(&dir.join("out.h5")).unwrap();
+    let r = scope_profiler::recover::recover(&dir.join("out.h5")).unwrap();
     let (got, _) = read_back(&dir.join("out.h5"));
     let total: u64 = got.values().sum();
     assert!(total < full && total > 0, "{total} of {full}: {}", r.message);
@@ -436,14 +436,14 @@ fn two_killed_runs_are_not_two_ranks() {
     }
     assert_eq!(spill_dirs(&dir).len(), 2);
     let file = dir.join("out.h5");
-    let r = scope_profiler::spill_recover::recover(&file).unwrap();
+    let r = scope_profiler::recover::recover(&file).unwrap();
     assert!(r.message.contains("of 1 rank(s)") && r.message.contains("left the spill data of 1 older run"), "{}", r.message);
     let (calls, _) = read_back(&file);
     assert_eq!(python_view(&file)["num_ranks"], 1);
     assert!(calls["work"] >= noted[1], "the newer run: {} of {noted:?}", calls["work"]);
     assert_eq!(spill_dirs(&dir).len(), 1);
     std::fs::rename(&file, dir.join("newer.h5")).unwrap();
-    scope_profiler::spill_recover::recover(&file).unwrap();
+    scope_profiler::recover::recover(&file).unwrap();
     let (older, _) = read_back(&file);
     assert!(older["work"] >= noted[0], "the older run: {} of {noted:?}", older["work"]);
     assert!(spill_dirs(&dir).is_empty());
@@ -467,7 +467,7 @@ fn forked_child_does_not_touch_the_parents_calls() {
     wait_running(&dir, 1);
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     wait(child);
-    let r = scope_profiler::spill_recover::recover(&dir.join("out.h5")).unwrap();
+    let r = scope_profiler::recover::recover(&dir.join("out.h5")).unwrap();
     let (calls, _) = read_back(&dir.join("out.h5"));
     assert_eq!(calls["main"], 1000, "only the parent's calls in the spill: {}", r.message);
 }
@@ -521,12 +521,12 @@ fn recover_never_overwrites_a_complete_profile() {
     wait_running(&dir, 1);
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     wait(child);
-    let err = scope_profiler::spill_recover::recover(&file).unwrap_err();
+    let err = scope_profiler::recover::recover(&file).unwrap_err();
     assert!(err.contains("refusing to overwrite"), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), before, "the earlier profile is untouched");
     assert_eq!(spill_dirs(&dir).len(), 1, "the spill data is kept");
     std::fs::rename(&file, dir.join("earlier.h5")).unwrap();
-    let r = scope_profiler::spill_recover::recover(&file).unwrap();
+    let r = scope_profiler::recover::recover(&file).unwrap();
     assert!(r.message.starts_with("recovered"), "{}", r.message);
 }
 
@@ -552,7 +552,7 @@ fn recovered_times_are_monotonic_ns_in_every_layout() {
         let t1 = monotonic_ns();
         let (completed, _) = side(&dir);
         let file = dir.join("out.h5");
-        let r = scope_profiler::spill_recover::recover(&file).unwrap();
+        let r = scope_profiler::recover::recover(&file).unwrap();
         assert!(r.message.starts_with("recovered"), "{}", r.message);
         let got = check_counts(&file, &completed);
         if layout == "regions" {

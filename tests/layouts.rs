@@ -7,7 +7,7 @@ mod support;
 use support::*;
 
 use scope_profiler::config::Layout;
-use scope_profiler::profile::{RankProfile, RegionData};
+use scope_profiler::model::{RankProfile, RegionData};
 use scope_profiler::writer::{Plan, layout_writer};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -215,7 +215,7 @@ fn readable_copy(path: &Path) -> PathBuf {
 }
 
 /// `<dir>/<layout>.h5` holding `profile` as rank 0, written through the layout's writer.
-fn write_in_layout(dir: &Path, layout: Layout, profile: &RankProfile, meta: &[(String, scope_profiler::metadata::AttrValue)]) -> PathBuf {
+fn write_in_layout(dir: &Path, layout: Layout, profile: &RankProfile, meta: &[(String, scope_profiler::model::AttrValue)]) -> PathBuf {
     let path = dir.join(format!("{}.h5", layout.name()));
     scope_profiler::output::write_file(&path, |f| {
         let mut w = layout_writer(layout, Plan::of(profile));
@@ -228,7 +228,7 @@ fn write_in_layout(dir: &Path, layout: Layout, profile: &RankProfile, meta: &[(S
 }
 
 fn write_sample(dir: &Path, layout: Layout) -> PathBuf {
-    readable_copy(&write_in_layout(dir, layout, &sample_profile(), &[("mpi_size".into(), scope_profiler::metadata::AttrValue::Int(1))]))
+    readable_copy(&write_in_layout(dir, layout, &sample_profile(), &[("mpi_size".into(), scope_profiler::model::AttrValue::Int(1))]))
 }
 
 #[test]
@@ -302,7 +302,7 @@ fn columnar_costs_at_most_17_bytes_per_call_and_aggregate_is_small() {
 /// per layout is in tests/likwid_e2e.rs (likwid_results_are_written_in_every_layout).
 #[test]
 fn likwid_results_are_kept_in_every_layout_given_results() {
-    use scope_profiler::likwid::{LikwidRun, RegionResult};
+    use scope_profiler::model::{LikwidRun, RegionResult};
     let dir = scratch("layouts_likwid");
     for layout in [Layout::Regions, Layout::Columnar, Layout::Aggregate] {
         let mut p = sample_profile();

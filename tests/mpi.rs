@@ -165,7 +165,7 @@ fn without_mpi_each_rank_writes_its_own_file_and_merge_combines_them() {
     // Rank 1's clock as a misbehaving TSC would leave it (a stand-in: this machine's clock
     // behaves), so the merge must pool the ranks' clocks, not keep the first file's.
     {
-        use scope_profiler::metadata::AttrValue;
+        use scope_profiler::model::AttrValue;
         let h5 = hdf5::File::open_rw(&files[1]).unwrap();
         let g = h5.group("rank1").unwrap();
         assert!(g.attr("clock_status").is_ok(), "rank files record their clock");

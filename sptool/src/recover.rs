@@ -1,6 +1,6 @@
 //! `sptool recover [TARGET.h5]`: the profile of a killed run, from the spill data its
 //! processes left (every thread, every rank that reached the file system). The reading is
-//! the library's own (`scope_profiler::spill`), so there is one reader of the format.
+//! the library's own (`scope_profiler::recover`), so there is one reader of the format.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -12,5 +12,5 @@ pub fn default_target() -> PathBuf {
 
 pub fn run(target: &Path) -> Result<String> {
     let target = if target.is_relative() { std::env::current_dir().map(|d| d.join(target)).unwrap_or_else(|_| target.to_path_buf()) } else { target.to_path_buf() };
-    scope_profiler::spill_recover::recover(&target).map(|r| r.message).map_err(|e| Error::in_file(&target, e))
+    scope_profiler::recover::recover(&target).map(|r| r.message).map_err(|e| Error::in_file(&target, e))
 }

@@ -14,7 +14,7 @@ fn main() {
         }
     };
     scope_profiler::likwid::helper_spawn::close_inherited_fds();
-    match scope_profiler::spill_recover::recover_dirs(&target, &[dir], true) {
+    match scope_profiler::recover::recover_dirs(&target, &[dir], true) {
         Ok(r) => eprintln!("[scope_profiler] terminated by a signal: {}", r.message),
         Err(e) => {
             eprintln!("[scope_profiler] terminated by a signal; profile NOT written: {e} (run `sptool recover {}`)", target.display());

@@ -3,6 +3,7 @@
 //! in `/sys/bus/event_source/devices/<pmu>/{type,format/*}`), and the built-in FLOP sets
 //! `flops`, `flops_dp`, `flops_sp` (events chosen for the CPU, with a weight per event).
 
+use crate::model::FlopsFormula;
 use std::path::Path;
 
 pub const PERF_TYPE_HARDWARE: u32 = 0;
@@ -27,14 +28,6 @@ impl EventSpec {
     pub fn is_software(&self) -> bool {
         self.type_ == PERF_TYPE_SOFTWARE
     }
-}
-
-/// FLOPs from counted events: sum of weight x count over the named events.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, Default)]
-pub struct FlopsFormula {
-    /// `flops`, `flops_dp` or `flops_sp`.
-    pub set: String,
-    pub terms: Vec<(String, f64)>,
 }
 
 /// The parsed `SCOPE_PROFILER_PERF_EVENTS`.

@@ -7,16 +7,15 @@
 //! - `on_start(t, id)` runs before the start timestamp, `on_stop(t, id)` after the stop
 //!   timestamp, on the recording thread, with that thread's `ThreadCounters`.
 //! - `finish` + `collect` run at finalize and give plain per-region results (`RankCounters`)
-//!   that the layout writer stores with `h5::write`.
+//!   that the layout writer stores (`writer::counters`).
 
 pub mod events;
-pub mod h5;
 pub mod perf;
 
 use crate::likwid;
-use events::{EventList, FlopsFormula, ThisMachine};
+use crate::model::{AnnotatedRegion, FlopsFormula, LikwidRun, PerfRegion, RankCounters};
+use events::{EventList, ThisMachine};
 use perf::{PerfConfig, PerfThread};
-use serde::{Deserialize, Serialize};
 
 /// The counter sources of a run, shared by every recording thread.
 pub struct Counters {
@@ -99,7 +98,7 @@ impl Counters {
     }
 
     /// End of recording (all threads quiesced): LIKWID's read-back, and what `collect` needs.
-    pub fn finish(self) -> (likwid::LikwidRun, Finished) {
+    pub fn finish(self) -> (LikwidRun, Finished) {
         let lk = self.likwid.map(|l| l.finish()).unwrap_or_default();
         let group: Vec<String> = self.perf.map(|p| p.events.iter().map(|e| e.name.clone()).collect()).unwrap_or_default();
         // Report the events in the order asked for.
@@ -145,45 +144,6 @@ impl ThreadCounters {
     fn grow_annotations(&mut self, len: usize) {
         self.annotations.resize(len.max(16), [0.0; 4]);
     }
-}
-
-/// Perf-event totals of one region on one rank.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PerfRegion {
-    pub name: String,
-    /// Calls whose counts were read (start and stop).
-    pub calls: u64,
-    /// Scaled counts (value x enabled / running), summed over calls and threads.
-    pub totals: Vec<f64>,
-    /// Time running / time enabled of the group, over all calls and threads (1 = never multiplexed).
-    pub running_fraction: f64,
-    pub thread_ids: Vec<i64>,
-    /// Per thread (rows, as `thread_ids`): scaled counts per event.
-    pub thread_values: Vec<Vec<f64>>,
-    pub thread_running_fraction: Vec<f64>,
-    pub thread_calls: Vec<u64>,
-    /// FLOPs computed from the counts, per FLOP set asked for: (set, FLOPs).
-    pub counted_flops: Vec<(String, f64)>,
-}
-
-/// Analytic FLOPs and bytes of one region on one rank.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AnnotatedRegion {
-    pub name: String,
-    pub flops: Option<f64>,
-    pub bytes: Option<f64>,
-    pub thread_ids: Vec<i64>,
-    pub thread_flops: Vec<f64>,
-    pub thread_bytes: Vec<f64>,
-}
-
-/// Everything the counter sources (besides LIKWID) produced on one rank.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RankCounters {
-    pub event_names: Vec<String>,
-    pub formulas: Vec<FlopsFormula>,
-    pub perf: Vec<PerfRegion>,
-    pub annotated: Vec<AnnotatedRegion>,
 }
 
 /// One thread's counters as taken at finalize: its position in the file's thread ids (-1 if it

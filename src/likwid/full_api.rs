@@ -3,7 +3,7 @@
 //! the helper process (`scope_profiler_likwid_helper`), never in the host: perfmon_init
 //! can crash or exit on a bad machine, and `-nan` makes LIKWID's calculator abort.
 
-use super::result::{RegionResult, source};
+use crate::model::likwid::{RegionResult, source};
 use likwid_sys::{Likwid, owned_string};
 use serde::{Deserialize, Serialize};
 use std::ffi::{CString, c_int};

@@ -5,33 +5,31 @@
 //! - `Session::begin(use_likwid)` runs once in `sp_setup`, on the setup thread, before workers exist.
 //! - `region_created` runs under the region-registry lock for every new dense region id.
 //! - `start`/`stop` run on the recording thread around the timing.
-//! - `finish` runs once at finalize after recording has stopped; its result is written by
-//!   `write_group` into `rank<N>/likwid`.
+//! - `finish` runs once at finalize after recording has stopped; its result (plain data,
+//!   `model::likwid`) is written into `rank<N>/likwid` by the writer (`writer::likwid`).
 //!
 //! Modules, one job each:
 //! `env` (marker environment, LIKWID_EVENTS validation), `tags` (region name → LIKWID tag),
 //! `markers` (in-process marker calls), `marker_file` (parser), `perfgroup` + `formula`
 //! (group files, METRICS evaluation), `naming` (records → named results), `full_api`
 //! (the helper's perfmon read-back), `helper_spawn` (starting the helper), `readback`
-//! (choosing full_api / marker_file / marker_api), `result` (types, JSON), `h5` (output).
+//! (choosing full_api / marker_file / marker_api). The result types (`LikwidRun`,
+//! `RegionResult`, their JSON form) are plain data in `model::likwid`.
 //! Nothing here panics into the core: setup and finish run under `catch_unwind`, and the
 //! hot path has no panicking operation.
 
 pub mod env;
 pub mod formula;
 pub mod full_api;
-pub mod h5;
 pub mod helper_spawn;
 pub mod marker_file;
 pub mod markers;
 pub mod naming;
 pub mod perfgroup;
 pub mod readback;
-pub mod result;
 pub mod tags;
 
-pub use h5::write_group;
-pub use result::{LikwidRun, RegionResult};
+use crate::model::LikwidRun;
 
 use crate::warn;
 use env::{EnvError, EventSet, MarkerEnv};

@@ -7,7 +7,7 @@ use super::env::EventSet;
 use super::formula::{self, FormulaError};
 use super::marker_file::Record;
 use super::perfgroup::{self, PerfGroup};
-use super::result::RegionResult;
+use crate::model::RegionResult;
 use std::path::PathBuf;
 
 /// What one event set (group id) of `LIKWID_EVENTS` programs.

@@ -10,7 +10,7 @@ use super::helper_spawn;
 use super::marker_file::{self, Record};
 use super::markers::Snapshot;
 use super::naming::{MetricInputs, SetInfo, add_metrics, region_from_records};
-use super::result::{RegionResult, source};
+use crate::model::likwid::{RegionResult, source};
 use super::tags::TagTable;
 use crate::warn;
 

@@ -8,9 +8,7 @@
 //! statistics per recording thread (`rows` points into rank_region_index).
 
 use super::{LayoutWriter, replace_attr};
-use crate::metadata::AttrValue;
-use crate::profile::{RankProfile, RegionData};
-use crate::stats::{HIST_BUCKETS, Stats};
+use crate::model::{AttrValue, HIST_BUCKETS, RankProfile, RegionData, Stats};
 use hdf5::types::VarLenUnicode;
 use std::collections::HashMap;
 

@@ -12,9 +12,7 @@
 
 use super::aggregate::{IndexRows, Row};
 use super::{Column, LayoutWriter, Plan, new_column};
-use crate::calllog::Call;
-use crate::profile::{RankProfile, SlabPlace, Slab};
-use crate::stats::{HIST_BUCKETS, Stats, bucket};
+use crate::model::{Call, HIST_BUCKETS, RankProfile, Slab, SlabPlace, Stats, bucket};
 
 #[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
 #[repr(C)]

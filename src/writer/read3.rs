@@ -3,8 +3,7 @@
 //! writers.
 
 use crate::config::Layout;
-use crate::profile::{Calls, Columns, RegionData};
-use crate::stats::{HIST_BUCKETS, Stats};
+use crate::model::{Calls, Columns, HIST_BUCKETS, RegionData, SourceLocation, Stats};
 use hdf5::types::VarLenUnicode;
 use std::collections::BTreeMap;
 
@@ -57,7 +56,7 @@ pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<Regio
     let lines: Vec<i64> = col(&index, "source_lines").unwrap_or_default();
     let source = |row: usize| {
         let file = files.get(row).filter(|f| !f.is_empty())?;
-        Some(crate::profile::SourceLocation { file: file.clone(), line: lines.get(row).copied().filter(|&l| l > 0).unwrap_or(0) })
+        Some(SourceLocation { file: file.clone(), line: lines.get(row).copied().filter(|&l| l > 0).unwrap_or(0) })
     };
     let mut out: BTreeMap<usize, Vec<RegionData>> = BTreeMap::new();
     for row in 0..ids.len() {

@@ -7,7 +7,7 @@
 //! otherwise one merges while the calling thread writes through HDF5.
 
 use super::{LayoutWriter, WORKERS, group_name, new_column, put_int, put_str};
-use crate::profile::{RankProfile, RegionData};
+use crate::model::{RankProfile, RegionData};
 use std::collections::HashSet;
 
 pub struct Regions;

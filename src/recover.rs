@@ -2,16 +2,23 @@
 //! of every rank that reached the shared file system) becomes the normal profile file, with a
 //! `recovered` note in its metadata. Used by `sptool recover` and by the signal helper.
 //!
-//! Each run directory is read by `spill::read_run` into the profile of its process (logs over
-//! the spill file's chunks, statistics, timebase) and written by the normal writers:
+//! Each run directory is read by `read_run` (below: the one reader of the spill format, whose
+//! writer is the sink in `spill.rs`) into the profile of its process (logs over the spill
+//! file's chunks, statistics, timebase) and written by the normal writers:
 //! `output::write_single_with` for one process, `output::write_rank_file_with` per rank and
 //! `merge::merge_rank_files` for several (with the ranks' own files, if some wrote one).
 
+use crate::calllog::{HDR, parse_header, scan_chunk};
+use crate::clock::{Anchor, Timebase};
 use crate::config::{Config, Layout, MetadataDetail, Options};
-use crate::metadata::{AttrValue, RunFacts};
+use crate::model::{AttrValue, RankProfile, RunFacts};
 use crate::output::RunContext;
-use crate::spill::{RecoveredRun, find_runs, read_run};
+use crate::profile::ThreadRecord;
+use crate::recorder::ThreadData;
+use crate::spill::{ANCHORS_FILE, CALLS_FILE, FILE_MAGIC, HEADER_BYTES, META_FILE, NAMES_FILE, PAGE_WORDS, SpillMeta, THREADS_FILE, boot_id, dir_prefix, map_reader, spill_parent};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// How a recovery went: the one-line report, and what was written.
@@ -72,7 +79,7 @@ fn config_of(r: &RecoveredRun, target: &Path) -> Config {
 /// Recover the given run directories into `target`. `overwrite`: replace what is at the
 /// target (the signal helper, whose process is ending now: a rerun replaces the last run's file).
 pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<Recovery, String> {
-    let where_ = crate::spill::spill_parent(target);
+    let where_ = spill_parent(target);
     let rank_files = if overwrite { BTreeMap::new() } else { rank_files(target) };
     if dirs.is_empty() && !rank_files.is_empty() && !target.exists() {
         // Every rank wrote its own file: combine them.
@@ -90,7 +97,7 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
             let why = hdf5::File::open(target).err().map(|e| e.to_string()).unwrap_or_else(|| "it has no metadata group".into());
             Err(format!("no spill data of {} found, and {} cannot be read as a profile ({why})", target.display(), target.display()))
         } else {
-            Err(format!("no spill data of {} found (looked for {}* in {})", target.display(), crate::spill::dir_prefix(target), where_.display()))
+            Err(format!("no spill data of {} found (looked for {}* in {})", target.display(), dir_prefix(target), where_.display()))
         };
     }
     if target.exists() && !overwrite {
@@ -228,4 +235,200 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         ));
     }
     Ok(Recovery { message, written: Some(written) })
+}
+
+// ---------------------------------------------------------------------------------------
+// The reader: one run directory back into a rank's profile.
+
+/// What a run directory held, as the profile of its process; its logs' chunks stay in the
+/// spill file, read through `open_reader_of` while it is written.
+pub struct RecoveredRun {
+    pub dir: PathBuf,
+    pub meta: SpillMeta,
+    pub file: File,
+    pub profile: RankProfile,
+    pub calls: u64,
+    /// Chunks whose header was unreadable or cut off, and words of torn calls at chunk ends.
+    pub bad_chunks: u64,
+    pub torn_words: u64,
+    /// Calls after the last saved clock anchor (their times are extrapolated).
+    pub extrapolated: bool,
+}
+
+impl RecoveredRun {
+    /// Map this run's spill file for reading its chunks (until `close_reader`).
+    pub fn open_reader(&self) {
+        crate::spill::open_reader_of(&self.file);
+    }
+}
+
+fn read_names(dir: &Path) -> Vec<String> {
+    let bytes = std::fs::read(dir.join(NAMES_FILE)).unwrap_or_default();
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 8 {
+        let id = u32::from_le_bytes(rest[..4].try_into().unwrap());
+        let len = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
+        let Some(name) = rest.get(8..8 + len) else { break };
+        names.insert(id, String::from_utf8_lossy(name).into_owned());
+        rest = &rest[8 + len..];
+    }
+    let n = names.keys().next_back().map_or(0, |&m| m as usize + 1);
+    (0..n).map(|i| names.get(&(i as u32)).cloned().unwrap_or_else(|| format!("#{i}"))).collect()
+}
+
+fn read_threads(dir: &Path) -> BTreeMap<u32, i64> {
+    let bytes = std::fs::read(dir.join(THREADS_FILE)).unwrap_or_default();
+    bytes
+        .chunks_exact(16)
+        .map(|r| (u32::from_le_bytes(r[..4].try_into().unwrap()), i64::from_le_bytes(r[8..].try_into().unwrap())))
+        .collect()
+}
+
+fn read_anchors(dir: &Path) -> Vec<Anchor> {
+    let bytes = std::fs::read(dir.join(ANCHORS_FILE)).unwrap_or_default();
+    let w = |b: &[u8]| i64::from_le_bytes(b.try_into().unwrap());
+    bytes.chunks_exact(24).map(|r| Anchor { tick: w(&r[..8]), ns: w(&r[8..16]), half_width: w(&r[16..]) }).collect()
+}
+
+/// Read a run directory back into the profile of its process: per-thread logs over the spill
+/// file's chunks and per-thread statistics from one pass over the calls, merged by
+/// `profile::merge` with the timebase fitted to the saved anchors.
+pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
+    let meta: SpillMeta = std::fs::read(dir.join(META_FILE))
+        .map_err(|e| format!("{}: {e}", dir.join(META_FILE).display()))
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", dir.join(META_FILE).display())))?;
+    let path = dir.join(CALLS_FILE);
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path).map_err(|e| format!("{}: {e}", path.display()))?
+    };
+    let mut magic = [0u8; 8];
+    if file.read_exact_at(&mut magic, 0).is_err() || &magic != FILE_MAGIC {
+        return Err(format!("{}: not a spill file (or of another version)", path.display()));
+    }
+    let map = map_reader(&file).ok_or_else(|| format!("{}: cannot map: {}", path.display(), std::io::Error::last_os_error()))?;
+    let all: &[u64] = if map.base.is_null() {
+        &[]
+    } else {
+        // SAFETY: the whole mapping, 8-byte aligned; `map` outlives this function's use.
+        unsafe { std::slice::from_raw_parts(map.base as *const u64, map.len / 8) }
+    };
+    let names = read_names(dir);
+    let os_tids = read_threads(dir);
+    let mut threads: BTreeMap<u32, ThreadData> = os_tids.keys().map(|&i| (i, ThreadData::for_thread(i, true))).collect();
+    let (mut bad_chunks, mut torn_words, mut calls) = (0u64, 0u64, 0u64);
+    let mut last_tick = i64::MIN;
+    let mut word = (HEADER_BYTES / 8) as usize;
+    while word + HDR <= all.len() {
+        // A region id no registry can give is a damaged header too (it would size tables by it).
+        let header = parse_header(&all[word..word + HDR])
+            .filter(|&(region, _, _, cap)| region < crate::registry::MAX_REGIONS && cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
+        let Some((region, fill, thread, cap)) = header else {
+            // Past the last chunk (blocks allocated but never used) or a damaged header:
+            // chunk sizes are pages, so look for the next header a page further.
+            if all[word..(word + PAGE_WORDS).min(all.len())].iter().any(|&w| w != 0) {
+                bad_chunks += 1;
+            }
+            word += PAGE_WORDS;
+            continue;
+        };
+        let end = (word + cap).min(all.len());
+        let mut data = &all[word + HDR..end];
+        if fill > 0 {
+            data = &data[..fill.min(data.len())];
+        }
+        // A file cut short (a truncated copy): the published calls that are missing.
+        let missing = if fill > 0 && fill > data.len() { fill - data.len() } else { 0 };
+        let t = threads.entry(thread).or_insert_with(|| ThreadData::for_thread(thread, true));
+        let cell = t.stats().cell(region);
+        let (mut first, mut last) = (None, 0i64);
+        let scan = scan_chunk(data, |c| {
+            first.get_or_insert(c.start);
+            last = c.start;
+            last_tick = last_tick.max(c.end);
+            let d = c.end.wrapping_sub(c.start);
+            // Exclusive time needs the nesting, which the calls of one region do not show:
+            // a recovered call's exclusive time is its whole duration.
+            cell.record_with_histogram(d, d);
+        });
+        torn_words += (scan.torn + missing) as u64;
+        calls += scan.calls as u64;
+        t.log_mut(region).adopt_spilled((word * 8) as u64, cap, &scan, first, last);
+        // Read once: let its pages go from this process (the helper's memory stays bounded).
+        // SAFETY: a page-aligned range inside the read-only mapping `map`.
+        unsafe { libc::madvise(map.base.add(word * 8) as *mut libc::c_void, (end - word) * 8, libc::MADV_DONTNEED) };
+        word += cap;
+    }
+    drop(map);
+    let records: Vec<ThreadRecord> =
+        threads.into_iter().map(|(index, data)| ThreadRecord { index, os_tid: os_tids.get(&index).copied().unwrap_or(0), data }).collect();
+    // The clock: the identity, or a fit through the saved anchors (plus one taken now when
+    // this is the killed run's node and boot, so that no call lies after the last anchor).
+    let (timebase, extrapolated) = if meta.clock == "tsc" {
+        let mut anchors = read_anchors(dir);
+        if !meta.boot_id.is_empty() && meta.boot_id == boot_id() {
+            anchors.extend(crate::clock::anchor_now());
+        }
+        let beyond = anchors.last().is_none_or(|a| last_tick > a.tick + a.half_width);
+        let problems = if beyond {
+            vec!["recovered: calls after the last saved clock anchor have extrapolated times".to_string()]
+        } else {
+            Vec::new()
+        };
+        (Timebase::fit(anchors, problems), beyond)
+    } else {
+        (Timebase::monotonic(), false)
+    };
+    let (regions, kept) = crate::profile::merge(&names, records, &timebase);
+    let mut info = meta.info.clone();
+    info.thread_os_ids = kept.iter().map(|t| t.1).collect();
+    info.extra.extend(crate::metadata::clock_attrs(&timebase.report(), meta.clock_note.as_deref()));
+    let profile = RankProfile { info, regions, ..Default::default() };
+    Ok(RecoveredRun { dir: dir.to_path_buf(), meta, file, profile, calls, bad_chunks, torn_words, extrapolated })
+}
+
+/// Run directories of `target` left behind (real directories only: links are not followed).
+pub fn find_runs(target: &Path) -> Vec<PathBuf> {
+    let prefix = dir_prefix(target);
+    let mut parents = vec![target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()];
+    let p = spill_parent(target);
+    if !parents.contains(&p) {
+        parents.push(p);
+    }
+    let mut out = Vec::new();
+    for parent in parents {
+        let Ok(rd) = std::fs::read_dir(&parent) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join(META_FILE).is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chunk_words_round_trip_through_the_one_decoder() {
+        use crate::calllog::{CallLog, scan_chunk};
+        use crate::model::Call;
+        let mut log = CallLog::new(3, 7);
+        let t = 1_000_000_000_000i64;
+        let calls: Vec<Call> = (0..5_000).map(|i| Call { start: t + i * 7, end: t + i * 7 + 3 }).collect();
+        calls.iter().for_each(|&c| log.push(c));
+        assert!(log.chunk_count() > 3);
+        let (s, e) = log.columns();
+        assert_eq!(s.len(), calls.len());
+        assert_eq!(e[10], calls[10].end);
+        // A chunk cut inside an escaped call keeps the complete calls and reports the rest.
+        let words = [0xFFFF_FFFFu64, 10, 20, 5u64 << 32 | 2, 0xFFFF_FFFF, 99];
+        let mut got = Vec::new();
+        let scan = scan_chunk(&words, |c| got.push((c.start, c.end)));
+        assert_eq!(got, vec![(10, 20), (15, 16)]);
+        assert_eq!((scan.calls, scan.escapes, scan.used, scan.torn), (2, 1, 4, 2));
+    }
 }

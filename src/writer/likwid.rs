@@ -1,6 +1,7 @@
-//! `rank<N>/likwid` in the HDF5 file (shared/specs/hdf5-layout.md).
+//! `rank<N>/likwid` in the HDF5 file (shared/specs/hdf5-layout.md), from the LIKWID results
+//! of the profile (`model::likwid`).
 
-use super::result::{LikwidRun, RegionResult};
+use crate::model::{LikwidRun, RegionResult};
 use hdf5::types::VarLenUnicode;
 
 /// HDF5 attributes are limited to 64 KiB; the layout truncates at 60,000 characters.
@@ -78,7 +79,7 @@ pub fn write_group(rank_group: &hdf5::Group, run: &LikwidRun) -> hdf5::Result<()
     // measured with two event sets appears twice.
     let mut used = std::collections::HashSet::new();
     for r in good {
-        let name = crate::writer::group_name(&r.tag, &mut used);
+        let name = super::group_name(&r.tag, &mut used);
         write_region(&regions, &name, r)?;
     }
     Ok(())

@@ -1,4 +1,5 @@
-//! The counters in the HDF5 file, beside the timings of `rank<N>/`:
+//! The counters in the HDF5 file, beside the timings of `rank<N>/`, from the counter sources'
+//! results in the profile (`model::counters`):
 //!
 //! - `rank<N>/perf_events/<region>`: the Python package's layout (attributes `calls` and
 //!   `event_names`, dataset `values` of uint64 totals, read by its `get_perf_events`), plus our
@@ -9,9 +10,8 @@
 //!   `sp_region_add_flops` / `sp_region_add_bytes`, each only if it was called), datasets
 //!   `thread_ids`, `thread_flops`, `thread_bytes`.
 
-use super::RankCounters;
-use crate::metadata::AttrValue;
-use crate::writer::{group_name, put_attr, put_i64_dataset, put_str};
+use crate::model::{AttrValue, RankCounters};
+use super::{group_name, put_attr, put_i64_dataset, put_str};
 use std::collections::HashSet;
 
 fn f64_attr(g: &hdf5::Location, name: &str, v: f64) -> hdf5::Result<()> {

@@ -1,4 +1,5 @@
-//! The result types of the seam (`LikwidRun`, `RegionResult`) and their JSON form.
+//! LIKWID's results of one process (`LikwidRun`, `RegionResult`, produced by `likwid/`) and
+//! their JSON form.
 //!
 //! JSON has no NaN/inf, and LIKWID produces both (a CPI of 0/0, an unusable counter), so
 //! the float arrays go through [`json_float`]: non-finite values become the strings
@@ -28,7 +29,7 @@ pub mod source {
 /// One region of `rank<N>/likwid/regions/<tag>` (see shared/specs/hdf5-layout.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RegionResult {
-    /// The real region name (LIKWID's tag mapped back, see `tags.rs`).
+    /// The real region name (LIKWID's tag mapped back, see `likwid/tags.rs`).
     pub tag: String,
     pub group_id: i64,
     pub group_name: String,

@@ -1,17 +1,19 @@
 //! The HDF5 file: written under a temporary name and renamed into place, or written to a
 //! fallback location when the target is not writable. What a rank's regions look like in it
 //! is up to the layout writer (`regions`, `columnar`, `aggregate`); the rank group's
-//! attributes and its LIKWID results are the same in every layout.
+//! attributes, its counter results (`counters`) and its LIKWID results (`likwid`) are the same
+//! in every layout. `read3` reads the layouts back (merging rank files).
 
 pub mod aggregate;
 pub mod columnar;
+pub mod counters;
+pub mod likwid;
 pub mod read3;
 pub mod regions;
 
 use crate::config::Layout;
-use crate::metadata::AttrValue;
+use crate::model::{AttrValue, RankProfile};
 use crate::placement::Placement;
-use crate::profile::RankProfile;
 use crate::status::{Error, Result, Status};
 use hdf5::types::VarLenUnicode;
 use std::collections::HashSet;
@@ -286,8 +288,8 @@ impl ProfileFile {
             put_attr(&g, name, value)?;
         }
         layout.write_rank(&self.file, &g, rank, profile)?;
-        crate::likwid::write_group(&g, &profile.likwid)?;
-        crate::counters::h5::write(&g, &profile.counters)?;
+        likwid::write_group(&g, &profile.likwid)?;
+        counters::write(&g, &profile.counters)?;
         Ok(())
     }
 
@@ -312,7 +314,7 @@ impl ProfileFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::RegionData;
+    use crate::model::{RegionData, SourceLocation};
 
     #[test]
     fn group_names() {
@@ -392,7 +394,7 @@ mod tests {
         f.write_metadata(&[("mpi_size".into(), AttrValue::Int(1))]).unwrap();
         let mut p = RankProfile::default();
         p.info.thread_os_ids = vec![42];
-        p.regions.push(RegionData { open_calls: 1, source: Some(crate::profile::SourceLocation { file: "src/x.c".into(), line: 12 }), ..RegionData::from_columns("x/y", vec![1, 2], vec![3, 4], vec![0, 0]) });
+        p.regions.push(RegionData { open_calls: 1, source: Some(SourceLocation { file: "src/x.c".into(), line: 12 }), ..RegionData::from_columns("x/y", vec![1, 2], vec![3, 4], vec![0, 0]) });
         p.regions.push(RegionData { name: "only open".into(), open_calls: 2, ..Default::default() });
         f.write_rank(0, &p, &mut regions::Regions).unwrap();
         let w = f.finish().unwrap();
