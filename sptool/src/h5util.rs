@@ -26,7 +26,7 @@ use hdf5_sys::h5d::{H5Dget_create_plist, H5Dget_space, H5Dget_storage_size, H5Dg
 use hdf5_sys::h5f::{H5F_ACC_RDONLY, H5Fopen};
 use hdf5_sys::h5g::H5Gopen2;
 use hdf5_sys::h5i::hid_t;
-use hdf5_sys::h5l::{H5L_info1_t, H5Lexists, H5Literate1};
+use hdf5_sys::h5l::{H5L_info1_t, H5Lexists, H5Lget_info1, H5Literate1};
 use hdf5_sys::h5p::{H5P_CLS_DATASET_ACCESS, H5P_CLS_GROUP_ACCESS, H5P_DEFAULT, H5Pclose, H5Pcreate, H5Pget_chunk, H5Pget_external_count, H5Pget_layout, H5Pget_nfilters, H5Pset_elink_cb, H5Pset_nlinks};
 use hdf5_sys::h5s::{H5S_ALL, H5S_class_t, H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sget_simple_extent_dims, H5Sget_simple_extent_ndims, H5Sget_simple_extent_type, H5Sselect_hyperslab};
 use hdf5_sys::h5t::{H5T_class_t, H5T_direction_t, H5T_sign_t, H5Tclose, H5Tget_class, H5Tget_member_name, H5Tget_native_type, H5Tget_nmembers, H5Tget_sign, H5Tget_size, H5Tis_variable_str};
@@ -309,11 +309,26 @@ impl Group {
         self.open_raw(&member.raw, &member.name)
     }
 
+    /// Why `raw` could not be opened: an external link (never followed), or the HDF5 library's
+    /// account.
+    fn open_error(&self, raw: &CStr, path: &str) -> Error {
+        let detail = last_error();
+        let mut info: H5L_info1_t = unsafe { std::mem::zeroed() };
+        #[allow(deprecated)]
+        let rc = sync(|| unsafe { H5Lget_info1(self.inner.id(), raw.as_ptr(), &mut info, self.state.gapl.0) });
+        // SAFETY: the type is read as an integer (user-defined types are not enum values).
+        let kind = unsafe { std::ptr::read(std::ptr::addr_of!(info.type_) as *const c_int) };
+        if rc >= 0 && kind == LINK_EXTERNAL {
+            return damaged(path, "is an external link to another file; sptool does not follow links out of the file");
+        }
+        Error::new(format!("cannot open {path}: {detail}"))
+    }
+
     fn open_raw(&self, raw: &CStr, name: &str) -> Result<Group> {
         let path = join(&self.path, name);
         let id = sync(|| unsafe { H5Gopen2(self.inner.id(), raw.as_ptr(), self.state.gapl.0) });
         if id < 0 {
-            return Err(Error::new(format!("cannot open {path}: {}", last_error())));
+            return Err(self.open_error(raw, &path));
         }
         // SAFETY: a group id we own.
         let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::new(format!("cannot open {path}: {}", error::h5(&e))))?;
@@ -345,7 +360,7 @@ impl Group {
         let c = cname(name)?;
         let id = sync(|| unsafe { H5Dopen2(self.inner.id(), c.as_ptr(), self.state.dapl.0) });
         if id < 0 {
-            return Err(Error::new(format!("cannot open {path}: {}", last_error())));
+            return Err(self.open_error(&c, &path));
         }
         // SAFETY: a dataset id we own.
         let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::new(format!("cannot open {path}: {}", error::h5(&e))))?;

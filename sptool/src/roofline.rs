@@ -124,7 +124,7 @@ pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roof
                 return Err(Error::new(format!("{option} must be a positive number, got {v}")));
             }
             if !plottable(v) {
-                return Err(Error::new(format!("{option} {v} is out of range ({:e} to {:e})", PLOTTABLE.start(), PLOTTABLE.end())));
+                return Err(Error::new(format!("{option} {v:e} is out of range ({:e} to {:e})", PLOTTABLE.start(), PLOTTABLE.end())));
             }
         }
     }
@@ -212,8 +212,10 @@ fn annotated_points(profile: &Profile, filter: &Filter) -> Vec<Point> {
     crate::counters::work_rows(profile, filter)
         .into_iter()
         .filter_map(|w| {
+            // Zero FLOPs or bytes is no point; anything else (NaN, infinite, absurd) is one
+            // that `finish` leaves out with a note.
             let (gflops, gbs) = (w.rate(w.flops)?, w.gbytes_per_s()?);
-            (gflops > 0.0 && gbs > 0.0).then(|| Point {
+            (gflops != 0.0 && gbs != 0.0).then(|| Point {
                 rank: w.rank,
                 region: w.name.clone(),
                 group: "annotations".into(),
