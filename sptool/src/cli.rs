@@ -226,7 +226,7 @@ fn file_label(path: &std::path::Path) -> String {
 impl Cli {
     /// The files the command reads, for [`crate::guard`].
     pub fn plan(&self) -> crate::guard::Plan {
-        let (inputs, limit_memory) = match &self.command {
+        let (inputs, limited) = match &self.command {
             Command::Inspect(a) => (vec![a.file.clone()], true),
             Command::Export(a) => (vec![a.file.clone()], true),
             Command::Plot(PlotCommand::Roofline(a)) => (vec![a.file.clone()], true),
@@ -235,7 +235,7 @@ impl Cli {
             Command::Check(a) => (vec![a.base.clone(), a.candidate.clone()], true),
             Command::Recover(a) => (a.target.clone().into_iter().collect(), false),
         };
-        crate::guard::Plan { inputs, limit_memory }
+        crate::guard::Plan { inputs, limited }
     }
 }
 

@@ -33,7 +33,8 @@ fn read_extras(index: &Group, rows: usize, aggregate: bool, out: &mut [RegionRan
     }
     let Ok(ds) = index.dataset("histograms") else { return Vec::new() };
     let Ok(shape) = ds.shape() else { return Vec::new() };
-    if shape.len() != 2 || shape[0] != rows {
+    // Bucket b holds durations below 2^b ns: 64 buckets cover every i64 duration.
+    if shape.len() != 2 || shape[0] != rows || shape[1] > 64 {
         return Vec::new();
     }
     let Ok(flat) = ds.read_u64() else { return Vec::new() };

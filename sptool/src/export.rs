@@ -74,7 +74,7 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
         let RegionRank { rank, name, stats, open_calls } = r;
         let entry = timing.entry((*rank, name.as_str())).or_insert((Stats::default(), 0));
         entry.0.merge(stats);
-        entry.1 += open_calls;
+        entry.1 = entry.1.saturating_add(*open_calls);
     }
     let mut likwid: BTreeMap<Key, &LikwidRegion> = BTreeMap::new();
     for l in profile.likwid.iter().filter(|l| filter.rank(l.rank) && filter.name(&l.tag)) {

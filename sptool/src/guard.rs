@@ -6,9 +6,12 @@
 //! - the child's address space is limited ([`memory_limit`]: 64 times the input files' size,
 //!   at least 4 GiB, or `SPTOOL_MAX_MEMORY`); an allocation that fails there ends the child
 //!   with one line ([`Alloc`]), never an abort with a backtrace;
+//! - so is its CPU time ([`cpu_limit`]: 60 s and 2 s per MiB of input, or
+//!   `SPTOOL_MAX_CPU_SECONDS`): the HDF5 library loops forever on some damaged files;
 //! - the child tells the parent, through a pipe, which input it is reading and which
 //!   temporary output files it created ([`note_input`], [`note_temp`]);
-//! - if the child dies by a signal (the HDF5 library crashed on a damaged file), the parent
+//! - if the child dies by a signal (the HDF5 library crashed on a damaged file, or ran out
+//!   of CPU time), the parent
 //!   removes the child's unfinished outputs and reports the file it was reading as damaged
 //!   in one line, with exit status 1. A signal meant for sptool itself (SIGINT, SIGTERM, ...)
 //!   is passed on to the child, and sptool then ends by the same signal.
@@ -34,6 +37,10 @@ const MIN_LIMIT: u64 = 4 << 30;
 /// The memory limit per byte of input.
 const LIMIT_PER_INPUT_BYTE: u64 = 64;
 pub const MEMORY_ENV: &str = "SPTOOL_MAX_MEMORY";
+/// CPU seconds for any command, and per MiB of input on top.
+const CPU_BASE_SECONDS: u64 = 60;
+const CPU_SECONDS_PER_MIB: u64 = 2;
+pub const CPU_ENV: &str = "SPTOOL_MAX_CPU_SECONDS";
 
 fn write_all(fd: i32, mut bytes: &[u8]) {
     while !bytes.is_empty() {
@@ -154,8 +161,8 @@ unsafe impl GlobalAlloc for Alloc {
 pub struct Plan {
     /// Input files (profiles).
     pub inputs: Vec<PathBuf>,
-    /// Limit the child's memory (not for `recover`, whose size is the run's).
-    pub limit_memory: bool,
+    /// Limit the child's memory and CPU time (not for `recover`, whose size is the run's).
+    pub limited: bool,
 }
 
 /// Parse `SPTOOL_MAX_MEMORY`: bytes, with an optional K, M, G or T (binary) suffix; `none`,
@@ -180,7 +187,7 @@ fn parse_limit(text: &str) -> Result<Option<u64>, ()> {
 /// The child's address-space limit: `SPTOOL_MAX_MEMORY`, else 64 times the inputs' size and
 /// at least 4 GiB. `None`: no limit.
 pub fn memory_limit(plan: &Plan) -> Option<u64> {
-    if !plan.limit_memory {
+    if !plan.limited {
         return None;
     }
     if let Some(v) = std::env::var_os(MEMORY_ENV).filter(|v| !v.is_empty()) {
@@ -192,8 +199,48 @@ pub fn memory_limit(plan: &Plan) -> Option<u64> {
             ),
         }
     }
-    let inputs: u64 = plan.inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map(|m| m.len()).sum();
-    Some(inputs.saturating_mul(LIMIT_PER_INPUT_BYTE).max(MIN_LIMIT))
+    Some(input_bytes(plan).saturating_mul(LIMIT_PER_INPUT_BYTE).max(MIN_LIMIT))
+}
+
+fn input_bytes(plan: &Plan) -> u64 {
+    plan.inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}
+
+/// The child's CPU-time limit in seconds: `SPTOOL_MAX_CPU_SECONDS`, else 60 s and 2 s per
+/// MiB of input (sptool itself reads some 30 MiB per second or more). `None`: no limit.
+pub fn cpu_limit(plan: &Plan) -> Option<u64> {
+    if !plan.limited {
+        return None;
+    }
+    if let Some(v) = std::env::var_os(CPU_ENV).filter(|v| !v.is_empty()) {
+        let text = v.to_string_lossy().trim().to_ascii_lowercase();
+        match text.as_str() {
+            "none" | "unlimited" | "0" => return None,
+            t => match t.parse::<u64>() {
+                Ok(s) => return Some(s),
+                Err(_) => eprintln!("sptool: warning: {CPU_ENV}={text} is not a number of seconds or none; using the default limit"),
+            },
+        }
+    }
+    Some(CPU_BASE_SECONDS.saturating_add(input_bytes(plan).div_ceil(1 << 20).saturating_mul(CPU_SECONDS_PER_MIB)))
+}
+
+fn set_cpu_limit(seconds: u64) {
+    let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: reading and setting our own limit with valid structs.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_CPU, &mut current) != 0 {
+            return;
+        }
+        // SIGXCPU at the soft limit (reported by the parent), SIGKILL 5 s later.
+        let hard = (current.rlim_max as u64).min(seconds.saturating_add(5));
+        let soft = seconds.min(hard);
+        if (current.rlim_cur as u64) <= soft && current.rlim_cur != libc::RLIM_INFINITY {
+            return;
+        }
+        let new = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+        libc::setrlimit(libc::RLIMIT_CPU, &new);
+    }
 }
 
 fn set_memory_limit(limit: u64) {
@@ -248,10 +295,11 @@ fn signal_name(sig: libc::c_int) -> String {
 /// documentation. Returns the exit status sptool should end with.
 pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     let limit = memory_limit(plan);
+    let cpu = cpu_limit(plan);
     let mut fds = [-1; 2];
     // SAFETY: pipe2 fills two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return run_here(limit, body);
+        return run_here(limit, None, body);
     }
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -263,7 +311,7 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
             libc::close(fds[0]);
             libc::close(fds[1]);
         }
-        return run_here(limit, body);
+        return run_here(limit, None, body);
     }
     if pid == 0 {
         // SAFETY: the child: closing the read end, asking to die with the parent.
@@ -279,7 +327,7 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
             libc::signal(libc::SIGBUS, libc::SIG_DFL);
         }
         NOTE_FD.store(fds[1], Ordering::SeqCst);
-        let code = run_here(limit, body);
+        let code = run_here(limit, cpu, body);
         use std::io::Write;
         let _ = std::io::stdout().flush();
         std::process::exit(code.into());
@@ -334,7 +382,13 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     }
     let input = inputs.last().cloned().or_else(|| plan.inputs.first().cloned());
     let name = signal_name(sig);
-    let what = match (input, plan.limit_memory) {
+    let what = match (input, plan.limited) {
+        (Some(file), true) if sig == libc::SIGXCPU || (sig == libc::SIGKILL && cpu.is_some_and(|c| cpu_used(c))) => format!(
+            "{}: is a damaged file: reading it took more than {} s of CPU time (the HDF5 library loops on some damaged files); \
+             sptool stopped and wrote nothing ({CPU_ENV} changes the limit)",
+            file.display(),
+            cpu.unwrap_or(0)
+        ),
         (Some(file), true) if sig == libc::SIGKILL => {
             format!("{}: sptool was killed (SIGKILL) while reading it; out of memory?", file.display())
         }
@@ -352,10 +406,21 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     1
 }
 
-/// Run in this process (the child, or when no child can be made).
-fn run_here(limit: Option<u64>, body: impl FnOnce() -> u8) -> u8 {
+/// Whether the children used up `seconds` of CPU time.
+fn cpu_used(seconds: u64) -> bool {
+    // SAFETY: getrusage fills the struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    usage.ru_utime.tv_sec as u64 + usage.ru_stime.tv_sec as u64 >= seconds
+}
+
+/// Run in this process (the child; or, without a child, with the memory limit only).
+fn run_here(limit: Option<u64>, cpu: Option<u64>, body: impl FnOnce() -> u8) -> u8 {
     if let Some(limit) = limit {
         set_memory_limit(limit);
+    }
+    if let Some(seconds) = cpu {
+        set_cpu_limit(seconds);
     }
     body()
 }
@@ -407,6 +472,24 @@ mod tests {
         assert_eq!(parse_limit("0"), Ok(None));
         assert_eq!(parse_limit("lots"), Err(()));
         assert_eq!(parse_limit("99999999999T"), Err(()));
+    }
+
+    #[test]
+    fn default_limits_grow_with_the_inputs() {
+        let dir = std::env::temp_dir().join(format!("sptool-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("in.h5");
+        std::fs::write(&file, vec![0u8; 3 << 20]).unwrap();
+        let plan = Plan { inputs: vec![file.clone(), dir.join("missing.h5")], limited: true };
+        // The environment may set the limits; only the defaults are checked here.
+        if std::env::var_os(CPU_ENV).is_none() {
+            assert_eq!(cpu_limit(&plan), Some(60 + 3 * 2));
+        }
+        if std::env::var_os(MEMORY_ENV).is_none() {
+            assert_eq!(memory_limit(&plan), Some(4 << 30));
+        }
+        assert_eq!(cpu_limit(&Plan { inputs: vec![file], limited: false }), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

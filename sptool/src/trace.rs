@@ -220,7 +220,7 @@ impl Source {
 }
 
 /// Microseconds with three decimals, from integer nanoseconds (exact, no float rounding).
-fn micros(ns: i64) -> String {
+fn micros(ns: i128) -> String {
     let sign = if ns < 0 { "-" } else { "" };
     let a = ns.unsigned_abs();
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
@@ -311,8 +311,8 @@ fn write_trace(src: &Source, input: &Path, origin: i64, total_calls: u64, max_ev
         o.event(&format!(
             "{{\"name\":{},\"cat\":\"region\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},\"tid\":{}}}",
             json_str(&src.names[c.name]),
-            micros(c.start - origin),
-            micros(c.dur),
+            micros(c.start as i128 - origin as i128),
+            micros(c.dur as i128),
             c.rank,
             c.tid
         ))
@@ -384,14 +384,14 @@ fn write_trace(src: &Source, input: &Path, origin: i64, total_calls: u64, max_ev
             max_events.unwrap_or(0),
             total_calls - l.calls,
             l.calls,
-            micros(l.longest_ns),
-            micros(i64::try_from(l.total_ns).unwrap_or(i64::MAX))
+            micros(l.longest_ns as i128),
+            micros(l.total_ns)
         );
         o.raw(&format!(
             ",\"left_out\":{{\"calls\":{},\"total_us\":{},\"longest_us\":{},\"per_region\":{{{}}},\"note\":{}}}",
             l.calls,
-            micros(i64::try_from(l.total_ns).unwrap_or(i64::MAX)),
-            micros(l.longest_ns),
+            micros(l.total_ns),
+            micros(l.longest_ns as i128),
             per_region.join(","),
             json_str(&note)
         ))?;

@@ -320,6 +320,24 @@ fn a_file_that_crashes_the_hdf5_library_is_reported_as_damaged() {
     }
 }
 
+/// The first object of the global heap made a zero-sized free-space entry: HDF5 1.10 loops
+/// forever decoding the heap. sptool's CPU-time limit (here 3 s) stops it.
+#[test]
+fn a_file_on_which_the_hdf5_library_loops_is_stopped_and_reported() {
+    let dir = scratch("crafted_loop");
+    let mut b = std::fs::read(base("perf_columnar.h5")).unwrap();
+    let gcol = b.windows(4).position(|w| w == b"GCOL").expect("a global heap");
+    let object = gcol + 16;
+    b[object..object + 2].fill(0); // index 0: free space
+    b[object + 8..object + 16].fill(0); // of size 0
+    std::fs::write(dir.join("loop.h5"), b).unwrap();
+    let o = sane_env(&dir, &["inspect", "loop.h5"], &[("SPTOOL_MAX_CPU_SECONDS", "3")]);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", o.describe());
+    assert!(lines[0].starts_with("sptool: loop.h5: is a damaged file") && lines[0].contains("more than 3 s of CPU time"), "{}", o.describe());
+}
+
 /// One dataset linked as many regions' data (the same numbers read again and again), and
 /// columnar rows that all claim the same events: refused as damage, not multiplied.
 #[test]

@@ -260,7 +260,7 @@ impl Shared {
         if o.code == Some(1) {
             t.failed_cleanly += 1;
         }
-        if o.stderr.contains("crashed the HDF5 library") || o.stderr.contains("recovery died by") {
+        if o.stderr.contains("crashed the HDF5 library") || o.stderr.contains("of CPU time") || o.stderr.contains("recovery died by") {
             t.crashes_reported += 1;
         }
     }
@@ -283,7 +283,12 @@ impl Shared {
 
 fn sptool_cmd(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(sptool());
-    c.current_dir(dir).args(args).env_remove("SCOPE_PROFILER_SPILL_DIR").env_remove("SCOPE_PROFILER_FILE").env_remove("SPTOOL_MAX_MEMORY");
+    c.current_dir(dir)
+        .args(args)
+        .env_remove("SCOPE_PROFILER_SPILL_DIR")
+        .env_remove("SCOPE_PROFILER_FILE")
+        .env_remove("SPTOOL_MAX_MEMORY")
+        .env("SPTOOL_MAX_CPU_SECONDS", crate::common::CPU_LIMIT);
     c
 }
 
@@ -456,7 +461,7 @@ fn damaged_profiles_and_spills_never_crash_hang_or_exhaust_the_tools() {
     let library_findings = shared.library.into_inner().unwrap();
     let t = shared.tally.into_inner().unwrap();
     let report = format!(
-        "hostile fuzz: seed {seed}, {} case(s), {} tool run(s) in {:.1} s ({} ended with a clean one-line error, {} reported a crash of the HDF5 library as a damaged file)\n\
+        "hostile fuzz: seed {seed}, {} case(s), {} tool run(s) in {:.1} s ({} ended with a clean one-line error, {} reported a crash or endless loop of the HDF5 library as a damaged file)\n\
          sptool commands: {} failure(s)\n{}\
          library tools (scope_profiler_merge, sptool recover; must pass: {LIBRARY_TOOLS_MUST_PASS}): {} failure(s)\n{}",
         cases_done.load(Ordering::SeqCst),
