@@ -10,11 +10,15 @@
 //!   `SPTOOL_MAX_CPU_SECONDS`): the HDF5 library loops forever on some damaged files;
 //! - the child tells the parent, through a pipe, which input it is reading and which
 //!   temporary output files it created ([`note_input`], [`note_temp`]);
+//! - the child's standard error goes through the parent, which passes sptool's own lines
+//!   (`sptool: ...`, and the library's `[scope_profiler] ...` during recovery) on at once
+//!   and holds anything else (what the C library prints when the HDF5 library corrupts
+//!   its heap) until the child has ended;
 //! - if the child dies by a signal (the HDF5 library crashed on a damaged file, or ran out
-//!   of CPU time), the parent
-//!   removes the child's unfinished outputs and reports the file it was reading as damaged
-//!   in one line, with exit status 1. A signal meant for sptool itself (SIGINT, SIGTERM, ...)
-//!   is passed on to the child, and sptool then ends by the same signal.
+//!   of CPU time), the parent removes the child's unfinished outputs, drops the held
+//!   lines, and reports the file it was reading as damaged in one line, with exit status 1.
+//!   A signal meant for sptool itself (SIGINT, SIGTERM, ...) is passed on to the child,
+//!   and sptool then ends by the same signal.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::OsString;
@@ -207,7 +211,7 @@ fn input_bytes(plan: &Plan) -> u64 {
 }
 
 /// The child's CPU-time limit in seconds: `SPTOOL_MAX_CPU_SECONDS`, else 60 s and 2 s per
-/// MiB of input (sptool itself reads some 30 MiB per second or more). `None`: no limit.
+/// MiB of input (`inspect` reads a 230 MiB file in 0.3 s: docs/bench/sptool.md). `None`: no limit.
 pub fn cpu_limit(plan: &Plan) -> Option<u64> {
     if !plan.limited {
         return None;
@@ -296,9 +300,17 @@ fn signal_name(sig: libc::c_int) -> String {
 pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     let limit = memory_limit(plan);
     let cpu = cpu_limit(plan);
-    let mut fds = [-1; 2];
+    let (mut fds, mut err) = ([-1; 2], [-1; 2]);
     // SAFETY: pipe2 fills two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return run_here(limit, None, body);
+    }
+    // SAFETY: as above; on failure the first pipe is closed.
+    if unsafe { libc::pipe2(err.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
         return run_here(limit, None, body);
     }
     // SAFETY: getpid has no preconditions.
@@ -310,6 +322,8 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
         unsafe {
             libc::close(fds[0]);
             libc::close(fds[1]);
+            libc::close(err[0]);
+            libc::close(err[1]);
         }
         return run_here(limit, None, body);
     }
@@ -317,6 +331,9 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
         // SAFETY: the child: closing the read end, asking to die with the parent.
         unsafe {
             libc::close(fds[0]);
+            libc::close(err[0]);
+            libc::dup2(err[1], 2);
+            libc::close(err[1]);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
             if libc::getppid() != parent {
                 libc::_exit(1);
@@ -334,7 +351,10 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     }
     // The parent.
     // SAFETY: closing the write end we do not use.
-    unsafe { libc::close(fds[1]) };
+    unsafe {
+        libc::close(fds[1]);
+        libc::close(err[1]);
+    }
     CHILD.store(pid, Ordering::SeqCst);
     for sig in PASSED_ON {
         // SAFETY: a handler that only calls kill(2).
@@ -346,9 +366,12 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
             libc::sigaction(sig, &action, std::ptr::null_mut());
         }
     }
-    let notes = read_notes(fds[0]);
-    // SAFETY: closing our read end.
-    unsafe { libc::close(fds[0]) };
+    let (notes, held) = relay(fds[0], err[0]);
+    // SAFETY: closing our read ends.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(err[0]);
+    }
     let mut status = 0;
     loop {
         // SAFETY: waiting for our own child.
@@ -361,6 +384,9 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
         }
     }
     let (inputs, temps) = parse_notes(&notes);
+    if libc::WIFEXITED(status) {
+        write_all(2, &held);
+    }
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         return 0;
     }
@@ -425,23 +451,74 @@ fn run_here(limit: Option<u64>, cpu: Option<u64>, body: impl FnOnce() -> u8) -> 
     body()
 }
 
-fn read_notes(fd: i32) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        // SAFETY: reading into a valid buffer.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            // The child writes a few records; a runaway child cannot make this grow past 1 MiB.
-            if out.len() < 1 << 20 {
-                out.extend_from_slice(&buf[..n as usize]);
+/// Whether a line of the child's standard error is sptool's (or the library's) own.
+fn own_line(line: &[u8]) -> bool {
+    line.starts_with(b"sptool: ") || line.starts_with(b"[scope_profiler]")
+}
+
+/// Until the child has closed both pipes: collect its notes, pass its own stderr lines on,
+/// and hold the others. Returns (notes, held lines). Each is kept to 1 MiB.
+fn relay(notes_fd: i32, err_fd: i32) -> (Vec<u8>, Vec<u8>) {
+    const CAP: usize = 1 << 20;
+    let (mut notes, mut held, mut partial) = (Vec::new(), Vec::new(), Vec::new());
+    let mut open = [true, true];
+    let mut buf = [0u8; 8192];
+    let take_line = |line: &[u8], held: &mut Vec<u8>| {
+        if own_line(line) {
+            write_all(2, line);
+        } else if held.len() < CAP {
+            held.extend_from_slice(line);
+        }
+    };
+    while open[0] || open[1] {
+        let mut fds = [
+            libc::pollfd { fd: if open[0] { notes_fd } else { -1 }, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: if open[1] { err_fd } else { -1 }, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: polling two valid (or negative, ignored) descriptors.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if rc < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
-        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        } else {
-            return out;
+            break;
+        }
+        for (i, fd) in [notes_fd, err_fd].into_iter().enumerate() {
+            if !open[i] || fds[i].revents == 0 {
+                continue;
+            }
+            // SAFETY: reading into a valid buffer.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n <= 0 {
+                open[i] = false;
+                continue;
+            }
+            let data = &buf[..n as usize];
+            if i == 0 {
+                if notes.len() < CAP {
+                    notes.extend_from_slice(data);
+                }
+                continue;
+            }
+            partial.extend_from_slice(data);
+            while let Some(end) = partial.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = partial.drain(..=end).collect();
+                take_line(&line, &mut held);
+            }
+            if partial.len() > CAP {
+                let line = std::mem::take(&mut partial);
+                take_line(&line, &mut held);
+            }
         }
     }
+    if !partial.is_empty() {
+        partial.push(b'\n');
+        take_line(&partial, &mut held);
+    }
+    (notes, held)
 }
 
 /// (inputs read, temporary files made), in order.
