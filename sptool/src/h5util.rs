@@ -721,8 +721,13 @@ impl Dataset {
         Ok(self.check()?.dims.iter().map(|&d| d as usize).collect())
     }
 
-    fn numeric<T: Copy>(&self, memtype: hid_t, zero: T, start: u64, len: u64) -> Result<Vec<T>> {
+    /// The whole dataset (`range` None) or elements `range` of a 1-D one, converted to `memtype`.
+    fn numeric<T: Copy>(&self, memtype: hid_t, zero: T, range: Option<std::ops::Range<u64>>) -> Result<Vec<T>> {
         let extent = self.check()?;
+        let (start, len) = match range {
+            None => (0, extent.n),
+            Some(r) => (r.start, r.end.saturating_sub(r.start)),
+        };
         if !matches!(extent.class, Class::Int { .. } | Class::Float) {
             let kind = match extent.class {
                 Class::VarString | Class::FixedString(_) => "strings",
@@ -768,28 +773,21 @@ impl Dataset {
         Ok((file_space, mem_space))
     }
 
-    fn len(&self) -> Result<u64> {
-        Ok(self.check()?.n)
-    }
-
     pub fn read_i64(&self) -> Result<Vec<i64>> {
-        let n = self.len()?;
-        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_INT64), 0i64, 0, n)
+        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_INT64), 0i64, None)
     }
 
     pub fn read_u64(&self) -> Result<Vec<u64>> {
-        let n = self.len()?;
-        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_UINT64), 0u64, 0, n)
+        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_UINT64), 0u64, None)
     }
 
     pub fn read_f64(&self) -> Result<Vec<f64>> {
-        let n = self.len()?;
-        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_DOUBLE), 0f64, 0, n)
+        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_DOUBLE), 0f64, None)
     }
 
     /// Elements `range` of a 1-D integer dataset.
     pub fn read_i64_range(&self, range: std::ops::Range<u64>) -> Result<Vec<i64>> {
-        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_INT64), 0i64, range.start, range.end.saturating_sub(range.start))
+        self.numeric(sync(|| *hdf5_sys::h5t::H5T_NATIVE_INT64), 0i64, Some(range))
     }
 
     /// A whole string dataset (variable-length or fixed-length), read in batches.
