@@ -237,9 +237,9 @@ fn set_cpu_limit(seconds: u64) {
             return;
         }
         // SIGXCPU at the soft limit (reported by the parent), SIGKILL 5 s later.
-        let hard = (current.rlim_max as u64).min(seconds.saturating_add(5));
+        let hard = current.rlim_max.min(seconds.saturating_add(5));
         let soft = seconds.min(hard);
-        if (current.rlim_cur as u64) <= soft && current.rlim_cur != libc::RLIM_INFINITY {
+        if current.rlim_cur <= soft && current.rlim_cur != libc::RLIM_INFINITY {
             return;
         }
         let new = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
@@ -254,9 +254,9 @@ fn set_memory_limit(limit: u64) {
         if libc::getrlimit(libc::RLIMIT_AS, &mut current) != 0 {
             return;
         }
-        let limit = limit.min(current.rlim_max as u64);
-        if (current.rlim_cur as u64) <= limit && current.rlim_cur != libc::RLIM_INFINITY {
-            LIMIT.store(current.rlim_cur as u64, Ordering::Relaxed);
+        let limit = limit.min(current.rlim_max);
+        if current.rlim_cur <= limit && current.rlim_cur != libc::RLIM_INFINITY {
+            LIMIT.store(current.rlim_cur, Ordering::Relaxed);
             return;
         }
         let new = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: current.rlim_max };
@@ -409,7 +409,7 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     let input = inputs.last().cloned().or_else(|| plan.inputs.first().cloned());
     let name = signal_name(sig);
     let what = match (input, plan.limited) {
-        (Some(file), true) if sig == libc::SIGXCPU || (sig == libc::SIGKILL && cpu.is_some_and(|c| cpu_used(c))) => format!(
+        (Some(file), true) if sig == libc::SIGXCPU || (sig == libc::SIGKILL && cpu.is_some_and(cpu_used)) => format!(
             "{}: is a damaged file: reading it took more than {} s of CPU time (the HDF5 library loops on some damaged files); \
              sptool stopped and wrote nothing ({CPU_ENV} changes the limit)",
             file.display(),

@@ -266,7 +266,8 @@ impl Shared {
     }
 
     /// Keep the case's input and record the finding.
-    fn record(&self, library: bool, case: usize, tool: &str, fault: String, damage: &str, input: &Path, o: &crate::common::Outcome) {
+    fn record(&self, library: bool, c: &Case, tool: &str, fault: String, o: &crate::common::Outcome) {
+        let (case, damage, input) = (c.index, c.damage.as_str(), c.input.as_path());
         let kept = self.failures.join(format!("case{case}-{}", tool.replace(' ', "_")));
         let _ = std::fs::remove_dir_all(&kept);
         if input.is_dir() {
@@ -292,9 +293,16 @@ fn sptool_cmd(dir: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// One damaged input: the case number, what was done to it, and where it is.
+struct Case {
+    index: usize,
+    damage: String,
+    input: PathBuf,
+}
+
 /// Run an sptool command on a damaged input and judge it, outputs included: a command that
 /// succeeded wrote its outputs, one that failed left none, and no unfinished file remains.
-fn check_sptool(shared: &Shared, case: usize, damage: &str, input: &Path, dir: &Path, args: &[&str], outputs: &[&str], font: bool) {
+fn check_sptool(shared: &Shared, c: &Case, dir: &Path, args: &[&str], outputs: &[&str], font: bool) {
     for o in outputs {
         let _ = std::fs::remove_file(dir.join(o));
     }
@@ -319,7 +327,7 @@ fn check_sptool(shared: &Shared, case: usize, damage: &str, input: &Path, dir: &
         }
     }
     if let Some(fault) = fault {
-        shared.record(false, case, &tool, fault, damage, input, &o);
+        shared.record(false, c, &tool, fault, &o);
     }
 }
 
@@ -330,6 +338,7 @@ fn profile_case(shared: &Shared, case: usize, rng: &mut Rng, dir: &Path) {
     let damage = format!("{}: {}", base.file_name().unwrap().to_string_lossy(), damage_h5(rng, &mut bytes));
     let input = dir.join("in.h5");
     std::fs::write(&input, &bytes).unwrap();
+    let c = Case { index: case, damage, input };
     let good = base.to_str().unwrap();
     let font = rng.chance(30);
     let (plot_a, plot_b) = if rng.chance(50) { ("roof.svg", "regions.png") } else { ("roof.png", "regions.svg") };
@@ -347,17 +356,18 @@ fn profile_case(shared: &Shared, case: usize, rng: &mut Rng, dir: &Path) {
         (vec!["check", "in.h5", good], vec![]),
     ];
     for (args, outputs) in &runs {
-        check_sptool(shared, case, &damage, &input, dir, args, outputs, font);
+        check_sptool(shared, &c, dir, args, outputs, font);
     }
     // The library's merge tool; what it writes must read back through sptool too.
     let merged = dir.join("merged.h5");
     let o = run_limited(Command::new(merge_tool()).current_dir(dir).args(["-o", "merged.h5", "in.h5"]));
     shared.count(&o);
     if let Some(fault) = merge_fault(&o) {
-        shared.record(true, case, "scope_profiler_merge", fault, &damage, &input, &o);
+        shared.record(true, &c, "scope_profiler_merge", fault, &o);
     }
     if o.code == Some(0) && merged.exists() {
-        check_sptool(shared, case, &format!("{damage}; merged"), &merged, dir, &["inspect", "merged.h5"], &[], false);
+        let merged = Case { index: case, damage: format!("{}; merged", c.damage), input: merged };
+        check_sptool(shared, &merged, dir, &["inspect", "merged.h5"], &[], false);
     }
 }
 
@@ -370,11 +380,13 @@ fn spill_case(shared: &Shared, case: usize, rng: &mut Rng, dir: &Path) {
     let damage = format!("{}: {}", base.file_name().unwrap().to_string_lossy(), damage_spill(rng, &spill));
     let o = run_limited(&mut sptool_cmd(dir, &["recover", "run/out.h5"]));
     shared.count(&o);
+    let c = Case { index: case, damage, input: run.clone() };
     if let Some(fault) = sptool_fault(&o) {
-        shared.record(true, case, "sptool recover", fault, &damage, &run, &o);
+        shared.record(true, &c, "sptool recover", fault, &o);
     }
     if run.join("out.h5").exists() {
-        check_sptool(shared, case, &format!("{damage}; recovered"), &run.join("out.h5"), dir, &["inspect", "run/out.h5", "--per-rank"], &[], false);
+        let recovered = Case { index: case, damage: format!("{}; recovered", c.damage), input: run.join("out.h5") };
+        check_sptool(shared, &recovered, dir, &["inspect", "run/out.h5", "--per-rank"], &[], false);
     }
 }
 
