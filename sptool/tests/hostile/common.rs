@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 /// Address space each tool run may use (`setrlimit(RLIMIT_AS)` in the child).
 pub const MEMORY_LIMIT: u64 = 2 << 30;
 /// A run that takes longer than this has hung (sptool's own CPU-time limit, 60 s by default,
-/// is set to [`CPU_LIMIT`] in the harness).
-pub const TIMEOUT: Duration = Duration::from_secs(30);
-/// `SPTOOL_MAX_CPU_SECONDS` for the damage harness's runs: a few times what the largest
-/// corpus file needs in a debug build, and well below [`TIMEOUT`] on a loaded machine.
-pub const CPU_LIMIT: &str = "5";
+/// is set to [`CPU_LIMIT`] in the damage harness).
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+/// `SPTOOL_MAX_CPU_SECONDS` for the damage harness's runs: several times what the largest
+/// corpus file needs in a debug build (under 0.5 s), and well below [`TIMEOUT`] on a loaded
+/// machine.
+pub const CPU_LIMIT: &str = "3";
 
 /// The sptool under test: this build's, or `SPTOOL_HOSTILE_BIN` (to show that a test fails
 /// with an older sptool).

@@ -190,9 +190,10 @@ fn two_million_one_byte_names_are_read_without_a_buffer_each() {
         "t = f['region_table']\ndel t['names']\nt.create_dataset('names', data=np.full(2_000_000, b'a', dtype='S1'), compression='gzip', chunks=(1 << 16,))",
     );
     assert!(std::fs::metadata(dir.join("names.h5")).unwrap().len() < 400_000);
-    for cmd in every_command("names.h5") {
-        let o = sane(&dir, &args(&cmd));
-        assert!(o.code == Some(0) || cmd[1] == "roofline", "{}", o.describe());
+    // Three that read the region table (each takes seconds in a debug build).
+    for cmd in every_command("names.h5").iter().filter(|c| c[0] == "inspect" || c.iter().any(|a| a == "json") || c[1] == "regions") {
+        let o = sane(&dir, &args(cmd));
+        assert_eq!(o.code, Some(0), "{}", o.describe());
     }
 }
 
