@@ -223,11 +223,27 @@ fn file_label(path: &std::path::Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
+impl Cli {
+    /// The files the command reads, for [`crate::guard`].
+    pub fn plan(&self) -> crate::guard::Plan {
+        let (inputs, limited) = match &self.command {
+            Command::Inspect(a) => (vec![a.file.clone()], true),
+            Command::Export(a) => (vec![a.file.clone()], true),
+            Command::Plot(PlotCommand::Roofline(a)) => (vec![a.file.clone()], true),
+            Command::Plot(PlotCommand::Regions(a)) => (vec![a.file.clone()], true),
+            Command::Diff(a) => (vec![a.a.clone(), a.b.clone()], true),
+            Command::Check(a) => (vec![a.base.clone(), a.candidate.clone()], true),
+            Command::Recover(a) => (a.target.clone().into_iter().collect(), false),
+        };
+        crate::guard::Plan { inputs, limited }
+    }
+}
+
 /// Run a command and give the process's exit status (`check` decides its own).
-pub fn run_status(cli: Cli) -> Result<std::process::ExitCode> {
+pub fn run_status(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Check(args) => Ok(if check(&args)? { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::from(CHECK_FAILED) }),
-        command => run(command).map(|()| std::process::ExitCode::SUCCESS),
+        Command::Check(args) => Ok(if check(&args)? { 0 } else { CHECK_FAILED }),
+        command => run(command).map(|()| 0),
     }
 }
 

@@ -4,39 +4,44 @@
 //! durations in schema 3). Also the aggregate-only layout, where the index
 //! holds counts, totals, minima and maxima instead of events.
 
-use hdf5::Group;
-
-use crate::error::{self, Error, Result};
-use crate::h5util::{self, has};
+use crate::error::{Error, Result};
+use crate::h5util::Group;
 use crate::model::{Layout, RegionExtra, RegionRank};
 use crate::stats::Stats;
 
 fn need(file: &Group, name: &str, schema: i64) -> Result<Group> {
-    if !has(file, name) {
+    if !file.has(name) {
         return Err(Error::new(format!(
             "has scope_profiler_schema {schema} but no {name} group; the file is damaged or not a \
              scope_profiler profile"
         )));
     }
-    file.group(name).map_err(|e| Error::new(format!("cannot open {name}: {}", error::h5(&e))))
+    file.group(name)
 }
 
 /// Read every (rank, region) row of a schema-2/3 file.
 /// scope_profiler's additions to a schema-3 index, if present: open calls per row, and the
 /// exclusive times and duration histograms.
 fn read_extras(index: &Group, rows: usize, aggregate: bool, out: &mut [RegionRank]) -> Vec<RegionExtra> {
-    if let Ok(open) = h5util::read_i64(index, "open_calls") {
+    if let Ok(open) = index.read_i64("open_calls") {
         if open.len() == rows {
             out.iter_mut().zip(open).for_each(|(r, o)| r.open_calls = o);
         }
     }
-    let Ok(ds) = index.dataset("histograms") else { return Vec::new() };
-    let shape = ds.shape();
-    let Ok(flat) = ds.read_raw::<u64>() else { return Vec::new() };
-    if shape.len() != 2 || shape[0] != rows || flat.len() != rows * shape[1] {
+    if !index.has("histograms") {
         return Vec::new();
     }
-    let excl = h5util::read_i64(index, if aggregate { "aggregate_exclusives" } else { "exclusive_totals" }).ok().filter(|v| v.len() == rows);
+    let Ok(ds) = index.dataset("histograms") else { return Vec::new() };
+    let Ok(shape) = ds.shape() else { return Vec::new() };
+    // Bucket b holds durations below 2^b ns: 64 buckets cover every i64 duration.
+    if shape.len() != 2 || shape[0] != rows || shape[1] > 64 {
+        return Vec::new();
+    }
+    let Ok(flat) = ds.read_u64() else { return Vec::new() };
+    if Some(flat.len()) != rows.checked_mul(shape[1]) {
+        return Vec::new();
+    }
+    let excl = index.read_i64(if aggregate { "aggregate_exclusives" } else { "exclusive_totals" }).ok().filter(|v| v.len() == rows);
     (0..rows)
         .map(|i| RegionExtra {
             rank: out[i].rank,
@@ -48,10 +53,10 @@ fn read_extras(index: &Group, rows: usize, aggregate: bool, out: &mut [RegionRan
 }
 
 pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank>, Vec<RegionExtra>)> {
-    let names = h5util::read_strings(&need(file, "region_table", schema)?, "names")?;
+    let names = need(file, "region_table", schema)?.read_strings("names")?;
     let index = need(file, "rank_region_index", schema)?;
-    let region_ids = h5util::read_i64(&index, "region_ids")?;
-    let ranks = h5util::read_i64(&index, "ranks")?;
+    let region_ids = index.read_i64("region_ids")?;
+    let ranks = index.read_i64("ranks")?;
     if ranks.len() != region_ids.len() {
         return Err(damaged(format!(
             "rank_region_index has {} region_ids but {} ranks",
@@ -59,7 +64,7 @@ pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank
             ranks.len()
         )));
     }
-    let aggregate = h5util::attr_string(file, "storage_layout").as_deref() == Some("aggregate");
+    let aggregate = file.attr_string("storage_layout").as_deref() == Some("aggregate");
     let (layout, stats) = if aggregate {
         (Layout::Aggregate, aggregate_stats(&index, region_ids.len())?)
     } else {
@@ -81,15 +86,35 @@ pub fn read_regions(file: &Group, schema: i64) -> Result<(Layout, Vec<RegionRank
     Ok((layout, out, extras))
 }
 
+/// Every row's events lie within the columns, and together the rows claim no more events
+/// than the columns hold (rows that overlap would make the work grow with rows x events).
+pub fn check_rows(offsets: &[i64], counts: &[i64], len: usize) -> Result<()> {
+    let mut total: u64 = 0;
+    for (row, (&offset, &count)) in offsets.iter().zip(counts).enumerate() {
+        let end = offset.checked_add(count).filter(|_| offset >= 0 && count >= 0);
+        if end.is_none_or(|end| end as u64 > len as u64) {
+            return Err(damaged(format!(
+                "rank_region_index row {row} claims events {offset}..{} but the event columns hold {len}",
+                offset.saturating_add(count)
+            )));
+        }
+        total += count as u64;
+    }
+    if total > len as u64 {
+        return Err(damaged(format!("the rows of rank_region_index claim {total} events but the event columns hold {len}")));
+    }
+    Ok(())
+}
+
 fn damaged(message: String) -> Error {
     Error::new(format!("is damaged or truncated: {message}"))
 }
 
 fn aggregate_stats(index: &Group, rows: usize) -> Result<Vec<Stats>> {
-    let counts = h5util::read_i64(index, "aggregate_counts")?;
-    let totals = h5util::read_i64(index, "aggregate_totals")?;
-    let minimums = h5util::read_i64(index, "aggregate_minimums")?;
-    let maximums = h5util::read_i64(index, "aggregate_maximums")?;
+    let counts = index.read_i64("aggregate_counts")?;
+    let totals = index.read_i64("aggregate_totals")?;
+    let minimums = index.read_i64("aggregate_minimums")?;
+    let maximums = index.read_i64("aggregate_maximums")?;
     if [counts.len(), totals.len(), minimums.len(), maximums.len()].iter().any(|&n| n != rows) {
         return Err(damaged(format!("the aggregate columns do not all have {rows} rows")));
     }
@@ -99,24 +124,25 @@ fn aggregate_stats(index: &Group, rows: usize) -> Result<Vec<Stats>> {
 }
 
 fn event_stats(file: &Group, index: &Group, rows: usize, schema: i64) -> Result<(Layout, Vec<Stats>)> {
-    let offsets = h5util::read_i64(index, "event_offsets")?;
-    let counts = h5util::read_i64(index, "event_counts")?;
+    let offsets = index.read_i64("event_offsets")?;
+    let counts = index.read_i64("event_counts")?;
     if offsets.len() != rows || counts.len() != rows {
         return Err(damaged(format!("rank_region_index event_offsets/event_counts do not have {rows} rows")));
     }
     let events = need(file, "events", schema)?;
     // Which encoding is visible from the column names, as in the Python reader.
-    let deltas = has(&events, "start_deltas");
+    let deltas = events.has("start_deltas");
     let (first, second, layout) = if deltas {
         ("start_deltas", "durations", Layout::ColumnarDeltas)
     } else {
         ("start_times", "end_times", Layout::Columnar)
     };
-    let a = h5util::read_i64(&events, first)?;
-    let b = h5util::read_i64(&events, second)?;
+    let a = events.read_i64(first)?;
+    let b = events.read_i64(second)?;
     if a.len() != b.len() {
         return Err(damaged(format!("events/{first} has {} entries but events/{second} {}", a.len(), b.len())));
     }
+    check_rows(&offsets, &counts, a.len())?;
     let mut out = Vec::with_capacity(rows);
     for row in 0..rows {
         let (offset, count) = (offsets[row], counts[row]);

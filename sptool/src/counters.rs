@@ -3,37 +3,31 @@
 //! `tag`, `running_fraction` and `counted_<set>` FLOPs) and `rank<N>/annotations/` (the
 //! analytic FLOPs and bytes of `sp_region_add_flops` / `sp_region_add_bytes`).
 
-use hdf5::Group;
-
-use crate::error::{self, Error, Result};
-use crate::h5util;
+use crate::error::{Error, Result};
+use crate::h5util::Group;
 use crate::model::{Annotation, PerfRegion};
 
 pub const PERF_GROUP: &str = "perf_events";
 pub const ANNOTATIONS_GROUP: &str = "annotations";
 
-fn h5err(what: String) -> impl FnOnce(hdf5::Error) -> Error {
-    move |e| Error::new(format!("cannot read {what}: {}", error::h5(&e)))
-}
-
+/// A scalar number attribute. It may be infinite or NaN (an overflowed sum, a damaged file):
+/// the tables show it as such, the roofline leaves it out.
 fn f64_attr(g: &Group, name: &str) -> Option<f64> {
-    let a = g.attr(name).ok()?;
-    a.read_scalar::<f64>().ok()
+    g.attr_f64(name)
 }
 
 pub fn read_perf(rank_group: &Group, rank: u32) -> Result<Vec<PerfRegion>> {
-    let where_ = format!("rank{rank}/{PERF_GROUP}");
-    let group = rank_group.group(PERF_GROUP).map_err(h5err(where_.clone()))?;
+    let group = rank_group.group(PERF_GROUP)?;
     let mut out = Vec::new();
-    for member in h5util::subgroups(&group).map_err(h5err(where_.clone()))? {
-        let g = group.group(&member).map_err(h5err(format!("{where_}/{member}")))?;
-        let names = h5util::attr_strings(&g, "event_names").unwrap_or_default();
-        let values = h5util::read_f64(&g, "values")?;
+    for member in group.subgroups()? {
+        let g = group.member(&member)?;
+        let names = g.attr_strings("event_names").unwrap_or_default();
+        let values = g.read_f64("values")?;
         if values.len() != names.len() {
-            return Err(Error::new(format!("{where_}/{member} is damaged: {} event_names but {} values", names.len(), values.len())));
+            return Err(Error::new(format!("{} is damaged: {} event_names but {} values", g.path(), names.len(), values.len())));
         }
-        let running_fraction = if h5util::has(&g, "running_fraction") {
-            h5util::read_f64(&g, "running_fraction")?.into_iter().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
+        let running_fraction = if g.has("running_fraction") {
+            g.read_f64("running_fraction")?.into_iter().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
         } else {
             None
         };
@@ -43,8 +37,8 @@ pub fn read_perf(rank_group: &Group, rank: u32) -> Result<Vec<PerfRegion>> {
             .collect();
         out.push(PerfRegion {
             rank,
-            name: h5util::attr_string(&g, "tag").unwrap_or_else(|| member.replace('|', "/")),
-            calls: h5util::attr_i64(&g, "calls").unwrap_or(0),
+            name: g.attr_string("tag").unwrap_or_else(|| member.name.replace('|', "/")),
+            calls: g.attr_i64("calls").unwrap_or(0),
             events: names.into_iter().zip(values).collect(),
             running_fraction,
             counted_flops,
@@ -54,14 +48,13 @@ pub fn read_perf(rank_group: &Group, rank: u32) -> Result<Vec<PerfRegion>> {
 }
 
 pub fn read_annotations(rank_group: &Group, rank: u32) -> Result<Vec<Annotation>> {
-    let where_ = format!("rank{rank}/{ANNOTATIONS_GROUP}");
-    let group = rank_group.group(ANNOTATIONS_GROUP).map_err(h5err(where_.clone()))?;
+    let group = rank_group.group(ANNOTATIONS_GROUP)?;
     let mut out = Vec::new();
-    for member in h5util::subgroups(&group).map_err(h5err(where_.clone()))? {
-        let g = group.group(&member).map_err(h5err(format!("{where_}/{member}")))?;
+    for member in group.subgroups()? {
+        let g = group.member(&member)?;
         out.push(Annotation {
             rank,
-            name: h5util::attr_string(&g, "tag").unwrap_or_else(|| member.replace('|', "/")),
+            name: g.attr_string("tag").unwrap_or_else(|| member.name.replace('|', "/")),
             flops: f64_attr(&g, "flops"),
             bytes: f64_attr(&g, "bytes"),
         });

@@ -56,7 +56,8 @@ pub fn one_line(text: &str) -> String {
         .join("; ")
 }
 
-/// One-line summary of an HDF5 library error.
+/// One-line summary of an HDF5 library error. Its text may quote names from the file,
+/// so invalid UTF-8 in it is replaced.
 pub fn h5(err: &hdf5::Error) -> String {
-    one_line(&err.to_string())
+    one_line(&String::from_utf8_lossy(err.to_string().as_bytes()))
 }

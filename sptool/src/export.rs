@@ -74,7 +74,7 @@ pub fn tidy(profile: &Profile, filter: &Filter) -> TidyTable {
         let RegionRank { rank, name, stats, open_calls } = r;
         let entry = timing.entry((*rank, name.as_str())).or_insert((Stats::default(), 0));
         entry.0.merge(stats);
-        entry.1 += open_calls;
+        entry.1 = entry.1.saturating_add(*open_calls);
     }
     let mut likwid: BTreeMap<Key, &LikwidRegion> = BTreeMap::new();
     for l in profile.likwid.iter().filter(|l| filter.rank(l.rank) && filter.name(&l.tag)) {
@@ -296,7 +296,19 @@ pub fn write_output(out: &Path, bytes: &[u8]) -> Result<()> {
     }
     // A private temporary file renamed into place: an existing file or symlink at `out` is
     // replaced, never written through.
-    safe_file::write_replacing(out, bytes)
-        .map(|_| ())
-        .map_err(|e| Error::in_file(out, format!("cannot write the output: {e}")))
+    let fail = |e: std::io::Error| Error::in_file(out, format!("cannot write the output: {e}"));
+    let mut file = create_output(out, "cannot write the output")?;
+    file.write_all(bytes).map_err(fail)?;
+    file.finish().map(|_| ()).map_err(fail)
+}
+
+/// Create the output `out` as `safe_file` does (a private temporary file renamed into place
+/// by `finish`, or a FIFO or terminal the user named), telling [`crate::guard`] about the
+/// temporary file so that it is removed if sptool is stopped.
+pub fn create_output(out: &Path, failed: &str) -> Result<safe_file::Replacement> {
+    let file = safe_file::Replacement::create(out).map_err(|e| Error::in_file(out, format!("{failed}: {e}")))?;
+    if let safe_file::Replacement::Temp(t) = &file {
+        crate::guard::note_temp(t.path());
+    }
+    Ok(file)
 }

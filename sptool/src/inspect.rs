@@ -119,7 +119,7 @@ impl RegionRow {
     }
 
     pub fn open_calls(&self) -> i64 {
-        self.per_rank.iter().map(|(_, _, o)| o).sum()
+        self.per_rank.iter().fold(0i64, |n, (_, _, o)| n.saturating_add(*o))
     }
 }
 
@@ -140,7 +140,7 @@ pub fn region_rows(profile: &Profile, filter: &Filter) -> Vec<RegionRow> {
         match row.per_rank.iter_mut().find(|(rank, _, _)| *rank == r.rank) {
             Some((_, s, open)) => {
                 s.merge(&r.stats);
-                *open += r.open_calls;
+                *open = open.saturating_add(r.open_calls);
             }
             None => row.per_rank.push((r.rank, r.stats, r.open_calls)),
         }
@@ -154,7 +154,7 @@ pub fn region_rows(profile: &Profile, filter: &Filter) -> Vec<RegionRow> {
 }
 
 fn header(profile: &Profile, filter: &Filter, rows: &[RegionRow], out: &mut String) {
-    let calls: u64 = rows.iter().map(|r| r.pooled.count).sum();
+    let calls: u64 = rows.iter().fold(0u64, |n, r| n.saturating_add(r.pooled.count));
     let nregions = profile.regions.iter().map(|r| r.name.as_str()).collect::<std::collections::BTreeSet<_>>().len();
     let mut line = format!(
         "schema {} ({}), {} rank(s), {} region(s), {} MiB",
@@ -397,8 +397,9 @@ fn histograms(profile: &Profile, filter: &Filter, rows: &[RegionRow], out: &mut 
             continue;
         }
         let buckets = parts.iter().map(|e| e.histogram.len()).max().unwrap_or(0);
-        let hist: Vec<u64> = (0..buckets).map(|b| parts.iter().map(|e| e.histogram.get(b).copied().unwrap_or(0)).sum()).collect();
-        let excl: Option<i64> = parts.iter().map(|e| e.exclusive_ns).sum();
+        let hist: Vec<u64> =
+            (0..buckets).map(|b| parts.iter().fold(0u64, |n, e| n.saturating_add(e.histogram.get(b).copied().unwrap_or(0)))).collect();
+        let excl: Option<i64> = parts.iter().try_fold(0i64, |n, e| e.exclusive_ns.map(|x| n.saturating_add(x)));
         let cells: Vec<String> = hist
             .iter()
             .enumerate()

@@ -3,7 +3,9 @@
 //! See `docs/sptool.md` for the commands. Every user error is reported as
 //! one line, `sptool: FILE: what is wrong`, with exit status 1; usage errors
 //! exit with 2 (clap); an internal error (a bug) prints one line and exits
-//! with 101, without a backtrace.
+//! with 101, without a backtrace. Files are read in a child process with
+//! bounded memory ([`guard`]): a damaged file that crashes the HDF5 library,
+//! or asks for more memory than allowed, is reported in one line too.
 
 mod cli;
 mod columnar;
@@ -14,6 +16,7 @@ mod export;
 mod filter;
 mod fmt;
 mod font;
+mod guard;
 mod h5util;
 mod inspect;
 mod likwid;
@@ -46,15 +49,19 @@ fn install_panic_hook() {
     }));
 }
 
+#[global_allocator]
+static ALLOC: guard::Alloc = guard::Alloc;
+
 fn main() -> ExitCode {
     install_panic_hook();
     let cli = cli::Cli::parse();
-    match std::panic::catch_unwind(|| cli::run_status(cli)) {
+    let plan = cli.plan();
+    ExitCode::from(guard::run(&plan, move || match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cli::run_status(cli))) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             eprintln!("sptool: {e}");
-            ExitCode::from(1)
+            1
         }
-        Err(_) => ExitCode::from(101),
-    }
+        Err(_) => 101,
+    }))
 }

@@ -4,10 +4,8 @@
 
 use std::path::Path;
 
-use hdf5::Group;
-
-use crate::error::{self, Error, Result};
-use crate::h5util::{self, has};
+use crate::error::{Error, Result};
+use crate::h5util::{self, Group, Member};
 use crate::model::{Layout, Profile, RankInfo, RegionRank};
 use crate::stats::Stats;
 use crate::{columnar, counters, likwid};
@@ -22,14 +20,10 @@ pub fn read_profile(path: &Path) -> Result<Profile> {
     read_open(&file, path, size).map_err(|e| e.or_file(path))
 }
 
-fn h5err(what: &str) -> impl FnOnce(hdf5::Error) -> Error + '_ {
-    move |e| Error::new(format!("cannot read {what}: {}", error::h5(&e)))
-}
-
 /// `rank<N>` groups of the root, sorted by N.
-fn rank_groups(file: &Group) -> Result<Vec<(u32, String)>> {
+pub fn rank_groups(file: &Group) -> Result<Vec<(u32, String)>> {
     let mut out = Vec::new();
-    for name in h5util::subgroups(file).map_err(h5err("the root group"))? {
+    for Member { name, .. } in file.subgroups()? {
         if let Some(n) = name.strip_prefix("rank").and_then(|d| d.parse::<u32>().ok()) {
             if name == format!("rank{n}") {
                 out.push((n, name));
@@ -40,9 +34,9 @@ fn rank_groups(file: &Group) -> Result<Vec<(u32, String)>> {
     Ok(out)
 }
 
-fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
+fn read_open(file: &h5util::File, path: &Path, size: u64) -> Result<Profile> {
     let ranks_in_file = rank_groups(file)?;
-    let schema = match h5util::attr(file, SCHEMA_ATTR) {
+    let schema = match file.attr(SCHEMA_ATTR) {
         Some(value) => value.as_i64().ok_or_else(|| {
             Error::new(format!("the {SCHEMA_ATTR} attribute is not an integer ({value}); {SUPPORTED}"))
         })?,
@@ -50,7 +44,7 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
             // Files written before the attribute existed are schema 1.
             let has_regions = ranks_in_file
                 .iter()
-                .any(|(_, name)| file.group(name).is_ok_and(|g| has(&g, "regions")));
+                .any(|(_, name)| file.group(name).is_ok_and(|g| g.has("regions")));
             if !has_regions {
                 return Err(Error::new(format!(
                     "is not a scope_profiler profile: no {SCHEMA_ATTR} attribute and no \
@@ -64,9 +58,8 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
         return Err(Error::new(format!("has {SCHEMA_ATTR} = {schema}, which is not supported; {SUPPORTED}")));
     }
 
-    let metadata = if has(file, "metadata") {
-        let group = file.group("metadata").map_err(h5err("metadata"))?;
-        h5util::read_attrs(&group).map_err(h5err("metadata"))?
+    let metadata = if file.has("metadata") {
+        file.group("metadata")?.attrs()?
     } else {
         Vec::new()
     };
@@ -77,18 +70,18 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
     let mut perf = Vec::new();
     let mut annotations = Vec::new();
     for (rank, name) in &ranks_in_file {
-        let group = file.group(name).map_err(h5err(name))?;
-        let attrs = h5util::read_attrs(&group).map_err(h5err(name))?;
+        let group = file.group(name)?;
+        let attrs = group.attrs()?;
         let mut likwid_attrs = Vec::new();
-        if has(&group, likwid::GROUP) {
+        if group.has(likwid::GROUP) {
             let (attrs, found) = likwid::read_rank(&group, *rank)?;
             likwid_attrs = attrs;
             likwid_regions.extend(found);
         }
-        if has(&group, counters::PERF_GROUP) {
+        if group.has(counters::PERF_GROUP) {
             perf.extend(counters::read_perf(&group, *rank)?);
         }
-        if has(&group, counters::ANNOTATIONS_GROUP) {
+        if group.has(counters::ANNOTATIONS_GROUP) {
             annotations.extend(counters::read_annotations(&group, *rank)?);
         }
         if schema == 1 {
@@ -132,22 +125,22 @@ fn read_open(file: &hdf5::File, path: &Path, size: u64) -> Result<Profile> {
 
 /// Schema 1: `rank<N>/regions/<name>/{start_times,end_times}` plus attributes.
 fn read_rank_regions(rank_group: &Group, rank: u32) -> Result<Vec<RegionRank>> {
-    if !has(rank_group, "regions") {
+    if !rank_group.has("regions") {
         return Ok(Vec::new());
     }
-    let where_ = format!("rank{rank}/regions");
-    let group = rank_group.group("regions").map_err(h5err(&where_))?;
+    let group = rank_group.group("regions")?;
     let mut out = Vec::new();
-    for member in h5util::subgroups(&group).map_err(h5err(&where_))? {
-        let region = group.group(&member).map_err(h5err(&where_))?;
+    for member in group.subgroups()? {
+        let region = group.member(&member)?;
         // '/' cannot appear in a group name; it is stored as '|' and the
         // `tag` attribute holds the real name.
-        let name = h5util::attr_string(&region, "tag").unwrap_or_else(|| member.replace('|', "/"));
-        let starts = h5util::read_i64(&region, "start_times")?;
-        let ends = h5util::read_i64(&region, "end_times")?;
+        let name = region.attr_string("tag").unwrap_or_else(|| member.name.replace('|', "/"));
+        let starts = region.read_i64("start_times")?;
+        let ends = region.read_i64("end_times")?;
         if starts.len() != ends.len() {
             return Err(Error::new(format!(
-                "{where_}/{member} is damaged: {} start_times but {} end_times",
+                "{} is damaged: {} start_times but {} end_times",
+                region.path(),
                 starts.len(),
                 ends.len()
             )));
@@ -156,7 +149,7 @@ fn read_rank_regions(rank_group: &Group, rank: u32) -> Result<Vec<RegionRank>> {
             rank,
             name,
             stats: Stats::from_intervals(&starts, &ends),
-            open_calls: h5util::attr_i64(&region, "open_calls").unwrap_or(0),
+            open_calls: region.attr_i64("open_calls").unwrap_or(0),
         });
     }
     Ok(out)

@@ -12,5 +12,6 @@ pub fn default_target() -> PathBuf {
 
 pub fn run(target: &Path) -> Result<String> {
     let target = if target.is_relative() { std::env::current_dir().map(|d| d.join(target)).unwrap_or_else(|_| target.to_path_buf()) } else { target.to_path_buf() };
+    crate::guard::note_input(&target);
     scope_profiler::recover::recover(&target).map(|r| r.message).map_err(|e| Error::in_file(&target, e))
 }

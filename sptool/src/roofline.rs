@@ -106,6 +106,15 @@ pub struct Request<'a> {
     pub peak_gbs: Option<f64>,
 }
 
+/// Values a log-scale roofline can place: positive, finite, and far enough from 0 and from
+/// the largest float that its margins (and the roof's products) stay finite. Files can hold
+/// anything (an infinite FLOP count, a damaged metric); such points are left out, with a note.
+pub const PLOTTABLE: std::ops::RangeInclusive<f64> = 1e-30..=1e30;
+
+fn plottable(v: f64) -> bool {
+    PLOTTABLE.contains(&v)
+}
+
 /// Compute the roofline of the selected regions of `profile`.
 pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roofline> {
     let path = &profile.path;
@@ -114,13 +123,16 @@ pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roof
             if !(v.is_finite() && v > 0.0) {
                 return Err(Error::new(format!("{option} must be a positive number, got {v}")));
             }
+            if !plottable(v) {
+                return Err(Error::new(format!("{option} {v:e} is out of range ({:e} to {:e})", PLOTTABLE.start(), PLOTTABLE.end())));
+            }
         }
     }
     let selected: Vec<&LikwidRegion> =
         profile.likwid.iter().filter(|r| filter.rank(r.rank) && filter.name(&r.tag)).collect();
     let annotated = annotated_points(profile, filter);
     if selected.is_empty() && !annotated.is_empty() {
-        return finish(annotated, req);
+        return finish(profile, annotated, req);
     }
     if selected.is_empty() {
         let why = if profile.likwid.is_empty() {
@@ -192,7 +204,7 @@ pub fn compute(profile: &Profile, filter: &Filter, req: &Request) -> Result<Roof
             ),
         ));
     }
-    finish(points, req)
+    finish(profile, points, req)
 }
 
 /// Regions with analytic FLOPs and bytes and a positive time.
@@ -200,8 +212,10 @@ fn annotated_points(profile: &Profile, filter: &Filter) -> Vec<Point> {
     crate::counters::work_rows(profile, filter)
         .into_iter()
         .filter_map(|w| {
+            // Zero FLOPs or bytes is no point; anything else (NaN, infinite, absurd) is one
+            // that `finish` leaves out with a note.
             let (gflops, gbs) = (w.rate(w.flops)?, w.gbytes_per_s()?);
-            (gflops > 0.0 && gbs > 0.0).then(|| Point {
+            (gflops != 0.0 && gbs != 0.0).then(|| Point {
                 rank: w.rank,
                 region: w.name.clone(),
                 group: "annotations".into(),
@@ -216,7 +230,24 @@ fn annotated_points(profile: &Profile, filter: &Filter) -> Vec<Point> {
         .collect()
 }
 
-fn finish(mut points: Vec<Point>, req: &Request) -> Result<Roofline> {
+fn finish(profile: &Profile, points: Vec<Point>, req: &Request) -> Result<Roofline> {
+    let (mut points, left): (Vec<Point>, Vec<Point>) =
+        points.into_iter().partition(|p| plottable(p.gflops) && plottable(p.gbs) && plottable(p.intensity));
+    if !left.is_empty() {
+        let which: Vec<String> = left.iter().take(5).map(|p| format!("{} on rank {}", crate::fmt::shorten(&p.region, 60), p.rank)).collect();
+        let more = if left.len() > which.len() { format!(" and {} more", left.len() - which.len()) } else { String::new() };
+        eprintln!(
+            "sptool: warning: {}: {} point(s) left out of the roofline, their FLOP rate, bandwidth or intensity is not a finite number between {:e} and {:e}: {}{more}",
+            profile.path.display(),
+            left.len(),
+            PLOTTABLE.start(),
+            PLOTTABLE.end(),
+            which.join(", ")
+        );
+    }
+    if points.is_empty() {
+        return Err(Error::in_file(&profile.path, "no selected region has a finite, positive FLOP rate and bandwidth to place on a roofline"));
+    }
     points.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.region.cmp(&b.region)));
     let max_f = points.iter().map(|p| p.gflops).fold(0.0, f64::max);
     let max_b = points.iter().map(|p| p.gbs).fold(0.0, f64::max);

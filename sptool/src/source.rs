@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use hdf5::Group;
-
-use crate::h5util::{self, has};
+use crate::h5util::Group;
 use crate::model::SourceLocation;
 
 /// Every region's location, by region name. Unreadable or absent entries are skipped: a
@@ -17,26 +15,24 @@ pub fn read(file: &Group, schema: i64, ranks: &[(u32, String)]) -> BTreeMap<Stri
     if schema == 1 {
         for (_, rank) in ranks {
             let Ok(regions) = file.group(&format!("{rank}/regions")) else { continue };
-            for member in h5util::subgroups(&regions).unwrap_or_default() {
-                let Ok(g) = regions.group(&member) else { continue };
-                let Some(path) = h5util::attr_string(&g, "source_file").filter(|f| !f.is_empty()) else { continue };
-                let name = h5util::attr_string(&g, "tag").unwrap_or_else(|| member.replace('|', "/"));
-                let line = h5util::attr_i64(&g, "source_lineno").filter(|&l| l >= 0);
+            for member in regions.subgroups().unwrap_or_default() {
+                let Ok(g) = regions.member(&member) else { continue };
+                let Some(path) = g.attr_string("source_file").filter(|f| !f.is_empty()) else { continue };
+                let name = g.attr_string("tag").unwrap_or_else(|| member.name.replace('|', "/"));
+                let line = g.attr_i64("source_lineno").filter(|&l| l >= 0);
                 out.entry(name).or_insert(SourceLocation { file: path, line });
             }
         }
         return out;
     }
     let (Ok(table), Ok(index)) = (file.group("region_table"), file.group("rank_region_index")) else { return out };
-    if !has(&index, "source_files") {
+    if !index.has("source_files") {
         return out;
     }
-    let (Ok(names), Ok(ids), Ok(files)) =
-        (h5util::read_strings(&table, "names"), h5util::read_i64(&index, "region_ids"), h5util::read_strings(&index, "source_files"))
-    else {
+    let (Ok(names), Ok(ids), Ok(files)) = (table.read_strings("names"), index.read_i64("region_ids"), index.read_strings("source_files")) else {
         return out;
     };
-    let lines = h5util::read_i64(&index, "source_lines").unwrap_or_default();
+    let lines = index.read_i64("source_lines").unwrap_or_default();
     for (row, path) in files.into_iter().enumerate() {
         let name = ids.get(row).and_then(|&id| usize::try_from(id).ok()).and_then(|i| names.get(i));
         if let (Some(name), false) = (name, path.is_empty()) {

@@ -189,7 +189,7 @@ impl Stats {
             (Some(a), Some(b)) => Some(a + b + delta * delta * na * nb / (na + nb)),
             _ => None,
         };
-        self.count += other.count;
+        self.count = self.count.saturating_add(other.count);
         self.total_ns += other.total_ns;
         self.min_ns = self.min_ns.min(other.min_ns);
         self.max_ns = self.max_ns.max(other.max_ns);

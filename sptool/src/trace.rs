@@ -13,14 +13,14 @@ use std::io::Write;
 use std::path::Path;
 
 
-use crate::error::{self, Error, Result};
+use crate::error::{Error, Result};
 use crate::filter::Filter;
-use crate::h5util::{self, has};
+use crate::h5util::{self, Member};
 
 /// Where one region's calls on one rank are stored.
 enum Place {
-    /// Schema 1: a region group with start_times, end_times and thread_ids.
-    Group(String),
+    /// Schema 1: a region group (in `rank<N>/regions`) with start_times, end_times and thread_ids.
+    Group(String, Member),
     /// Schemas 2 and 3: rows `offset..offset + count` of the shared event columns.
     Rows { offset: usize, count: usize },
 }
@@ -44,7 +44,7 @@ struct Call {
 
 /// The calls of a file, run by run.
 struct Source {
-    file: hdf5::File,
+    file: h5util::File,
     names: Vec<String>,
     runs: Vec<Run>,
     /// Schemas 2/3: the event columns are start gaps and durations (schema 3).
@@ -55,14 +55,11 @@ struct Source {
     hosts: BTreeMap<u32, String>,
 }
 
-fn h5err(what: &str) -> impl FnOnce(hdf5::Error) -> Error + '_ {
-    move |e| Error::new(format!("cannot read {what}: {}", error::h5(&e)))
-}
-
 impl Source {
     fn open(path: &Path, filter: &Filter) -> Result<Source> {
         let (file, _) = h5util::open(path)?;
-        let schema = h5util::attr_i64(&file, crate::read::SCHEMA_ATTR).unwrap_or(1);
+        let schema = file.attr_i64(crate::read::SCHEMA_ATTR).unwrap_or(1);
+        let ranks = crate::read::rank_groups(&file)?;
         let mut src = Source {
             names: Vec::new(),
             runs: Vec::new(),
@@ -72,28 +69,26 @@ impl Source {
             hosts: BTreeMap::new(),
             file,
         };
-        let file = src.file.clone();
-        for name in h5util::subgroups(&file).map_err(h5err("the root group"))? {
-            let Some(rank) = name.strip_prefix("rank").and_then(|d| d.parse::<u32>().ok()) else { continue };
-            if name != format!("rank{rank}") || !filter.rank(rank) {
+        for (rank, name) in ranks {
+            if !filter.rank(rank) {
                 continue;
             }
-            let g = file.group(&name).map_err(h5err(&name))?;
-            src.offsets.insert(rank, h5util::attr_i64(&g, "clock_offset_ns").unwrap_or(0));
-            if let Some(crate::model::AttrValue::IntArray(ids)) = h5util::attr(&g, "thread_os_ids") {
+            let g = src.file.group(&name)?;
+            src.offsets.insert(rank, g.attr_i64("clock_offset_ns").unwrap_or(0));
+            if let Some(crate::model::AttrValue::IntArray(ids)) = g.attr("thread_os_ids") {
                 src.os_tids.insert(rank, ids);
             }
-            if let Some(host) = h5util::attr_string(&g, "hostname") {
+            if let Some(host) = g.attr_string("hostname") {
                 src.hosts.insert(rank, host);
             }
-            if schema == 1 && has(&g, "regions") {
-                let regions = g.group("regions").map_err(h5err(&name))?;
-                for member in h5util::subgroups(&regions).map_err(h5err(&name))? {
-                    let region = regions.group(&member).map_err(h5err(&member))?;
-                    let tag = h5util::attr_string(&region, "tag").unwrap_or_else(|| member.replace('|', "/"));
+            if schema == 1 && g.has("regions") {
+                let regions = g.group("regions")?;
+                for member in regions.subgroups()? {
+                    let region = regions.member(&member)?;
+                    let tag = region.attr_string("tag").unwrap_or_else(|| member.name.replace('|', "/"));
                     if filter.name(&tag) {
                         let index = src.name_index(tag);
-                        src.runs.push(Run { rank, name: index, place: Place::Group(format!("{name}/regions/{member}")) });
+                        src.runs.push(Run { rank, name: index, place: Place::Group(format!("{name}/regions"), member) });
                     }
                 }
             }
@@ -115,20 +110,24 @@ impl Source {
     }
 
     fn columnar_runs(&mut self, filter: &Filter) -> Result<()> {
-        let file = self.file.clone();
-        if h5util::attr_string(&file, "storage_layout").as_deref() == Some("aggregate") {
+        let file = &self.file;
+        if file.attr_string("storage_layout").as_deref() == Some("aggregate") {
             return Err(Error::new("holds aggregates only (counts and totals per region), not single calls: there is no timeline to export"));
         }
-        let table = file.group("region_table").map_err(h5err("region_table"))?;
-        let names = h5util::read_strings(&table, "names")?;
-        let index = file.group("rank_region_index").map_err(h5err("rank_region_index"))?;
-        let ids = h5util::read_i64(&index, "region_ids")?;
-        let ranks = h5util::read_i64(&index, "ranks")?;
-        let offsets = h5util::read_i64(&index, "event_offsets")?;
-        let counts = h5util::read_i64(&index, "event_counts")?;
-        let events = file.group("events").map_err(h5err("events"))?;
-        self.deltas = has(&events, "start_deltas");
-        for row in 0..ids.len().min(ranks.len()).min(offsets.len()).min(counts.len()) {
+        let names = file.group("region_table")?.read_strings("names")?;
+        let index = file.group("rank_region_index")?;
+        let ids = index.read_i64("region_ids")?;
+        let ranks = index.read_i64("ranks")?;
+        let offsets = index.read_i64("event_offsets")?;
+        let counts = index.read_i64("event_counts")?;
+        let events = file.group("events")?;
+        self.deltas = events.has("start_deltas");
+        // The rows must fit the columns and not claim more events than they hold.
+        let column = if self.deltas { "start_deltas" } else { "start_times" };
+        let len = events.dataset(column)?.shape()?.first().copied().unwrap_or(0);
+        let rows = ids.len().min(ranks.len()).min(offsets.len()).min(counts.len());
+        crate::columnar::check_rows(&offsets[..rows], &counts[..rows], len)?;
+        for row in 0..rows {
             let (Ok(rank), Some(name)) = (u32::try_from(ranks[row]), usize::try_from(ids[row]).ok().and_then(|i| names.get(i))) else {
                 return Err(Error::new(format!("is damaged: rank_region_index row {row} is out of range")));
             };
@@ -145,24 +144,19 @@ impl Source {
     /// The calls of one run: (starts, durations, thread ids), starts not yet aligned.
     fn load(&self, run: &Run) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>)> {
         match &run.place {
-            Place::Group(path) => {
-                let g = self.file.group(path).map_err(h5err(path))?;
-                let starts = h5util::read_i64(&g, "start_times")?;
-                let ends = h5util::read_i64(&g, "end_times")?;
-                let tids = if has(&g, "thread_ids") { h5util::read_i64(&g, "thread_ids")? } else { Vec::new() };
+            Place::Group(regions, member) => {
+                let g = self.file.group(regions)?.member(member)?;
+                let starts = g.read_i64("start_times")?;
+                let ends = g.read_i64("end_times")?;
+                let tids = if g.has("thread_ids") { g.read_i64("thread_ids")? } else { Vec::new() };
                 let durs = starts.iter().zip(&ends).map(|(s, e)| e.wrapping_sub(*s)).collect();
                 Ok((starts, durs, tids))
             }
             Place::Rows { offset, count } => {
-                let events = self.file.group("events").map_err(h5err("events"))?;
-                let range = *offset..offset + count;
-                let slice = |name: &str| -> Result<Vec<i64>> {
-                    let ds = h5util::dataset(&events, name)?;
-                    ds.read_slice_1d::<i64, _>(range.clone())
-                        .map(|a| a.to_vec())
-                        .map_err(|e| Error::new(format!("cannot read events/{name}[{}..{}]: {}", range.start, range.end, error::h5(&e))))
-                };
-                let tids = if has(&events, "thread_ids") { slice("thread_ids")? } else { Vec::new() };
+                let events = self.file.group("events")?;
+                let range = *offset as u64..(offset + count) as u64;
+                let slice = |name: &str| -> Result<Vec<i64>> { events.dataset(name)?.read_i64_range(range.clone()) };
+                let tids = if events.has("thread_ids") { slice("thread_ids")? } else { Vec::new() };
                 if self.deltas {
                     let gaps = slice("start_deltas")?;
                     let mut t = 0i64;
@@ -188,18 +182,11 @@ impl Source {
         for run in &self.runs {
             let offset = self.offsets.get(&run.rank).copied().unwrap_or(0);
             let starts = match &run.place {
-                Place::Group(path) => {
-                    let g = self.file.group(path).map_err(h5err(path))?;
-                    h5util::read_i64(&g, "start_times")?
-                }
+                Place::Group(regions, member) => self.file.group(regions)?.member(member)?.read_i64("start_times")?,
                 Place::Rows { offset, count } => {
-                    let events = self.file.group("events").map_err(h5err("events"))?;
+                    let events = self.file.group("events")?;
                     let name = if self.deltas { "start_deltas" } else { "start_times" };
-                    let ds = h5util::dataset(&events, name)?;
-                    let mut v = ds
-                        .read_slice_1d::<i64, _>(*offset..offset + count)
-                        .map(|a| a.to_vec())
-                        .map_err(|e| Error::new(format!("cannot read events/{name}: {}", error::h5(&e))))?;
+                    let mut v = events.dataset(name)?.read_i64_range(*offset as u64..(offset + count) as u64)?;
                     if self.deltas {
                         let mut t = 0i64;
                         for x in v.iter_mut() {
@@ -233,7 +220,7 @@ impl Source {
 }
 
 /// Microseconds with three decimals, from integer nanoseconds (exact, no float rounding).
-fn micros(ns: i64) -> String {
+fn micros(ns: i128) -> String {
     let sign = if ns < 0 { "-" } else { "" };
     let a = ns.unsigned_abs();
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
@@ -296,7 +283,7 @@ pub fn export(input: &Path, filter: &Filter, max_events: Option<usize>, out: &Pa
     let mut file = if out.as_os_str() == "-" {
         None
     } else {
-        Some(safe_file::Replacement::create(out).map_err(|e| Error::in_file(out, format!("cannot create the output: {e}")))?)
+        Some(crate::export::create_output(out, "cannot create the output")?)
     };
     let w: Box<dyn Write> = match file.as_mut() {
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
@@ -324,8 +311,8 @@ fn write_trace(src: &Source, input: &Path, origin: i64, total_calls: u64, max_ev
         o.event(&format!(
             "{{\"name\":{},\"cat\":\"region\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},\"tid\":{}}}",
             json_str(&src.names[c.name]),
-            micros(c.start - origin),
-            micros(c.dur),
+            micros(c.start as i128 - origin as i128),
+            micros(c.dur as i128),
             c.rank,
             c.tid
         ))
@@ -397,14 +384,14 @@ fn write_trace(src: &Source, input: &Path, origin: i64, total_calls: u64, max_ev
             max_events.unwrap_or(0),
             total_calls - l.calls,
             l.calls,
-            micros(l.longest_ns),
-            micros(i64::try_from(l.total_ns).unwrap_or(i64::MAX))
+            micros(l.longest_ns as i128),
+            micros(l.total_ns)
         );
         o.raw(&format!(
             ",\"left_out\":{{\"calls\":{},\"total_us\":{},\"longest_us\":{},\"per_region\":{{{}}},\"note\":{}}}",
             l.calls,
-            micros(i64::try_from(l.total_ns).unwrap_or(i64::MAX)),
-            micros(l.longest_ns),
+            micros(l.total_ns),
+            micros(l.longest_ns as i128),
             per_region.join(","),
             json_str(&note)
         ))?;
