@@ -4,8 +4,8 @@
 //! Installed at `sp_setup` (not in a constructor, so runtimes that install theirs at program
 //! start or at `MPI_Init` do not overwrite ours; ours chains to theirs). The handler runs no
 //! HDF5 and allocates nothing: every call is already in the spill file's page cache with its
-//! fill count, so it only starts the recovery helper (`scope_profiler_recover`, shipped next to
-//! the library) with `fork` (a raw `clone`, so no atfork handler runs) and `execve` on argv and
+//! fill count, so it only starts the recovery helper (`scope_profiler_recover`, installed with
+//! the library, see `find_helper`) with `fork` (a raw `clone`, so no atfork handler runs) and `execve` on argv and
 //! envp prepared at setup (the environment as it was then, without LD_PRELOAD and launcher
 //! variables, as for the LIKWID helper), with no signal blocked, waits for it with `waitpid(WNOHANG)` and `nanosleep` up to a bounded
 //! time, and then chains: the host's handler runs if it had one; else the default action is
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 pub const ENV_SIGNALS: &str = "SCOPE_PROFILER_SIGNALS";
 /// `SCOPE_PROFILER_SIGNAL_TIMEOUT`: seconds to wait for the helper (default 5).
 pub const ENV_TIMEOUT: &str = "SCOPE_PROFILER_SIGNAL_TIMEOUT";
-/// `SCOPE_PROFILER_RECOVER_HELPER`: path of the helper (default: next to the library).
+/// `SCOPE_PROFILER_RECOVER_HELPER`: path of the helper (default: found as the LIKWID helper is).
 pub const ENV_HELPER: &str = "SCOPE_PROFILER_RECOVER_HELPER";
 pub const HELPER_NAME: &str = "scope_profiler_recover";
 
@@ -66,14 +66,17 @@ pub fn parse(spec: &str) -> Result<Vec<c_int>, String> {
         .collect()
 }
 
-fn helper_path() -> Option<std::path::PathBuf> {
+fn helper_path() -> Result<std::path::PathBuf, String> {
     if let Some(p) = std::env::var_os(ENV_HELPER).filter(|p| !p.is_empty()) {
-        return Some(p.into());
+        return Ok(p.into());
     }
-    let obj = crate::likwid::helper_spawn::our_object_path()?;
-    let dir = obj.parent()?;
-    // Next to the library; from a test binary in target/<profile>/deps, one level up.
-    [dir.join(HELPER_NAME), dir.parent()?.join(HELPER_NAME)].into_iter().find(|p| p.is_file())
+    // Where the library's helpers are (next to it, or installed in <libdir>/scope_profiler/);
+    // from a test binary in target/<profile>/deps, one level up.
+    crate::likwid::helper_spawn::find_helper(HELPER_NAME).or_else(|e| {
+        let obj = crate::likwid::helper_spawn::our_object_path();
+        let up = obj.as_deref().and_then(|o| o.parent()?.parent()).map(|d| d.join(HELPER_NAME));
+        up.filter(|p| p.is_file()).ok_or(e)
+    })
 }
 
 /// Install the handlers (called at setup once the spill is running). `run_dir` is this
@@ -91,7 +94,7 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
     }
     if helper && PREPARED.load(Ordering::Acquire).is_null() {
         match helper_path() {
-            Some(path) => {
+            Ok(path) => {
                 let timeout_s: f64 = std::env::var(ENV_TIMEOUT).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(5.0);
                 let args: Vec<CString> = [path.as_os_str(), "--signal".as_ref(), run_dir.as_os_str(), target.as_os_str()]
                     .iter()
@@ -107,9 +110,9 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
                     PREPARED.store(Box::into_raw(p), Ordering::Release);
                 }
             }
-            None => crate::warn::once(
+            Err(e) => crate::warn::once(
                 "signals-helper",
-                &format!("{HELPER_NAME} not found next to the library: a caught signal leaves the spill data for `sptool recover`"),
+                &format!("{e}; set {ENV_HELPER}: a caught signal leaves the spill data for `sptool recover`"),
             ),
         }
     }

@@ -3,9 +3,12 @@
 //! of `cargo test --workspace`, so it reuses what that just built), ctest (the examples),
 //! install to a fresh prefix, then a separate consumer project (tests/cmake_consumer: C, C++ and Fortran, serial and
 //! MPI, shared and static targets) that only knows the prefix is configured, built and
-//! run, and its files read back. Also: the Fortran module compiled from the installed
-//! source, the installed LIKWID helper, the examples built on their own against the prefix,
-//! pkg-config, and examples/run_nbody_mpi.sh.
+//! run, and its files read back. Also: every helper the library starts installed where it
+//! finds them (the LIKWID read-back under likwid-perfctr; the flight recorder's recovery at a
+//! SIGTERM), a project with cmake_minimum_required(VERSION 3.0) and the plain
+//! target_link_libraries signature (tests/cmake_consumer/old_cmake), the Fortran module
+//! compiled from the installed source, the examples built on their own against the prefix,
+//! pkg-config (its flags before and after the sources), and examples/run_nbody_mpi.sh.
 //!
 //! One test function: the steps depend on each other and share one build.
 
@@ -16,8 +19,10 @@ use support::*;
 mod fortran_support;
 use fortran_support::mpirun;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Run a command, failing the test with its output on a non-zero exit; returns stdout.
 fn ok(cmd: &mut Command) -> String {
@@ -53,6 +58,92 @@ fn read_back(file: &Path, language: &str, ranks: usize) -> Vec<std::collections:
 
 fn calls(pairs: &[(&str, usize)]) -> std::collections::BTreeMap<String, usize> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+/// `readelf -d` entries of one kind (NEEDED, RUNPATH, ...) of an ELF file.
+fn dynamic(file: &Path, kind: &str) -> Vec<String> {
+    let out = ok(Command::new("readelf").arg("-d").arg(file));
+    out.lines()
+        .filter(|l| l.contains(&format!("({kind})")))
+        .filter_map(|l| l.split('[').nth(1).map(|s| s.trim_end_matches(']').to_string()))
+        .collect()
+}
+
+/// The highest count of each thread in flight_loop's side file ("<thread> <calls>" lines).
+fn side_counts(side: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in std::fs::read_to_string(side).unwrap_or_default().lines() {
+        if let Some((k, v)) = l.split_once(' ') {
+            if let Ok(n) = v.parse::<u64>() {
+                let e = m.entry(k.to_string()).or_insert(0);
+                *e = (*e).max(n);
+            }
+        }
+    }
+    m
+}
+
+/// A program built against the prefix runs with the flight recorder on, is killed with SIGTERM
+/// while its threads record, and the installed scope_profiler_recover (found by the installed
+/// library, no SCOPE_PROFILER_RECOVER_HELPER) writes its profile: every call the program
+/// reported before the signal is in it, as the installed sptool and the PyPI reader see it.
+fn flight_recorder_from_the_prefix(exe: &Path, dir: &Path, sptool: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let (out_file, side) = (dir.join("killed.h5"), dir.join("side"));
+    let mut cmd = Command::new(exe);
+    installed(&mut cmd)
+        .arg(&out_file)
+        .arg(&side)
+        .args(["2", "plain", "0"])
+        .current_dir(dir)
+        .env("SCOPE_PROFILER_SPILL", "1")
+        .env("SCOPE_PROFILER_SIGNAL_TIMEOUT", "120")
+        .env_remove("SCOPE_PROFILER_SPILL_DIR")
+        .env_remove("SCOPE_PROFILER_RECOVER_HELPER")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let m = side_counts(&side);
+        if m.contains_key("work0") && m.contains_key("work1") && m.contains_key("slow") {
+            break;
+        }
+        if Instant::now() > deadline {
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            let out = child.wait_with_output().unwrap();
+            panic!("{cmd:?}: no recording after 60 s\nstderr:\n{}", text(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = side_counts(&side);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{cmd:?}: {:?}\nstderr:\n{stderr}", out.status);
+    assert!(!stderr.contains("not found"), "{cmd:?}: the installed library did not find its helper:\n{stderr}");
+    assert!(stderr.contains("terminated by a signal: recovered"), "{cmd:?}: no profile written at the signal:\n{stderr}");
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".spill."))
+        .map(|e| e.path())
+        .collect();
+    assert!(leftovers.is_empty(), "spill data left after the helper wrote the profile: {leftovers:?}");
+    let work_before: u64 = before.iter().filter(|(k, _)| k.starts_with("work")).map(|(_, v)| v).sum();
+    // The installed sptool reads it...
+    let shown = ok(Command::new(sptool).arg("inspect").arg(&out_file));
+    assert!(shown.contains("work") && shown.contains("slow"), "{shown}");
+    // ... and so does the PyPI reader, with every call completed before the signal.
+    let v = python_view(&out_file);
+    let n = |region: &str| -> u64 {
+        v["regions"][region].as_object().unwrap_or_else(|| panic!("no {region} in {v}")).values().map(|r| r["calls"].as_u64().unwrap()).sum()
+    };
+    assert!(n("work") >= work_before, "work: {} calls in the file, {work_before} completed before the signal", n("work"));
+    assert!(n("slow") >= before["slow"], "slow: {} calls in the file, {} completed before the signal", n("slow"), before["slow"]);
+    assert!(v["metadata"].to_string().contains("recovered"), "no recovered note: {}", v["metadata"]);
 }
 
 #[test]
@@ -110,6 +201,7 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     let expected_files = [
         "lib/libscope_profiler.so".to_string(),
         "lib/libscope_profiler.a".to_string(),
+        "lib/libscope_profiler_fortran.so".to_string(),
         "include/scope_profiler.h".to_string(),
         "include/scope_profiler.hpp".to_string(),
         "include/scope_profiler_mpi.h".to_string(),
@@ -125,11 +217,25 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     for f in &expected_files {
         assert!(prefix.join(f).is_file(), "{f} not installed");
     }
-    // The LIKWID helper goes next to the library; the commands go to bin/.
-    let helper = prefix.join("lib/scope_profiler_likwid_helper");
-    assert!(helper.is_file(), "the LIKWID helper is not installed next to the library");
+    // The programs the library starts go to <libdir>/scope_profiler/, where it looks for them;
+    // the commands go to bin/. Each one runs from there (its libraries are found): without
+    // arguments each helper refuses with a message and exit status 2.
     use std::os::unix::fs::PermissionsExt;
-    assert!(helper.metadata().unwrap().permissions().mode() & 0o111 != 0, "helper not executable");
+    for (helper, usage) in [
+        ("scope_profiler_likwid_helper", "scope_profiler_likwid_helper: missing --mode"),
+        ("scope_profiler_recover", "usage: scope_profiler_recover"),
+    ] {
+        let path = prefix.join("lib/scope_profiler").join(helper);
+        assert!(path.is_file(), "{helper} is not installed in lib/scope_profiler/");
+        assert!(path.metadata().unwrap().permissions().mode() & 0o111 != 0, "{helper} not executable");
+        let out = run(installed(&mut Command::new(&path)));
+        assert_eq!(out.status.code(), Some(2), "{helper}: {:?}\nstderr:\n{}", out.status, text(&out.stderr));
+        assert!(text(&out.stderr).contains(usage), "{helper}:\n{}", text(&out.stderr));
+    }
+    // The Fortran module's shared library sits next to libscope_profiler.so and finds it there.
+    let fortran_so = prefix.join("lib/libscope_profiler_fortran.so");
+    assert!(dynamic(&fortran_so, "NEEDED").iter().any(|l| l == "libscope_profiler.so"), "{:?}", dynamic(&fortran_so, "NEEDED"));
+    assert_eq!(dynamic(&fortran_so, "RUNPATH"), ["$ORIGIN"], "libscope_profiler_fortran.so must find libscope_profiler.so beside it");
     let merge = ok(Command::new(prefix.join("bin/scope_profiler_merge")).arg("--help"));
     assert!(merge.contains("usage: scope_profiler_merge"), "{merge}");
     let sptool_help = ok(Command::new(prefix.join("bin/sptool")).arg("--help"));
@@ -156,16 +262,17 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     }
 
     // --- the consumer project, knowing only the prefix ------------------------------------------
-    let configure_consumer = |dir: &PathBuf, extra: &[&str]| {
+    let configure_consumer_dir = |source: &Path, dir: &Path, extra: &[&str]| {
         ok(Command::new("cmake")
             .arg("-S")
-            .arg(root.join("tests/cmake_consumer"))
+            .arg(source)
             .arg("-B")
             .arg(dir)
             .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
             .args(extra)
             .env_remove("CMAKE_PREFIX_PATH"))
     };
+    let configure_consumer = |dir: &PathBuf, extra: &[&str]| configure_consumer_dir(&root.join("tests/cmake_consumer"), dir, extra);
     configure_consumer(&consumer, &[]);
     ok(Command::new("cmake").arg("--build").arg(&consumer).arg("-j2"));
     let package = std::fs::read_to_string(consumer.join("package.txt")).unwrap();
@@ -227,6 +334,33 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     assert_eq!(str_attr(&region, "tag"), "c region");
     assert_eq!(str_attr(&region, "source"), "full_api", "the installed helper was not used");
 
+    // --- the flight recorder from the installed prefix: SIGTERM, the installed helper writes ---------
+    flight_recorder_from_the_prefix(&consumer.join("flight_loop"), &runs.join("flight"), &prefix.join("bin/sptool"));
+
+    // --- an old project: cmake_minimum_required(VERSION 3.0), the plain signature ----------------
+    // LULESH's shape first: a C++ project with MPI and OpenMP; then C, C++ and Fortran.
+    for (languages, dir) in [("CXX", "consumer-old-cxx"), ("C;CXX;Fortran", "consumer-old")] {
+        let old = work.join(dir);
+        let _ = std::fs::remove_dir_all(&old);
+        configure_consumer_dir(&root.join("tests/cmake_consumer/old_cmake"), &old, &[&format!("-DCONSUMER_LANGUAGES={languages}")]);
+        ok(Command::new("cmake").arg("--build").arg(&old).arg("-j2"));
+        let file = runs.join(format!("{dir}-mpi-omp.h5"));
+        ok(installed(&mut mpirun(2)).env("OMP_NUM_THREADS", "2").arg(old.join("cxx_mpi_omp")).arg(&file).current_dir(&runs));
+        // Each of the 2 threads of rank r records r+1 calls.
+        assert_eq!(read_back(&file, "C++", 2), vec![calls(&[("omp cxx region", 2)]), calls(&[("omp cxx region", 4)])], "{dir}");
+        let mut serial = vec![("cxx_plain", "C++", "cxx region", 4)];
+        if languages.contains("Fortran") {
+            serial.extend([("c_plain", "C", "c region", 3), ("c_plain_static", "C", "c region", 3), ("fortran_plain", "Fortran", "fortran region", 5)]);
+        } else {
+            assert!(!old.join("c_plain").exists() && !old.join("fortran_plain").exists());
+        }
+        for (exe, language, region, n) in serial {
+            let file = runs.join(format!("{dir}-{exe}.h5"));
+            ok(installed(&mut Command::new(old.join(exe))).arg(&file).current_dir(&runs));
+            assert_eq!(read_back(&file, language, 1), vec![calls(&[(region, n)])], "{dir}/{exe}");
+        }
+    }
+
     // --- the Fortran module compiled in the consumer from the installed source -------------------
     let configured = configure_consumer(&consumer_src, &["-DScopeProfiler_FORTRAN_FROM_SOURCE=ON"]);
     assert!(configured.contains("ScopeProfiler: compiling the Fortran module"), "{configured}");
@@ -276,19 +410,67 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         static_flags.iter().any(|f| f == "-lhdf5") && static_flags.iter().any(|f| f == "-lpthread"),
         "{static_flags:?}"
     );
-    // Fortran through scope_profiler-fortran.pc (same compiler as the install).
+    // Fortran through scope_profiler-fortran.pc (same compiler as the install), with the flags
+    // after the sources and before them (a Makefile's OPTIONS, as CloverLeaf's). Debian's GCC
+    // links with --as-needed, which drops a shared library that nothing before it used: the .pc
+    // files switch it off for their own libraries only, so a library after them that the
+    // program does not use (libz) is still dropped. One rpath to <prefix>/lib serves both
+    // libraries.
     let fflags = pkg(&["--cflags", "--libs", "scope_profiler-fortran"]);
-    let exe = runs.join("pkgconfig_f");
+    let source = root.join("tests/cmake_consumer/consumer.f90");
+    let placements: [(&str, Vec<String>, Vec<String>); 3] = [
+        ("after", vec![], fflags.clone()),
+        ("before", fflags.clone(), vec![]),
+        ("before_then_unused", fflags.clone(), vec!["-lz".into()]),
+    ];
+    for (name, first, last) in placements {
+        let exe = runs.join(format!("pkgconfig_f_{name}"));
+        ok(Command::new("gfortran")
+            .args(["-std=f2008", "-Wall", "-Werror"])
+            .args(&first)
+            .arg(&source)
+            .args(&last)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&rpath)
+            .current_dir(&runs));
+        let needs = needed(&exe);
+        assert!(needs.iter().any(|l| l == "libscope_profiler_fortran.so"), "{name}: {needs:?}");
+        assert!(!needs.iter().any(|l| l.starts_with("libz.")), "{name}: --as-needed was not restored after the .pc's libraries: {needs:?}");
+        let file = runs.join(format!("pkgconfig_f_{name}.h5"));
+        ok(installed(&mut Command::new(&exe)).arg(&file).current_dir(&runs));
+        assert_eq!(read_back(&file, "Fortran", 1), vec![calls(&[("fortran region", 5)])], "{name}");
+    }
+    // Static, by hand as docs/fortran.md shows: both archives after the source, then the
+    // native libraries from the .pc's native_libs.
+    let var = |v: &str, pc: &str| pkg(&[&format!("--variable={v}"), pc]).join(" ");
+    let moddir = PathBuf::from(var("moddir", "scope_profiler-fortran"));
+    let libdir = PathBuf::from(var("libdir", "scope_profiler"));
+    let exe = runs.join("pkgconfig_f_static");
     ok(Command::new("gfortran")
-        .args(["-std=f2008", "-Wall", "-Werror"])
-        .arg(root.join("tests/cmake_consumer/consumer.f90"))
+        .arg(format!("-I{}", moddir.display()))
+        .arg(&source)
+        .arg(moddir.join("libscope_profiler_fortran.a"))
+        .arg(libdir.join("libscope_profiler.a"))
+        .args(pkg(&["--variable=native_libs", "scope_profiler"]))
         .arg("-o")
         .arg(&exe)
-        .args(&fflags)
-        .arg(&rpath)
         .current_dir(&runs));
-    ok(installed(&mut Command::new(&exe)).arg(runs.join("pkgconfig_f.h5")).current_dir(&runs));
-    assert_eq!(read_back(&runs.join("pkgconfig_f.h5"), "Fortran", 1), vec![calls(&[("fortran region", 5)])]);
+    assert!(!needed(&exe).iter().any(|l| l.starts_with("libscope_profiler")), "{:?}", needed(&exe));
+    let file = runs.join("pkgconfig_f_static.h5");
+    ok(installed(&mut Command::new(&exe)).arg(&file).current_dir(&runs));
+    assert_eq!(read_back(&file, "Fortran", 1), vec![calls(&[("fortran region", 5)])]);
+    // C with the flags before the source, too.
+    let exe = runs.join("pkgconfig_c_before");
+    ok(Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(&flags)
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
+        .arg(root.join("tests/c/simple.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&rpath));
+    ok(installed(&mut Command::new(&exe)).current_dir(&runs).env("SCOPE_PROFILER_FILE", runs.join("pkgconfig_c_before.h5")));
+    assert_eq!(read_back(&runs.join("pkgconfig_c_before.h5"), "C", 1), vec![calls(&[("step", 3)])]);
 
     // --- the README's main command: build and run n-body on 2 ranks, show the profile -------------
     let out_dir = runs.join("nbody-script");

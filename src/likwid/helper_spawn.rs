@@ -3,7 +3,8 @@
 //!
 //! * Location: `$SCOPE_PROFILER_LIKWID_HELPER` if set (`off` disables the helper), else
 //!   next to the object that holds this code (libscope_profiler.so, found with `dladdr`),
-//!   else `<that dir>/../libexec/scope_profiler/`.
+//!   else in `<that dir>/scope_profiler/` (where `cmake --install` puts it), else in
+//!   `<that dir>/../libexec/scope_profiler/` ([`find_helper`]).
 //! * Environment: the host's, minus MPI/batch launcher variables (`OMPI_*`, `PMI_*`,
 //!   `PMIX_*`, `SLURM_*`, and the MVAPICH/Hydra/Intel MPI/Cray ones) so the helper can never
 //!   join the job, and minus `LD_PRELOAD`/`LIKWID_PIN` (likwid-perfctr's pinning wrapper).
@@ -53,6 +54,24 @@ pub fn our_object_path() -> Option<PathBuf> {
     Some(std::fs::canonicalize(&p).unwrap_or(p))
 }
 
+/// Where the library's helper programs (this one, `scope_profiler_recover`) are looked for,
+/// relative to the directory of the object holding this code: next to it (a cargo build
+/// tree), in `scope_profiler/` (the installed layout, `<libdir>/scope_profiler/`), in
+/// `../libexec/scope_profiler/`.
+pub const HELPER_DIRS: [&str; 3] = ["", "scope_profiler", "../libexec/scope_profiler"];
+
+/// The helper program `name` in [`HELPER_DIRS`]; `Err` names where it was looked for.
+pub fn find_helper(name: &str) -> Result<PathBuf, String> {
+    let obj = our_object_path().ok_or("cannot locate libscope_profiler (dladdr failed)")?;
+    let dir = obj.parent().ok_or("library path has no directory")?;
+    let candidates: Vec<PathBuf> =
+        HELPER_DIRS.iter().map(|d| if d.is_empty() { dir.join(name) } else { dir.join(d).join(name) }).collect();
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        format!("{name} not found next to {} (looked for {})", obj.display(), looked.join(", "))
+    })
+}
+
 /// `Ok(None)` when the helper is switched off with `SCOPE_PROFILER_LIKWID_HELPER=off`.
 pub fn locate() -> Result<Option<PathBuf>, String> {
     if let Some(v) = std::env::var_os(HELPER_ENV).filter(|v| !v.is_empty()) {
@@ -61,15 +80,7 @@ pub fn locate() -> Result<Option<PathBuf>, String> {
         }
         return Ok(Some(PathBuf::from(v)));
     }
-    let obj = our_object_path().ok_or("cannot locate libscope_profiler (dladdr failed)")?;
-    let dir = obj.parent().ok_or("library path has no directory")?;
-    let candidates = [dir.join(HELPER_NAME), dir.join("../libexec/scope_profiler").join(HELPER_NAME)];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .map(Some)
-        .ok_or_else(|| format!("{HELPER_NAME} not found next to {} (set {HELPER_ENV})", obj.display()))
+    find_helper(HELPER_NAME).map(Some).map_err(|e| format!("{e}; set {HELPER_ENV}"))
 }
 
 fn dropped(key: &[u8]) -> bool {
