@@ -5,14 +5,13 @@
 
 use crate::encode::{decode, encode};
 use crate::metadata::run_metadata;
-use crate::mpi_comm::{MpiContext, receive_bytes, send_bytes, tag};
 use crate::model::{AttrValue, RankProfile};
+use crate::mpi_comm::{self, MpiContext, tag};
 use crate::output::{RunContext, report, write_rank_file};
 use crate::status::{Error, Result, Status};
 use crate::summary::RegionStats;
 use crate::warn;
 use crate::writer::{Plan, ProfileFile, Written, layout_writer};
-use mpi::traits::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Attributes of `rank<N>/` known only to the MPI layer.
@@ -30,14 +29,17 @@ pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankP
     // Every rank tells rank 0 its world rank through the profile itself.
     profile.info.extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
     // Rank 0 learns the run's size first, so the columnar layout sizes its columns once.
-    let plan = gather_plan(&ctx, Plan::of(&profile));
+    let plan = gather_plan(&ctx, Plan::of(&profile))?;
     let outcome = if ctx.rank == 0 { gather_and_write(run, &ctx, &mut profile, plan) } else { send_to_root(&ctx, &profile) };
     // Everyone learns the result: 0 = written, else the status code.
     let mut code: i32 = match &outcome {
         Ok(_) => 0,
         Err(e) => e.status.code(),
     };
-    ctx.comm.process_at_rank(0).broadcast_into(&mut code);
+    if let Err(e) = ctx.comm.bcast_value(&mut code, 0) {
+        warn::always(&format!("the outcome of the write could not be shared: {e}"));
+        code = code.min(-1);
+    }
     drop(ctx); // frees our communicator while MPI is still up
     if code == 0 {
         profile.release();
@@ -50,18 +52,11 @@ pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankP
     Err(Error::new(Status::WriteFailed, "rank 0 could not write the profile; every rank wrote its own file instead (see stderr)"))
 }
 
-/// Calls summed and threads maximized over the ranks (on rank 0; the others get their own).
-fn gather_plan(ctx: &MpiContext, mine: Plan) -> Plan {
-    let send = [mine.total_calls, mine.max_threads];
-    let root = ctx.comm.process_at_rank(0);
-    if ctx.rank == 0 {
-        let mut all = vec![0u64; 2 * ctx.size as usize];
-        root.gather_into_root(&send[..], &mut all[..]);
-        all.chunks_exact(2).fold(Plan::default(), |p, c| p.and(Plan { total_calls: c[0], max_threads: c[1] }))
-    } else {
-        root.gather_into(&send[..]);
-        mine
-    }
+/// Calls summed and threads maximized over the ranks.
+fn gather_plan(ctx: &MpiContext, mine: Plan) -> Result<Plan> {
+    let total = ctx.comm.allreduce(&[mine.total_calls], mpi_comm::SUM)?;
+    let threads = ctx.comm.allreduce(&[mine.max_threads], mpi_comm::MAX)?;
+    Ok(Plan { total_calls: total[0], max_threads: threads[0] })
 }
 
 fn profile_rank(p: &RankProfile) -> i64 {
@@ -76,13 +71,12 @@ fn profile_rank(p: &RankProfile) -> i64 {
 }
 
 fn world_size() -> i64 {
-    mpi::topology::SimpleCommunicator::world().size() as i64
+    mpi_comm::world_rank_size().map_or(1, |(_, s)| s)
 }
 
 fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
-    let root = ctx.comm.process_at_rank(0);
-    let (_go, _) = root.receive_with_tag::<u8>(tag::GO);
-    send_bytes(&ctx.comm, 0, &encode(profile));
+    let _go: u8 = ctx.comm.recv_value(0, tag::GO)?;
+    ctx.comm.send_bytes(0, &encode(profile))?;
     Ok(Written { path: Default::default(), fallback_reason: None, note: None })
 }
 
@@ -125,9 +119,8 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
 
     // Receive rank by rank, even after a failure, so that no rank is left waiting.
     for r in 1..ctx.size {
-        ctx.comm.process_at_rank(r).send_with_tag(&1u8, tag::GO);
-        let bytes = receive_bytes(&ctx.comm, r);
-        match decode(&bytes) {
+        let bytes = ctx.comm.send_value(r, tag::GO, &1u8).and_then(|_| ctx.comm.recv_bytes(r, u64::MAX));
+        match bytes.map_err(|e| e.to_string()).and_then(|b| decode(&b)) {
             Ok(mut p) => {
                 let world = profile_rank(&p);
                 p.info.extra.retain(|(k, _)| k != "world_rank");

@@ -511,15 +511,9 @@ fn start_flight_recorder(config: &Config, facts: &RunFacts, info: &RankInfo, clo
         warn::once("spill-aggregate", "the flight recorder keeps calls, which the aggregate layout does not: it stays off");
         return;
     }
-    let launcher = crate::mpi_comm::launcher_rank();
-    let (rank, size) = match (crate::mpi_comm::is_usable(), launcher) {
-        (true, _) => {
-            use mpi::topology::Communicator;
-            let w = mpi::topology::SimpleCommunicator::world();
-            (Some(w.rank() as i64), Some(w.size() as i64))
-        }
-        (false, Some((r, s))) => (Some(r), Some(s)),
-        _ => (None, None),
+    let (rank, size) = match crate::mpi_comm::world_rank_size().or_else(crate::mpi_comm::launcher_rank) {
+        Some((r, s)) => (Some(r), Some(s)),
+        None => (None, None),
     };
     let multi = size.is_some_and(|s| s > 1);
     let meta = crate::spill::SpillMeta {

@@ -19,7 +19,7 @@ pub enum Gather {
 /// Write the run the way its MPI situation allows.
 pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather) -> Result<Status> {
     if gather == Gather::LocalOnly {
-        let rank = if mpi_comm::is_usable() { Some(world_rank_size()) } else { mpi_comm::launcher_rank() };
+        let rank = mpi_comm::world_rank_size().or_else(mpi_comm::launcher_rank);
         // Freeing our communicator is local, but MPI's state at exit is unknown: leave it.
         std::mem::forget(mpi);
         return match rank {
@@ -40,18 +40,17 @@ pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProf
         None if mpi_comm::is_usable() => match mpi_comm::attach(None)? {
             // MPI was initialized after sp_setup: gather over MPI_COMM_WORLD now.
             Some(ctx) => crate::gather::write_collective(run, ctx, profile),
-            None => write_single(run, profile),
+            // The MPI plugin is missing (warned): one file per rank, as without MPI.
+            None => write_local(run, profile, "the MPI plugin is missing"),
         },
-        None => match mpi_comm::launcher_rank() {
-            Some((rank, size)) => write_rank_file(run, rank, size, profile, "MPI is not initialized").map(|_| Status::Ok),
-            None => write_single(run, profile),
-        },
+        None => write_local(run, profile, "MPI is not initialized"),
     }
 }
 
-/// Rank and size in MPI_COMM_WORLD (local calls; MPI must be usable).
-fn world_rank_size() -> (i64, i64) {
-    use mpi::topology::Communicator;
-    let world = mpi::topology::SimpleCommunicator::world();
-    (world.rank() as i64, world.size() as i64)
+/// Without a usable MPI: a rank file when the launcher says this is one of several ranks.
+fn write_local(run: RunContext<'_>, profile: RankProfile, why: &str) -> Result<Status> {
+    match mpi_comm::launcher_rank() {
+        Some((rank, size)) => write_rank_file(run, rank, size, profile, why).map(|_| Status::Ok),
+        None => write_single(run, profile),
+    }
 }

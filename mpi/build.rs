@@ -1,0 +1,102 @@
+//! Builds the MPI plugin once per MPI ABI family with that family's own compiler wrapper, so
+//! that one checkout serves programs built with OpenMPI and with MPICH (Intel MPI, Cray MPICH,
+//! MVAPICH share MPICH's ABI). The compilers tried: `$MPICC` (default `mpicc`), then
+//! `mpicc.openmpi` and `mpicc.mpich` (Debian's names); a family is built once, by the first
+//! compiler found for it. The shared libraries go to `target/<profile>/`, beside the core
+//! library; `libscope_profiler_mpi.so` links to the family of `$MPICC`/`mpicc`.
+//! Without any MPI compiler nothing is built and the core library runs without MPI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    println!("cargo:rerun-if-changed=c");
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=MPICC");
+    // OUT_DIR is target/<profile>/build/<crate>-<hash>/out.
+    let profile_dir = out.ancestors().nth(3).expect("OUT_DIR under target/<profile>").to_path_buf();
+    let default_cc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into());
+    let mut built: Vec<(String, PathBuf)> = Vec::new();
+    let mut default_family = None;
+    for (i, cc) in [default_cc.as_str(), "mpicc.openmpi", "mpicc.mpich"].iter().enumerate() {
+        let Some(family) = family_of(cc, &out) else { continue };
+        if i == 0 {
+            default_family = Some(family.clone());
+        }
+        if built.iter().any(|(f, _)| *f == family) {
+            continue;
+        }
+        match build(cc, &family, &manifest, &out) {
+            Ok(lib) => built.push((family, lib)),
+            Err(e) => println!("cargo:warning=the MPI plugin for {family} ({cc}) was not built: {e}"),
+        }
+    }
+    if built.is_empty() {
+        println!("cargo:warning=no MPI compiler wrapper found ($MPICC, mpicc, mpicc.openmpi, mpicc.mpich): the MPI plugin is not built; the library runs without MPI");
+    }
+    let mut lines = Vec::new();
+    // Also into deps/, where `cargo test` builds (and its tests load) libscope_profiler.so.
+    let dirs = [profile_dir.clone(), profile_dir.join("deps")];
+    for (family, lib) in &built {
+        for dir in &dirs {
+            let _ = std::fs::create_dir_all(dir);
+            replace(lib, &dir.join(lib.file_name().unwrap()));
+        }
+        lines.push(format!("{family}={}", profile_dir.join(lib.file_name().unwrap()).display()));
+    }
+    if let Some(family) = default_family.filter(|f| built.iter().any(|(b, _)| b == f)) {
+        for dir in &dirs {
+            let link = dir.join("libscope_profiler_mpi.so");
+            let _ = std::fs::remove_file(&link);
+            let _ = std::os::unix::fs::symlink(format!("libscope_profiler_mpi_{family}.so"), &link);
+        }
+    }
+    println!("cargo:rustc-env=SCOPE_PROFILER_MPI_BUILT={}", lines.join("\n"));
+}
+
+/// "openmpi" or "mpich" for a compiler wrapper that works, None for one that does not exist.
+fn family_of(cc: &str, out: &Path) -> Option<String> {
+    let probe = out.join("family.c");
+    std::fs::write(&probe, "#include <mpi.h>\n#if defined(OPEN_MPI)\nSP_FAMILY_openmpi\n#elif defined(MPICH_VERSION) || defined(MPICH)\nSP_FAMILY_mpich\n#endif\n").ok()?;
+    let o = Command::new(cc).arg("-E").arg(&probe).output().ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    ["openmpi", "mpich"].iter().find(|f| text.contains(&format!("SP_FAMILY_{f}"))).map(|f| f.to_string())
+}
+
+fn build(cc: &str, family: &str, manifest: &Path, out: &Path) -> Result<PathBuf, String> {
+    let name = format!("libscope_profiler_mpi_{family}.so");
+    let lib = out.join(&name);
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(manifest.join("c"))
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    let o = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"])
+        .arg(format!("-I{}", manifest.join("c").display()))
+        .args(&sources)
+        .arg(format!("-Wl,-soname,{name}"))
+        .arg("-Wl,--no-undefined")
+        .arg("-o")
+        .arg(&lib)
+        .output()
+        .map_err(|e| format!("{cc}: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("{cc} failed:\n{}", String::from_utf8_lossy(&o.stderr)));
+    }
+    Ok(lib)
+}
+
+/// Put a fresh copy in place (a running test may hold the old file open: never write into it).
+fn replace(from: &Path, to: &Path) {
+    let tmp = to.with_extension("so.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::copy(from, &tmp).expect("copy the MPI plugin into the target directory");
+    std::fs::rename(&tmp, to).expect("move the MPI plugin into place");
+}

@@ -1,0 +1,7 @@
+//! The MPI plugin of scope_profiler. `build.rs` compiles `c/` with the `mpicc` of every MPI
+//! ABI family it finds (OpenMPI, MPICH) into `libscope_profiler_mpi_<family>.so` and places
+//! them in `target/<profile>/`, next to `libscope_profiler.so`, which loads the right one at
+//! run time; `libscope_profiler_mpi.so` is the one of the family `mpicc` (or `$MPICC`) names.
+
+/// The families built, as `family=path` lines (empty when no `mpicc` was found).
+pub const BUILT: &str = env!("SCOPE_PROFILER_MPI_BUILT");

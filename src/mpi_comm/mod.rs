@@ -1,0 +1,329 @@
+//! The MPI the host program initialized, reached through the MPI plugin (`plugin.rs`): the
+//! core links no MPI library. Here: the communicator we profile over (a duplicate, freed
+//! before MPI finalizes), byte-level point-to-point and collective operations on it, clock
+//! offsets to rank 0, and the hook that runs our finalize from inside `MPI_Finalize`. The
+//! library never initializes or finalizes MPI.
+
+pub mod plugin;
+
+// Offsets in CLOCK_MONOTONIC ns, the clock of the file's timestamps after conversion (the
+// hot path may read the TSC; its ticks never enter this comparison).
+use crate::clock::monotonic_ns as now_ns;
+use crate::status::{Error, Result, Status};
+use plugin::{MpiState, Ops};
+use std::ffi::{CString, c_int, c_void};
+
+pub use plugin::{MAX, MIN, SUM};
+
+/// Message tags of our point-to-point traffic on the private communicator.
+pub mod tag {
+    pub const CLOCK: i32 = 101;
+    pub const GO: i32 = 102;
+    pub const LEN: i32 = 103;
+    pub const DATA: i32 = 104;
+}
+
+/// Whether MPI calls can be made now (initialized, not finalized).
+pub fn is_usable() -> bool {
+    plugin::state() == MpiState::Usable
+}
+
+pub fn state() -> MpiState {
+    plugin::state()
+}
+
+fn check(ops: &Ops, what: &str, code: c_int) -> Result<()> {
+    if code == 0 { Ok(()) } else { Err(Error::new(Status::Mpi, format!("{what}: {}", plugin::error_text(ops, code)))) }
+}
+
+/// The plugin, when MPI is usable; a missing plugin warns once and counts as no MPI.
+fn ops_if_usable() -> Option<&'static Ops> {
+    if !is_usable() {
+        return None;
+    }
+    match plugin::load() {
+        Ok(ops) => Some(ops),
+        Err(e) => {
+            crate::warn::once(
+                "mpi-plugin",
+                &format!("the program runs under MPI, but the MPI plugin could not be loaded ({e}): each rank writes its own file"),
+            );
+            None
+        }
+    }
+}
+
+/// Rank and size in MPI_COMM_WORLD (MPI usable and the plugin found), else None.
+pub fn world_rank_size() -> Option<(i64, i64)> {
+    let ops = ops_if_usable()?;
+    let (mut r, mut s) = (0, 0);
+    // SAFETY: plugin call with valid out pointers.
+    (unsafe { (ops.world)(&mut r, &mut s) } == 0).then_some((r as i64, s as i64))
+}
+
+/// A private duplicate communicator, freed on drop while MPI is usable (left alone after).
+pub struct Comm {
+    ops: &'static Ops,
+    handle: *mut c_void,
+    rank: i32,
+    size: i32,
+}
+
+// SAFETY: the communicator is only used by the thread that runs setup/finalize (MPI's main
+// thread in every threading level); the session's mutex serializes access.
+unsafe impl Send for Comm {}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        if is_usable() {
+            // SAFETY: our own handle, freed once.
+            unsafe { (self.ops.comm_free)(self.handle) };
+        }
+    }
+}
+
+/// Element types the reductions take.
+pub trait Reducible: Copy + Default {
+    const TYPE: c_int;
+}
+impl Reducible for i64 {
+    const TYPE: c_int = plugin::I64;
+}
+impl Reducible for u64 {
+    const TYPE: c_int = plugin::U64;
+}
+impl Reducible for f64 {
+    const TYPE: c_int = plugin::F64;
+}
+
+impl Comm {
+    pub fn rank(&self) -> i32 {
+        self.rank
+    }
+
+    pub fn size(&self) -> i32 {
+        self.size
+    }
+
+    pub fn send(&self, to: i32, tag: i32, bytes: &[u8]) -> Result<()> {
+        // SAFETY: the slice is valid for its length.
+        check(self.ops, "MPI_Send", unsafe { (self.ops.send)(self.handle, bytes.as_ptr().cast(), bytes.len() as u64, to, tag) })
+    }
+
+    pub fn recv_into(&self, from: i32, tag: i32, buf: &mut [u8]) -> Result<()> {
+        // SAFETY: the slice is valid for its length.
+        check(self.ops, "MPI_Recv", unsafe { (self.ops.recv)(self.handle, buf.as_mut_ptr().cast(), buf.len() as u64, from, tag) })
+    }
+
+    pub fn send_value<T: Copy>(&self, to: i32, tag: i32, v: &T) -> Result<()> {
+        // SAFETY: plain data viewed as bytes.
+        self.send(to, tag, unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) })
+    }
+
+    pub fn recv_value<T: Copy + Default>(&self, from: i32, tag: i32) -> Result<T> {
+        let mut v = T::default();
+        // SAFETY: plain data viewed as bytes.
+        self.recv_into(from, tag, unsafe { std::slice::from_raw_parts_mut((&mut v as *mut T).cast::<u8>(), std::mem::size_of::<T>()) })?;
+        Ok(v)
+    }
+
+    /// A length, then the bytes.
+    pub fn send_bytes(&self, to: i32, bytes: &[u8]) -> Result<()> {
+        self.send_value(to, tag::LEN, &(bytes.len() as u64))?;
+        self.send(to, tag::DATA, bytes)
+    }
+
+    /// The counterpart of `send_bytes`. The length comes from a rank of our own job over our
+    /// private communicator, and `limit` bounds it all the same.
+    pub fn recv_bytes(&self, from: i32, limit: u64) -> Result<Vec<u8>> {
+        let len: u64 = self.recv_value(from, tag::LEN)?;
+        if len > limit {
+            return Err(Error::new(Status::Mpi, format!("rank {from} announced {len} bytes, more than the {limit} expected")));
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len as usize).map_err(|_| Error::new(Status::Mpi, format!("no memory for {len} bytes from rank {from}")))?;
+        buf.resize(len as usize, 0);
+        self.recv_into(from, tag::DATA, &mut buf)?;
+        Ok(buf)
+    }
+
+    pub fn barrier(&self) -> Result<()> {
+        // SAFETY: our handle.
+        check(self.ops, "MPI_Barrier", unsafe { (self.ops.barrier)(self.handle) })
+    }
+
+    pub fn bcast(&self, buf: &mut [u8], root: i32) -> Result<()> {
+        // SAFETY: the slice is valid for its length.
+        check(self.ops, "MPI_Bcast", unsafe { (self.ops.bcast)(self.handle, buf.as_mut_ptr().cast(), buf.len() as u64, root) })
+    }
+
+    pub fn bcast_value<T: Copy>(&self, v: &mut T, root: i32) -> Result<()> {
+        // SAFETY: plain data viewed as bytes.
+        self.bcast(unsafe { std::slice::from_raw_parts_mut((v as *mut T).cast::<u8>(), std::mem::size_of::<T>()) }, root)
+    }
+
+    /// Element-wise reduction over every rank; every rank gets the result.
+    pub fn allreduce<T: Reducible>(&self, values: &[T], op: c_int) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); values.len()];
+        // SAFETY: in and out hold values.len() elements of T's MPI type.
+        let rc = unsafe { (self.ops.allreduce)(self.handle, values.as_ptr().cast(), out.as_mut_ptr().cast(), values.len() as c_int, T::TYPE, op) };
+        check(self.ops, "MPI_Allreduce", rc)?;
+        Ok(out)
+    }
+
+    /// Exclusive prefix reduction (rank 0 gets zeros).
+    pub fn exscan<T: Reducible>(&self, values: &[T], op: c_int) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); values.len()];
+        // SAFETY: in and out hold values.len() elements of T's MPI type.
+        let rc = unsafe { (self.ops.exscan)(self.handle, values.as_ptr().cast(), out.as_mut_ptr().cast(), values.len() as c_int, T::TYPE, op) };
+        check(self.ops, "MPI_Exscan", rc)?;
+        Ok(out)
+    }
+
+    /// Every rank's `mine` (all the same length) on `root`, in rank order; None elsewhere.
+    pub fn gather(&self, mine: &[u8], root: i32) -> Result<Option<Vec<u8>>> {
+        let mut out = if self.rank == root { vec![0u8; mine.len() * self.size as usize] } else { Vec::new() };
+        // SAFETY: the root's buffer holds size * len bytes; others pass an unused pointer.
+        let rc = unsafe { (self.ops.gather)(self.handle, mine.as_ptr().cast(), mine.len() as u64, out.as_mut_ptr().cast(), root) };
+        check(self.ops, "MPI_Gather", rc)?;
+        Ok((self.rank == root).then_some(out))
+    }
+
+    /// Open an existing file for writing by every rank (collective).
+    pub fn open_file(&self, path: &std::path::Path) -> Result<MpiFile> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::new(Status::Mpi, "NUL in the file path"))?;
+        let mut fh = std::ptr::null_mut();
+        // SAFETY: valid path and out pointer.
+        check(self.ops, "MPI_File_open", unsafe { (self.ops.file_open)(self.handle, c.as_ptr(), &mut fh) })?;
+        Ok(MpiFile { ops: self.ops, handle: fh })
+    }
+}
+
+/// A file open for MPI-IO by every rank of a communicator; closed (collectively) on `close`.
+pub struct MpiFile {
+    ops: &'static Ops,
+    handle: *mut c_void,
+}
+
+impl MpiFile {
+    /// Collective: every rank calls it, each with its own offset and bytes (maybe none).
+    pub fn write_at_all(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        // SAFETY: the slice is valid for its length.
+        let rc = unsafe { (self.ops.file_write_at_all)(self.handle, offset, bytes.as_ptr().cast(), bytes.len() as u64) };
+        check(self.ops, "MPI_File_write_at_all", rc)
+    }
+
+    pub fn close(mut self) -> Result<()> {
+        let h = std::mem::replace(&mut self.handle, std::ptr::null_mut());
+        // SAFETY: our handle, closed once.
+        check(self.ops, "MPI_File_close", unsafe { (self.ops.file_close)(h) })
+    }
+}
+
+impl Drop for MpiFile {
+    fn drop(&mut self) {
+        if !self.handle.is_null() && is_usable() {
+            // SAFETY: our handle, closed once.
+            unsafe { (self.ops.file_close)(self.handle) };
+        }
+    }
+}
+
+/// The profiled communicator and what we learned about it at setup.
+pub struct MpiContext {
+    pub comm: Comm,
+    pub rank: i32,
+    pub size: i32,
+    /// Rank in MPI_COMM_WORLD (differs from `rank` for a split communicator).
+    pub world_rank: i32,
+    /// On rank 0: per rank, (clock offset to rank 0 in ns, round-trip time of the best probe).
+    pub clock_offsets: Vec<(i64, i64)>,
+}
+
+/// Attach to the host's MPI: a duplicate of `fcomm` (a Fortran handle) or of MPI_COMM_WORLD.
+/// Collective over that communicator. `Ok(None)` when MPI is not usable.
+pub fn attach(fcomm: Option<i32>) -> Result<Option<MpiContext>> {
+    let Some(ops) = ops_if_usable() else {
+        if fcomm.is_some() && !is_usable() {
+            return Err(Error::new(Status::Mpi, "a communicator was given but MPI is not initialized (call sp_setup after MPI_Init)"));
+        }
+        return Ok(None);
+    };
+    let mut handle = std::ptr::null_mut();
+    // SAFETY: out pointer valid; the Fortran handle is checked by MPI.
+    let rc = unsafe { (ops.comm_dup)(fcomm.is_some() as c_int, fcomm.unwrap_or(0), &mut handle) };
+    if rc != 0 {
+        let what = if fcomm.is_some() { "the communicator given to sp_setup" } else { "MPI_COMM_WORLD" };
+        return Err(Error::new(Status::Mpi, format!("MPI_Comm_dup of {what} failed: {}", plugin::error_text(ops, rc))));
+    }
+    let (mut rank, mut size) = (0, 0);
+    // SAFETY: our fresh handle.
+    unsafe {
+        (ops.comm_rank)(handle, &mut rank);
+        (ops.comm_size)(handle, &mut size);
+    }
+    let comm = Comm { ops, handle, rank, size };
+    let world_rank = world_rank_size().map_or(rank, |(r, _)| r as i32);
+    let clock_offsets = measure_clock_offsets(&comm)?;
+    Ok(Some(MpiContext { comm, rank, size, world_rank, clock_offsets }))
+}
+
+/// Rank 0 ping-pongs each rank a few times; the probe with the shortest round trip gives the
+/// offset (rank clock minus rank 0 clock, at the probe's midpoint). Collective.
+fn measure_clock_offsets(comm: &Comm) -> Result<Vec<(i64, i64)>> {
+    const PROBES: usize = 8;
+    let (rank, size) = (comm.rank(), comm.size());
+    let mut offsets = vec![(0i64, 0i64); if rank == 0 { size as usize } else { 0 }];
+    if rank == 0 {
+        for r in 1..size {
+            let mut best = (0i64, i64::MAX);
+            for _ in 0..PROBES {
+                let t0 = now_ns();
+                comm.send_value(r, tag::CLOCK, &t0)?;
+                let tr: i64 = comm.recv_value(r, tag::CLOCK)?;
+                let t1 = now_ns();
+                if t1 - t0 < best.1 {
+                    best = (tr - (t0 + (t1 - t0) / 2), t1 - t0);
+                }
+            }
+            offsets[r as usize] = best;
+        }
+    } else {
+        for _ in 0..PROBES {
+            let _t0: i64 = comm.recv_value(0, tag::CLOCK)?;
+            comm.send_value(0, tag::CLOCK, &now_ns())?;
+        }
+    }
+    Ok(offsets)
+}
+
+static ON_FINALIZE: std::sync::Mutex<Option<fn()>> = std::sync::Mutex::new(None);
+
+extern "C" fn run_on_finalize() {
+    let f = *ON_FINALIZE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = f {
+        let _ = std::panic::catch_unwind(f);
+    }
+}
+
+/// Run `on_finalize` from inside MPI_Finalize, while MPI still works (MPI-3.1 section
+/// 8.7.1). The caller decides what it does (this layer knows nothing of the profiler).
+pub fn install_finalize_hook(on_finalize: fn()) {
+    *ON_FINALIZE.lock().unwrap_or_else(|e| e.into_inner()) = Some(on_finalize);
+    if let Some(ops) = ops_if_usable() {
+        // SAFETY: a plain extern "C" fn that catches panics.
+        let rc = unsafe { (ops.at_finalize)(run_on_finalize) };
+        if rc != 0 {
+            crate::warn::once("mpi-finalize-hook", &format!("the hook inside MPI_Finalize could not be set ({}): call sp_finalize before MPI_Finalize", plugin::error_text(ops, rc)));
+        }
+    }
+}
+
+/// The rank and size the launcher gave this process, when MPI itself is not usable.
+pub fn launcher_rank() -> Option<(i64, i64)> {
+    let get = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok()?.trim().parse::<i64>().ok());
+    let rank = get(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"])?;
+    let size = get(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"]).unwrap_or(rank + 1);
+    (size > 1 && (0..size).contains(&rank)).then_some((rank, size))
+}
