@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn resolves_a_function_of_this_test_binary() {
         let modules = loaded_modules();
-        let addr = sp_symbols_test_marker as usize as u64;
+        let addr = sp_symbols_test_marker as *const () as usize as u64;
         let i = find_module(&modules, addr).expect("the test's own function lies in a loaded module");
         let m = &modules[i];
         let place = Symbolizer::new().resolve(&m.path, m.base, addr);
@@ -194,7 +194,7 @@ mod tests {
     #[test]
     fn resolves_a_libc_function_by_its_symbol() {
         let modules = loaded_modules();
-        let addr = libc::getpid as usize as u64;
+        let addr = libc::getpid as *const () as usize as u64;
         let m = &modules[find_module(&modules, addr).expect("getpid lies in a loaded module")];
         assert!(m.path.contains("libc"), "{m:?}");
         assert_ne!(m.base, 0, "a shared library is loaded with a bias");
