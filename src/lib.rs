@@ -59,6 +59,8 @@ pub mod status;
 /// cbindgen:ignore
 pub mod summary;
 /// cbindgen:ignore
+pub mod symbols;
+/// cbindgen:ignore
 pub mod warn;
 /// cbindgen:ignore
 pub mod writer;
