@@ -20,8 +20,8 @@
 !> receives the status: SP_OK (0) on success, > 0 a harmless notice, < 0 an error
 !> (sp_last_error() explains it). When `ierr` is absent, a failing call never stops the
 !> program: the library has already printed a warning on stderr, and a profiler must
-!> never kill a job. Region names are passed as pointer plus trimmed length (trailing
-!> blanks are ignored), without a NUL-terminated copy.
+!> never kill a job. Region names are passed as pointer plus length, without a NUL-terminated
+!> copy; trailing blanks are not part of a name (the library ignores them).
 module scope_profiler
    use, intrinsic :: iso_c_binding, only: c_char, c_int, c_int32_t, c_size_t, c_ptr, &
       c_null_char, c_loc, c_f_pointer, c_associated, c_double, c_int64_t
@@ -34,6 +34,10 @@ module scope_profiler
    public :: sp_last_error, sp_status_string, sp_version
    public :: sp_region_add_flops, sp_region_add_bytes
    public :: sp_stats_t, sp_region_get_stats, sp_print_summary
+
+   !> .true. here; .false. in scope_profiler_disabled.f90, the same module with every call a
+   !> no-op (profiling compiled out). `if (SP_ENABLED) ...` is removed by the compiler there.
+   logical, parameter, public :: SP_ENABLED = .true.
 
    !> Status codes (values of include/scope_profiler.h).
    integer, parameter, public :: SP_OK = 0
@@ -114,19 +118,19 @@ module scope_profiler
          integer(c_int32_t) :: handle
       end function c_sp_region_register_at_n
 
-      function c_sp_region_start_n(name, len) bind(C, name="sp_region_start_n") result(rc)
+      function c_sp_region_start_padded(name, len) bind(C, name="sp_region_start_padded") result(rc)
          import :: c_char, c_size_t, c_int
          character(kind=c_char), dimension(*), intent(in) :: name
          integer(c_size_t), value :: len
          integer(c_int) :: rc
-      end function c_sp_region_start_n
+      end function c_sp_region_start_padded
 
-      function c_sp_region_stop_n(name, len) bind(C, name="sp_region_stop_n") result(rc)
+      function c_sp_region_stop_padded(name, len) bind(C, name="sp_region_stop_padded") result(rc)
          import :: c_char, c_size_t, c_int
          character(kind=c_char), dimension(*), intent(in) :: name
          integer(c_size_t), value :: len
          integer(c_int) :: rc
-      end function c_sp_region_stop_n
+      end function c_sp_region_stop_padded
 
       function c_sp_region_start_id(handle) bind(C, name="sp_region_start_id") result(rc)
          import :: c_int32_t, c_int
@@ -307,7 +311,7 @@ contains
       character(len=*), intent(in) :: name
       integer, intent(out), optional :: ierr
       integer(c_int) :: rc
-      rc = c_sp_region_start_n(name, int(len_trim(name), c_size_t))
+      rc = c_sp_region_start_padded(name, int(len(name), c_size_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_start
 
@@ -316,7 +320,7 @@ contains
       character(len=*), intent(in) :: name
       integer, intent(out), optional :: ierr
       integer(c_int) :: rc
-      rc = c_sp_region_stop_n(name, int(len_trim(name), c_size_t))
+      rc = c_sp_region_stop_padded(name, int(len(name), c_size_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_stop
 

@@ -29,7 +29,12 @@
  * Concurrent first calls from several threads may both register: both get the same handle.
  * If registration fails (for example before sp_setup), the next call tries again.
  * In C, use them in ordinary or `static inline` functions: C99 forbids the static variable in
- * an `inline` function with external linkage. */
+ * an `inline` function with external linkage.
+ * With SP_DISABLE defined they are nothing (see the end of this header). */
+#if defined(SP_DISABLE)
+#define SP_REGION_START(name) ((void)sizeof(name))
+#define SP_REGION_STOP(name) ((void)sizeof(name))
+#else
 #define SP_REGION_START(name) \
     do { \
         static int32_t sp_site_handle_ = -1; \
@@ -44,6 +49,7 @@
         if (sp_site_handle_ < 0) sp_site_handle_ = sp_region_register(name); \
         (void)sp_region_stop_id(sp_site_handle_); \
     } while (0)
+#endif
 
 /**
  * Success.
@@ -340,6 +346,18 @@ int sp_region_start_n(const char *name, size_t len);
 int sp_region_stop_n(const char *name, size_t len);
 
 /**
+ * sp_region_start_n for a blank-padded name (Fortran's `character`): `len` bytes whose
+ * trailing blanks are not part of the name, as the Fortran module passes `len(name)`. Cheaper
+ * than trimming before every call: the library compares with the name it cached.
+ */
+int sp_region_start_padded(const char *name, size_t len);
+
+/**
+ * sp_region_stop_n for a blank-padded name (see sp_region_start_padded).
+ */
+int sp_region_stop_padded(const char *name, size_t len);
+
+/**
  * Stop profiling and write the file: one HDF5 file per run, written under a temporary name
  * and renamed (or to a fallback location named on stderr when the target is not writable).
  * Prints the summary table unless verbosity is 0. Calls still open are reported and counted.
@@ -391,3 +409,75 @@ const char *sp_version(void);
 #endif  // __cplusplus
 
 #endif  /* SCOPE_PROFILER_H */
+
+/* Compile-time switch: with SP_DISABLE defined (-DSP_DISABLE, or CMake's
+ * ScopeProfiler::disabled target) every annotation compiles away. The region calls, setup,
+ * finalize, registration, annotations and statistics become inline functions that do nothing
+ * and return what a run with SCOPE_PROFILER_DISABLE=1 returns (SP_OK; handle 0; statistics of
+ * zeros; "" for sp_last_error); their arguments are still evaluated (no unused-variable
+ * warnings). SP_REGION_START/STOP and C++'s SP_SCOPE are empty. A program that calls nothing
+ * else (sp_status_string, sp_version and sp_merge_rank_files stay real functions) needs no
+ * library to link. */
+#if defined(SP_DISABLE) && !defined(SCOPE_PROFILER_DISABLED_H)
+#define SCOPE_PROFILER_DISABLED_H
+static inline int sp_off_options_init_(struct sp_options *o) {
+#ifdef __cplusplus
+    struct sp_options z = sp_options();
+#else
+    struct sp_options z = {0};
+#endif
+    if (o == NULL) return SP_ERR_NULL_ARGUMENT;
+    z.struct_size = sizeof z;
+    z.use_likwid = -1;
+    z.verbosity = -1;
+    *o = z;
+    return SP_OK;
+}
+static inline int sp_off_setup_(const struct sp_options *o) { (void)o; return SP_OK; }
+static inline int32_t sp_off_register_(const char *name) { (void)name; return 0; }
+static inline int32_t sp_off_register_n_(const char *name, size_t len) { (void)name; (void)len; return 0; }
+static inline int32_t sp_off_register_at_(const char *name, const char *file, int32_t line) {
+    (void)name; (void)file; (void)line; return 0;
+}
+static inline int32_t sp_off_register_at_n_(const char *name, size_t len, const char *file, size_t file_len, int32_t line) {
+    (void)name; (void)len; (void)file; (void)file_len; (void)line; return 0;
+}
+static inline int sp_off_handle_(int32_t handle) { (void)handle; return SP_OK; }
+static inline int sp_off_add_(int32_t handle, double value) { (void)handle; (void)value; return SP_OK; }
+static inline int sp_off_name_(const char *name) { (void)name; return SP_OK; }
+static inline int sp_off_name_n_(const char *name, size_t len) { (void)name; (void)len; return SP_OK; }
+static inline int sp_off_void_(void) { return SP_OK; }
+static inline int sp_off_get_stats_(int32_t handle, struct sp_stats *out) {
+    size_t size;
+    (void)handle;
+    if (out == NULL) return SP_ERR_NULL_ARGUMENT;
+    size = out->struct_size;
+    if (size >= sizeof *out) {
+        out->count = 0;
+        out->total_ns = 0;
+        out->min_ns = 0;
+        out->max_ns = 0;
+        out->exclusive_ns = 0;
+    }
+    return SP_OK;
+}
+static inline const char *sp_off_last_error_(void) { return ""; }
+#define sp_options_init(options) sp_off_options_init_(options)
+#define sp_setup(options) sp_off_setup_(options)
+#define sp_region_register(name) sp_off_register_(name)
+#define sp_region_register_n(name, len) sp_off_register_n_((name), (len))
+#define sp_region_register_at(name, file, line) sp_off_register_at_((name), (file), (line))
+#define sp_region_register_at_n(name, len, file, file_len, line) sp_off_register_at_n_((name), (len), (file), (file_len), (line))
+#define sp_region_start_id(handle) sp_off_handle_(handle)
+#define sp_region_stop_id(handle) sp_off_handle_(handle)
+#define sp_region_add_flops(handle, flops) sp_off_add_((handle), (flops))
+#define sp_region_add_bytes(handle, bytes) sp_off_add_((handle), (bytes))
+#define sp_region_start(name) sp_off_name_(name)
+#define sp_region_stop(name) sp_off_name_(name)
+#define sp_region_start_n(name, len) sp_off_name_n_((name), (len))
+#define sp_region_stop_n(name, len) sp_off_name_n_((name), (len))
+#define sp_finalize() sp_off_void_()
+#define sp_region_get_stats(handle, out) sp_off_get_stats_((handle), (out))
+#define sp_print_summary() sp_off_void_()
+#define sp_last_error() sp_off_last_error_()
+#endif /* SP_DISABLE */

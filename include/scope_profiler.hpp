@@ -16,6 +16,9 @@
  * A Scope stops its region on every exit path: normal end, return, break, continue and
  * exceptions (the destructor runs during unwinding). Nothing here throws; a failing call
  * is reported on stderr by the library and the program carries on.
+ *
+ * Compiled with -DSP_DISABLE, SP_SCOPE is empty and the classes call the inline no-ops of
+ * scope_profiler.h: the program needs no library (see the end of scope_profiler.h).
  */
 #ifndef SCOPE_PROFILER_HPP
 #define SCOPE_PROFILER_HPP
@@ -238,8 +241,14 @@ private:
  *  or std::string) or a scope_profiler::Region. Several per scope are fine. The call site's
  *  __FILE__ and __LINE__ become the region's source location (the first place a region is
  *  registered with a location wins); a string literal or Region is registered once per call
- *  site (a static handle) and timed by handle, the hot-loop path. */
+ *  site (a static handle) and timed by handle, the hot-loop path. With SP_DISABLE defined it
+ *  compiles to nothing (scope_profiler.h describes the compile-time switch). */
+#if defined(SP_DISABLE)
+/* Compiled out (-DSP_DISABLE): nothing is created or called; `what` is not evaluated. */
+#define SP_SCOPE(what) static_cast<void>(sizeof(what))
+#else
 #define SP_SCOPE(what) SP_SCOPE_AT_(what, SP_PP_UNIQUE(sp_scope_))
+#endif
 #define SP_SCOPE_AT_(what, id) \
     static const ::scope_profiler::Site SP_PP_CAT(id, _site)(__FILE__, __LINE__); \
     ::scope_profiler::Scope id(SP_PP_CAT(id, _site), what)

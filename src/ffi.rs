@@ -250,6 +250,48 @@ fn stop_counted(name: *const c_char, len: usize) -> crate::status::Result<()> {
     profiler::stop_named(name as usize, |cached| cached == bytes, || Ok(counted_caller_name(bytes)))
 }
 
+/// A blank-padded name (Fortran's `character`): `len` bytes whose trailing blanks are not part
+/// of the name. A cache hit compares the bytes with the cached (trimmed) name and checks that
+/// the rest are blanks, so the name is never trimmed on the common path (the scan `len_trim`
+/// would do is that check); a miss trims it and checks its length.
+#[inline(always)]
+fn start_padded(name: *const c_char, len: usize) -> crate::status::Result<()> {
+    let bytes = unsafe { padded_name(name, len) }?;
+    profiler::start_named(name as usize, |cached| equals_padded(bytes, cached), || trimmed_caller_name(bytes))
+}
+
+#[inline(always)]
+fn stop_padded(name: *const c_char, len: usize) -> crate::status::Result<()> {
+    let bytes = unsafe { padded_name(name, len) }?;
+    profiler::stop_named(name as usize, |cached| equals_padded(bytes, cached), || trimmed_caller_name(bytes))
+}
+
+#[inline(always)]
+unsafe fn padded_name<'a>(name: *const c_char, len: usize) -> Result<&'a [u8], Error> {
+    if name.is_null() {
+        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+    }
+    if len > isize::MAX as usize {
+        return Err(Error::new(Status::NameTooLong, format!("region name of {len} bytes is longer than {SP_MAX_NAME_LEN}")));
+    }
+    // SAFETY: the caller passes `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
+}
+
+/// Is the blank-padded `bytes` the (trimmed, non-empty) name `cached`?
+#[inline(always)]
+fn equals_padded(bytes: &[u8], cached: &[u8]) -> bool {
+    bytes.len() >= cached.len() && bytes[..cached.len()] == *cached && bytes[cached.len()..].iter().all(|&b| b == b' ')
+}
+
+fn trimmed_caller_name(bytes: &[u8]) -> crate::status::Result<profiler::CallerName<'_>> {
+    let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    if end > SP_MAX_NAME_LEN {
+        return Err(Error::new(Status::NameTooLong, format!("region name of {end} bytes is longer than {SP_MAX_NAME_LEN}")));
+    }
+    Ok(counted_caller_name(&bytes[..end]))
+}
+
 /// A name given as pointer and length (need not be NUL-terminated).
 #[inline(always)]
 unsafe fn counted_name<'a>(name: *const c_char, len: usize) -> Result<&'a [u8], Error> {
@@ -454,15 +496,64 @@ fn source_location(file: Option<&[u8]>, line: i32) -> Result<Option<crate::model
 /// no string work, no lock, no allocation in the steady state. Regions nest and recurse.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    start_id(handle)
+}
+
+/// The region calls' bodies, apart from their exports so that a switched-off profiler returns
+/// before their prologue (the export tail-calls them: `extern "C"`, so no unwinding edge
+/// stands in the way; none can unwind, `guard` catches every panic).
+#[inline(never)]
+extern "C" fn start_id(handle: i32) -> c_int {
     // A negative handle becomes a huge id, which the handle check refuses.
     guard(|| code(profiler::start_id(handle as u32)))
+}
+
+#[inline(never)]
+extern "C" fn stop_id(handle: i32) -> c_int {
+    guard(|| code(profiler::stop_id(handle as u32)))
+}
+
+#[inline(never)]
+unsafe extern "C" fn start_by_name(name: *const c_char) -> c_int {
+    guard(|| code(start_c(name)))
+}
+
+#[inline(never)]
+unsafe extern "C" fn stop_by_name(name: *const c_char) -> c_int {
+    guard(|| code(stop_c(name)))
+}
+
+#[inline(never)]
+unsafe extern "C" fn start_by_counted_name(name: *const c_char, len: usize) -> c_int {
+    guard(|| code(start_counted(name, len)))
+}
+
+#[inline(never)]
+unsafe extern "C" fn stop_by_counted_name(name: *const c_char, len: usize) -> c_int {
+    guard(|| code(stop_counted(name, len)))
+}
+
+#[inline(never)]
+unsafe extern "C" fn start_by_padded_name(name: *const c_char, len: usize) -> c_int {
+    guard(|| code(start_padded(name, len)))
+}
+
+#[inline(never)]
+unsafe extern "C" fn stop_by_padded_name(name: *const c_char, len: usize) -> c_int {
+    guard(|| code(stop_padded(name, len)))
 }
 
 /// Stop the innermost call of the region with this handle on the calling thread.
 /// See sp_region_stop for mismatched stops.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
-    guard(|| code(profiler::stop_id(handle as u32)))
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    stop_id(handle)
 }
 
 /// Add `flops` floating-point operations (your own count, e.g. 2*N*N*N for a matrix product)
@@ -485,7 +576,10 @@ pub extern "C" fn sp_region_add_bytes(handle: i32, bytes: f64) -> c_int {
 /// Start a call of the region `name` (registered on first use) on the calling thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
-    guard(|| code(start_c(name)))
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    unsafe { start_by_name(name) }
 }
 
 /// Stop the innermost call of region `name` on the calling thread. A stop of a region that is
@@ -494,19 +588,48 @@ pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
 /// SP_ERR_NOT_INNERMOST. Either warns once per region on stderr.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_stop(name: *const c_char) -> c_int {
-    guard(|| code(stop_c(name)))
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    unsafe { stop_by_name(name) }
 }
 
 /// sp_region_start for a name of `len` bytes that need not be NUL-terminated (Fortran).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_start_n(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(start_counted(name, len)))
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    unsafe { start_by_counted_name(name, len) }
 }
 
 /// sp_region_stop for a name of `len` bytes that need not be NUL-terminated (Fortran).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_stop_n(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(stop_counted(name, len)))
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    unsafe { stop_by_counted_name(name, len) }
+}
+
+/// sp_region_start_n for a blank-padded name (Fortran's `character`): `len` bytes whose
+/// trailing blanks are not part of the name, as the Fortran module passes `len(name)`. Cheaper
+/// than trimming before every call: the library compares with the name it cached.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_start_padded(name: *const c_char, len: usize) -> c_int {
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    unsafe { start_by_padded_name(name, len) }
+}
+
+/// sp_region_stop_n for a blank-padded name (see sp_region_start_padded).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_region_stop_padded(name: *const c_char, len: usize) -> c_int {
+    if profiler::switched_off() {
+        return SP_OK;
+    }
+    unsafe { stop_by_padded_name(name, len) }
 }
 
 /// Stop profiling and write the file: one HDF5 file per run, written under a temporary name

@@ -206,6 +206,7 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         "include/scope_profiler.hpp".to_string(),
         "include/scope_profiler_mpi.h".to_string(),
         "share/scope_profiler/fortran/scope_profiler.f90".to_string(),
+        "share/scope_profiler/fortran/scope_profiler_disabled.f90".to_string(),
         format!("lib/scope_profiler/fortran/{fortran_id}/scope_profiler.mod"),
         format!("lib/scope_profiler/fortran/{fortran_id}/libscope_profiler_fortran.a"),
         "lib/cmake/ScopeProfiler/ScopeProfilerConfig.cmake".to_string(),
@@ -294,6 +295,14 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         let file = runs.join(format!("{exe}.h5"));
         ok(installed(&mut Command::new(&path)).arg(&file).current_dir(&runs));
         assert_eq!(read_back(&file, language, 1), vec![calls(&[(region, n)])], "{exe}");
+    }
+    // Profiling compiled out: no library linked, no file written, the program runs as usual.
+    for exe in ["c_disabled", "cxx_disabled", "fortran_disabled"] {
+        let path = consumer.join(exe);
+        assert!(!needed(&path).iter().any(|l| l.contains("scope_profiler")), "{exe}: needs {:?}", needed(&path));
+        let file = runs.join(format!("{exe}.h5"));
+        ok(installed(&mut Command::new(&path)).arg(&file).current_dir(&runs));
+        assert!(!file.exists(), "{exe} wrote {}", file.display());
     }
     for (exe, language, region) in [
         ("c_mpi", "C", "mpi c region"),

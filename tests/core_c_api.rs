@@ -308,3 +308,21 @@ fn relative_file_path_is_relative_to_the_directory_at_setup() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(read_regions(&hdf5::File::open(dir.join("run/relative.h5")).unwrap(), 0)["step"].starts.len(), 3);
 }
+
+/// Blank-padded names (the Fortran module's calls): the padding is not part of the name, a
+/// reused buffer never hits a stale cache entry, and the limits apply to the trimmed name.
+#[test]
+fn blank_padded_names_are_trimmed_without_stale_hits() {
+    let dir = scratch("core_c_api_padded");
+    let exe = compile(Lang::C, "padded_names", &["tests/c/padded_names.c"], &dir, &[]);
+    let file = dir.join("padded.h5");
+    let out = run(Command::new(&exe).arg(&file).current_dir(&dir));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success() && stdout.contains("DONE failures=0"), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let expected = expectations(&stdout);
+    let regions = read_regions(&hdf5::File::open(&file).unwrap(), 0);
+    assert_eq!(regions.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "no other regions");
+    for (name, &calls) in &expected {
+        assert_eq!(regions[name].starts.len() as u64, calls, "calls of {name:?}");
+    }
+}

@@ -24,7 +24,11 @@ fn header_defines_only_prefixed_names() {
     for line in header.lines() {
         if let Some(rest) = line.strip_prefix("#define ") {
             let name = rest.split_whitespace().next().unwrap_or("");
-            assert!(name.starts_with("SP_") || name.starts_with("SCOPE_PROFILER_"), "unprefixed macro in the header: {line}");
+            // sp_*: the compile-time switch (SP_DISABLE) maps the functions to inline no-ops.
+            assert!(
+                name.starts_with("SP_") || name.starts_with("SCOPE_PROFILER_") || name.starts_with("sp_"),
+                "unprefixed macro in the header: {line}"
+            );
         }
         for word in ["typedef struct ", "typedef enum "] {
             if let Some(rest) = line.strip_prefix(word) {
