@@ -17,6 +17,8 @@ pub mod counters;
 pub mod encode;
 pub mod ffi;
 /// cbindgen:ignore
+pub mod ffi_mpi;
+/// cbindgen:ignore
 pub mod gather;
 /// cbindgen:ignore
 pub mod likwid;
@@ -25,7 +27,11 @@ pub mod merge;
 /// cbindgen:ignore
 pub mod metadata;
 /// cbindgen:ignore
+pub mod mpi_calls;
+/// cbindgen:ignore
 pub mod mpi_comm;
+/// cbindgen:ignore
+pub mod mpi_stats;
 /// cbindgen:ignore
 pub mod output;
 /// cbindgen:ignore

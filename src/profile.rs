@@ -626,6 +626,8 @@ pub struct RankProfile {
     pub regions: Vec<RegionData>,
     pub likwid: crate::likwid::LikwidRun,
     pub counters: crate::counters::RankCounters,
+    /// The program's MPI calls, when they were recorded (`rank<N>/mpi/`).
+    pub mpi: Option<crate::mpi_stats::MpiProfile>,
 }
 
 impl RankProfile {

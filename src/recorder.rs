@@ -79,6 +79,8 @@ pub struct ThreadData {
     pub counters: crate::counters::ThreadCounters,
     /// The owning thread's index (written into the headers of its call-log chunks).
     pub thread: u32,
+    /// Aggregates of the thread's MPI calls (none until its first recorded MPI call).
+    pub mpi: Option<Box<crate::mpi_stats::ThreadMpi>>,
 }
 
 impl Default for ThreadData {
@@ -95,6 +97,7 @@ impl Default for ThreadData {
             known_regions: 0,
             counters: Default::default(),
             thread: 0,
+            mpi: None,
         }
     }
 }
@@ -177,6 +180,22 @@ impl ThreadData {
             unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
         } else {
             cell.record_with_histogram(duration, exclusive);
+        }
+    }
+
+    /// Drop the innermost open call of `id` unrecorded (an MPI poll that found nothing), its
+    /// time counted in the enclosing call's child time as if it had been recorded. False if
+    /// `id` is not the innermost open call (nothing changed).
+    pub fn discard(&mut self, id: u32, end: i64) -> bool {
+        match self.open.last() {
+            Some(&top) if top.id == id => {
+                self.open.pop();
+                if let Some(parent) = self.open.last_mut() {
+                    parent.child = parent.child.wrapping_add(end.wrapping_sub(top.start));
+                }
+                true
+            }
+            _ => false,
         }
     }
 
@@ -352,6 +371,18 @@ mod tests {
         assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 9 }]);
         assert!(calls(&mut d, 1).is_empty());
         assert_eq!(d.dropped, vec![0, 1, 1]);
+    }
+
+    #[test]
+    fn a_discarded_call_is_not_recorded_but_counts_as_child_time() {
+        let mut d = ThreadData::default();
+        assert!(d.open(0, 0));
+        assert!(d.open(1, 10));
+        assert!(!d.discard(0, 12), "only the innermost call");
+        assert!(d.discard(1, 30));
+        assert!(d.close(0, 100));
+        assert!(calls(&mut d, 1).is_empty());
+        assert_eq!(d.stats.get(0).unwrap().exclusive, 80);
     }
 
     #[test]

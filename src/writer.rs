@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod columnar;
+pub mod mpi;
 pub mod read3;
 pub mod regions;
 
@@ -288,6 +289,9 @@ impl ProfileFile {
         layout.write_rank(&self.file, &g, rank, profile)?;
         crate::likwid::write_group(&g, &profile.likwid)?;
         crate::counters::h5::write(&g, &profile.counters)?;
+        if let Some(m) = &profile.mpi {
+            mpi::write(&g, m)?;
+        }
         Ok(())
     }
 

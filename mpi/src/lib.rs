@@ -5,3 +5,9 @@
 
 /// The families built, as `family=path` lines (empty when no `mpicc` was found).
 pub const BUILT: &str = env!("SCOPE_PROFILER_MPI_BUILT");
+
+/// The generator of the MPI-call wrappers (run by build.rs), here for its unit tests.
+#[cfg(test)]
+#[path = "../codegen/mod.rs"]
+#[allow(dead_code)]
+mod codegen;
