@@ -397,3 +397,63 @@ fn abort_writes_the_aborting_ranks_file() {
     }
     assert_eq!(got["MPI_Barrier"][0], 4, "3 + the one before the abort");
 }
+
+/// One run with everything together: every rank under its own `likwid-perfctr -m` (real
+/// LIKWID, fake MSRs: see tests/likwid/fake_msr.sh), a program linked with the MPI plugin
+/// whose own sp_setup, after MPI_Init, asks for LIKWID. The implicit setup at MPI_Init came first; the program's
+/// sp_setup adopts the run (returns SP_OK, LIKWID starts), so the file has the LIKWID results
+/// of the program's regions and its MPI calls.
+#[test]
+fn likwid_perfctr_per_rank_with_the_programs_own_setup_after_mpi_init() {
+    let dir = scratch("mpi_calls_likwid");
+    // An installed tree: the library, its LIKWID helper and the MPI plugin side by side.
+    let prefix = dir.join("prefix/lib");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let helper = PathBuf::from(env!("CARGO_BIN_EXE_scope_profiler_likwid_helper"));
+    for (from, to) in [
+        (link_dir().join("libscope_profiler.so"), "libscope_profiler.so"),
+        (helper, "scope_profiler_likwid_helper"),
+        (Family::OpenMpi.plugin(), "libscope_profiler_mpi_openmpi.so"),
+    ] {
+        std::fs::copy(&from, prefix.join(to)).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+    let exe = dir.join("likwid_mpi");
+    let out = run(Command::new("mpicc.openmpi")
+        .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", repo_root().join("include").display()))
+        .arg(repo_root().join("tests/c/likwid_mpi.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", prefix.display()))
+        .arg(format!("-Wl,-rpath,{}", prefix.display()))
+        .args(["-lscope_profiler_mpi_openmpi", "-lscope_profiler"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let h5 = dir.join("out.h5");
+    let mut c = Command::new(repo_root().join("tests/likwid/fake_msr.sh"));
+    c.args(["mpirun.openmpi", "-np", "2", "likwid-perfctr", "-M", "0", "-C", "0", "-g", "FLOPS_DP", "-m"])
+        .arg(&exe)
+        .current_dir(&dir)
+        .env("SCOPE_PROFILER_FILE", &h5)
+        .env("SCOPE_PROFILER_VERBOSE", "0")
+        .env_remove("SCOPE_PROFILER_MPI")
+        .env_remove("SCOPE_PROFILER_LIKWID_HELPER")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let out = run(&mut c);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{c:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    for rank in 0..2 {
+        assert!(stdout.contains(&format!("likwid_mpi rank {rank} done rc=0")), "{stdout}\n{stderr}");
+    }
+    assert!(!stderr.contains("cannot change") && !stderr.contains("were taken, but not"), "{stderr}");
+    let f = hdf5::File::with_options().with_fapl(|p| p.file_locking(false)).open(&h5).unwrap();
+    for rank in 0..2 {
+        let names = f.group(&format!("rank{rank}/likwid/regions")).unwrap_or_else(|e| panic!("rank{rank}/likwid: {e}\n{stderr}")).member_names().unwrap();
+        assert_eq!(names.len(), 2, "rank {rank}: the program's two regions have LIKWID results: {names:?}");
+        let calls = routines(&f, rank);
+        assert_eq!(calls["MPI_Allreduce"], [2, 16, 16, 0], "rank {rank}");
+        let regions = read_regions(&f, rank);
+        assert_eq!(regions["halo exchange"].starts.len(), 2);
+        assert!(!regions.contains_key("MPI_Allreduce"), "summary mode by default");
+    }
+}
