@@ -251,6 +251,9 @@ fn c_program(family: Family) {
         let out = launch(family, link, 4, &exe, &["all"], &env, &dir);
         let stdout = ok(&out, &format!("{link:?} {family:?}"));
         check_file(&file, &stdout, 4, mode, family);
+        if link == Link::Preloaded {
+            sptool_report(&file, &stdout);
+        }
         if link == Link::Linked {
             // The PyPI reader sees the MPI calls as regions, with the same counts.
             let py = python_view(&file);
@@ -262,6 +265,46 @@ fn c_program(family: Family) {
             }
         }
     }
+}
+
+/// The workspace's sptool (target/<profile>/sptool, built by `cargo build --workspace`).
+fn sptool(args: &[&str]) -> Output {
+    let exe = lib_dir().join("sptool");
+    assert!(exe.exists(), "{} not found: run `cargo build --workspace` first", exe.display());
+    run(Command::new(exe).args(args).env_remove("COLUMNS"))
+}
+
+/// `sptool mpi` reports what the program did; `sptool inspect` points to it; a damaged table
+/// is an error naming it.
+fn sptool_report(file: &Path, stdout: &str) {
+    let f = file.to_str().unwrap();
+    let out = sptool(&["mpi", f, "--top", "50"]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "sptool mpi: {}", text(&out.stderr));
+    let want = expected(stdout);
+    for routine in ["MPI_Allreduce", "MPI_Send", "MPI_Barrier"] {
+        let calls: i64 = (0..4).map(|r| want[&(r, routine.to_string())][0]).sum();
+        let line = report.lines().find(|l| l.trim_start().starts_with(&format!("{routine} "))).unwrap_or_else(|| panic!("no {routine} row:\n{report}"));
+        assert_eq!(line.split_whitespace().nth(1), Some(calls.to_string().as_str()), "{line}");
+    }
+    assert!(report.contains("Time per rank") && report.contains("Message sizes") && report.contains("MPI_Waitall   MPI_Irecv"), "{report}");
+    let out = sptool(&["mpi", f, "--sites"]);
+    assert!(text(&out.stdout).contains("did not keep them"), "{}", text(&out.stdout));
+    let out = sptool(&["inspect", f]);
+    assert!(text(&out.stdout).contains("`sptool mpi FILE` reports them"), "{}", text(&out.stdout));
+    // A table whose columns disagree: one line naming it, exit status 1, no panic.
+    let bad = file.with_extension("damaged.h5");
+    std::fs::copy(file, &bad).unwrap();
+    {
+        let h5 = hdf5::File::open_rw(&bad).unwrap();
+        let g = h5.group("rank2/mpi/routines").unwrap();
+        g.unlink("calls").unwrap();
+        g.new_dataset::<u64>().shape(1).create("calls").unwrap().write(&[1u64]).unwrap();
+    }
+    let out = sptool(&["mpi", bad.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("rank2/mpi/routines/calls has 1 rows"), "{err}");
 }
 
 #[test]
