@@ -100,7 +100,8 @@ pub const PEER_UNKNOWN: i32 = -2;
 pub const SIZE_BUCKETS: usize = 64;
 
 pub fn size_bucket(bytes: u64) -> usize {
-    (64 - bytes.leading_zeros()) as usize
+    // 2^63 bytes and more share the last bucket.
+    ((64 - bytes.leading_zeros()) as usize).min(SIZE_BUCKETS - 1)
 }
 
 /// One finished MPI call, as the wrapper saw it (times in clock ticks).
@@ -144,24 +145,6 @@ impl Default for CallStats {
 }
 
 impl CallStats {
-    fn add(&mut self, e: &Event) {
-        if e.flags & flags::EMPTY != 0 {
-            self.polls_empty += 1;
-            self.poll_time = self.poll_time.wrapping_add(e.duration);
-            return;
-        }
-        self.min = if self.calls == 0 { e.duration } else { self.min.min(e.duration) };
-        self.max = if self.calls == 0 { e.duration } else { self.max.max(e.duration) };
-        self.calls += 1;
-        self.time = self.time.wrapping_add(e.duration);
-        self.bytes_sent += e.sent;
-        self.bytes_received += e.received;
-        if e.flags & flags::FAILED != 0 {
-            self.failed += 1;
-        }
-        self.sizes[size_bucket(e.sent.max(e.received))] += 1;
-    }
-
     pub fn merge(&mut self, o: &CallStats) {
         if o.calls > 0 {
             self.min = if self.calls == 0 { o.min } else { self.min.min(o.min) };
@@ -183,6 +166,71 @@ impl CallStats {
     fn to_ns(&self, d: &impl Fn(i64) -> i64) -> CallStats {
         CallStats { time: d(self.time), min: d(self.min), max: d(self.max), poll_time: d(self.poll_time), ..self.clone() }
     }
+}
+
+/// `CallStats` as a thread counts them: the histogram inline (no pointer to follow, no bounds
+/// check: a bucket is < 64 by construction).
+#[derive(Debug, Clone)]
+pub struct HotStats {
+    pub calls: u64,
+    pub time: i64,
+    pub min: i64,
+    pub max: i64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub failed: u64,
+    pub polls_empty: u64,
+    pub poll_time: i64,
+    pub sizes: [u64; SIZE_BUCKETS],
+}
+
+impl Default for HotStats {
+    fn default() -> HotStats {
+        HotStats { calls: 0, time: 0, min: i64::MAX, max: 0, bytes_sent: 0, bytes_received: 0, failed: 0, polls_empty: 0, poll_time: 0, sizes: [0; SIZE_BUCKETS] }
+    }
+}
+
+impl HotStats {
+    #[inline(always)]
+    fn add(&mut self, e: &Event) {
+        if e.flags & flags::EMPTY != 0 {
+            self.polls_empty += 1;
+            self.poll_time = self.poll_time.wrapping_add(e.duration);
+            return;
+        }
+        self.min = self.min.min(e.duration);
+        self.max = self.max.max(e.duration);
+        self.calls += 1;
+        self.time = self.time.wrapping_add(e.duration);
+        self.bytes_sent += e.sent;
+        self.bytes_received += e.received;
+        self.failed += ((e.flags & flags::FAILED) != 0) as u64;
+        self.sizes[size_bucket(e.sent.max(e.received)) & (SIZE_BUCKETS - 1)] += 1;
+    }
+
+    fn to_stats(&self) -> CallStats {
+        CallStats {
+            calls: self.calls,
+            time: self.time,
+            min: if self.calls == 0 { 0 } else { self.min },
+            max: self.max,
+            bytes_sent: self.bytes_sent,
+            bytes_received: self.bytes_received,
+            failed: self.failed,
+            polls_empty: self.polls_empty,
+            poll_time: self.poll_time,
+            sizes: self.sizes.to_vec(),
+        }
+    }
+}
+
+/// A thread's calls of one routine on one communicator.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub comm: u64,
+    pub size: i32,
+    pub kind: i32,
+    pub stats: HotStats,
 }
 
 /// Messages and bytes exchanged with one peer (point-to-point and one-sided).
@@ -243,8 +291,8 @@ const MAX_PAIRS: usize = 1 << 16;
 /// One thread's aggregates, in clock ticks. Only its thread touches it while recording.
 #[derive(Debug, Default)]
 pub struct ThreadMpi {
-    /// Per routine id: (communicator handle, size, kind, statistics).
-    pub routines: Vec<Vec<(u64, i32, i32, CallStats)>>,
+    /// Per routine id: one row per communicator.
+    pub routines: Vec<Vec<Row>>,
     /// Per world rank.
     pub peers: Vec<PeerStats>,
     /// Messages whose peer was not known.
@@ -258,45 +306,70 @@ pub struct ThreadMpi {
 impl ThreadMpi {
     /// Account one finished call (its starts, completions and created request are handled by
     /// the caller, which owns the request table).
+    #[inline]
     pub fn record(&mut self, e: &Event, keep_site: bool) {
+        self.row(e).stats.add(e);
+        if e.flags & (flags::P2P | flags::RMA) != 0 && e.flags & flags::EMPTY == 0 {
+            self.traffic(e);
+        }
+        if keep_site {
+            self.site(e);
+        }
+    }
+
+    /// The row of the call's routine and communicator: almost always the first of its routine.
+    #[inline(always)]
+    fn row(&mut self, e: &Event) -> &mut Row {
+        let r = e.routine as usize;
+        if let Some(first) = self.routines.get_mut(r).and_then(|rows| rows.first_mut()) {
+            if first.comm == e.comm && first.size == e.comm_size && first.kind == e.comm_kind {
+                // (Indexed again: returning `first` from inside the `if let` does not borrow-check.)
+                return &mut self.routines[r][0];
+            }
+        }
+        self.row_slow(e)
+    }
+
+    #[cold]
+    fn row_slow(&mut self, e: &Event) -> &mut Row {
         let r = e.routine as usize;
         if r >= self.routines.len() {
             self.routines.resize_with(r + 1, Vec::new);
         }
         let rows = &mut self.routines[r];
-        let stats = match rows.iter().position(|x| x.0 == e.comm && x.1 == e.comm_size && x.2 == e.comm_kind) {
-            Some(i) => &mut rows[i].3,
+        let i = match rows.iter().position(|x| x.comm == e.comm && x.size == e.comm_size && x.kind == e.comm_kind) {
+            Some(i) => i,
             None => {
-                rows.push((e.comm, e.comm_size, e.comm_kind, CallStats::default()));
-                &mut rows.last_mut().unwrap().3
+                rows.push(Row { comm: e.comm, size: e.comm_size, kind: e.comm_kind, stats: HotStats::default() });
+                rows.len() - 1
             }
         };
-        stats.add(e);
-        if e.flags & flags::EMPTY != 0 {
-            return;
+        &mut rows[i]
+    }
+
+    fn traffic(&mut self, e: &Event) {
+        if e.sent > 0 || e.dest >= 0 {
+            let p = self.peer(e.dest);
+            p.messages_sent += 1;
+            p.bytes_sent += e.sent;
         }
-        if e.flags & (flags::P2P | flags::RMA) != 0 {
-            if e.sent > 0 || e.dest >= 0 {
-                let p = self.peer(e.dest);
-                p.messages_sent += 1;
-                p.bytes_sent += e.sent;
-            }
-            if e.received > 0 || e.source >= 0 {
-                let p = self.peer(e.source);
-                p.messages_received += 1;
-                p.bytes_received += e.received;
-            }
+        if e.received > 0 || e.source >= 0 {
+            let p = self.peer(e.source);
+            p.messages_received += 1;
+            p.bytes_received += e.received;
         }
-        if keep_site {
-            let key = (e.routine, e.site);
-            if self.sites.len() < MAX_PAIRS || self.sites.contains_key(&key) {
-                let s = self.sites.entry(key).or_default();
-                s.calls += 1;
-                s.time = s.time.wrapping_add(e.duration);
-                s.bytes += e.sent + e.received;
-            } else {
-                self.dropped_pairs += 1;
-            }
+    }
+
+    #[cold]
+    fn site(&mut self, e: &Event) {
+        let key = (e.routine, e.site);
+        if self.sites.len() < MAX_PAIRS || self.sites.contains_key(&key) {
+            let s = self.sites.entry(key).or_default();
+            s.calls += 1;
+            s.time = s.time.wrapping_add(e.duration);
+            s.bytes += e.sent + e.received;
+        } else {
+            self.dropped_pairs += 1;
         }
     }
 
@@ -426,12 +499,12 @@ impl MpiProfile {
         let mut sites: std::collections::BTreeMap<(u32, u64), SiteStats> = Default::default();
         for t in threads {
             for (r, rows) in t.data.routines.iter().enumerate() {
-                for (comm, size, kind, stats) in rows {
+                for row in rows {
                     let next = comm_ids.len() as i64 + 1;
-                    let id = if *kind == comm_kind::NONE { 0 } else { *comm_ids.entry((*comm, *size, *kind)).or_insert(next) };
-                    let stats = stats.to_ns(&to_ns);
+                    let id = if row.kind == comm_kind::NONE { 0 } else { *comm_ids.entry((row.comm, row.size, row.kind)).or_insert(next) };
+                    let stats = row.stats.to_stats().to_ns(&to_ns);
                     p.mpi_time_ns = p.mpi_time_ns.wrapping_add(stats.time).wrapping_add(stats.poll_time);
-                    p.routines.push(RoutineRow { routine: name(r as u32), thread: t.thread, comm: id, comm_size: *size as i64, comm_kind: *kind, stats });
+                    p.routines.push(RoutineRow { routine: name(r as u32), thread: t.thread, comm: id, comm_size: row.size as i64, comm_kind: row.kind, stats });
                 }
             }
             if t.data.peers.len() > peers.len() {
@@ -505,12 +578,15 @@ mod tests {
         t.record(&other, true);
         let send = &t.routines[3];
         assert_eq!(send.len(), 2, "one row per communicator");
-        assert_eq!((send[0].3.calls, send[0].3.time, send[0].3.min, send[0].3.max, send[0].3.bytes_sent), (2, 150, 50, 100, 72));
-        assert_eq!(send[0].3.sizes[size_bucket(64)], 1);
-        assert_eq!(send[0].3.sizes[size_bucket(8)], 1);
+        let s0 = &send[0].stats;
+        assert_eq!((s0.calls, s0.time, s0.min, s0.max, s0.bytes_sent), (2, 150, 50, 100, 72));
+        assert_eq!(s0.sizes[size_bucket(64)], 1);
+        assert_eq!(s0.sizes[size_bucket(8)], 1);
+        assert_eq!(size_bucket(0), 0);
+        assert_eq!(size_bucket(u64::MAX), SIZE_BUCKETS - 1);
         assert_eq!(t.peers[2], PeerStats { messages_sent: 2, bytes_sent: 72, ..Default::default() });
         assert_eq!(t.unknown_peer.bytes_received, 1000);
-        let poll = &t.routines[5][0].3;
+        let poll = &t.routines[5][0].stats;
         assert_eq!((poll.calls, poll.polls_empty, poll.poll_time), (0, 2, 12));
         assert_eq!(t.sites[&(3, 0x1000)].calls, 3);
         let o = Origin { routine: 9, sent: 16, received: 0, dest: 1, source: PEER_NONE, persistent: false };

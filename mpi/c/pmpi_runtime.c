@@ -190,6 +190,7 @@ static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 
 static int world_size = -1;
+int sp_world_size_known;
 static MPI_Group world_group = MPI_GROUP_NULL;
 static pthread_mutex_t world_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -235,6 +236,7 @@ static int get_world_size(void) {
     if (n >= 0) return n;
     if (PMPI_Comm_size(MPI_COMM_WORLD, &n) != MPI_SUCCESS) return 0;
     __atomic_store_n(&world_size, n, __ATOMIC_RELEASE);
+    __atomic_store_n(&sp_world_size_known, n, __ATOMIC_RELEASE);
     return n;
 }
 

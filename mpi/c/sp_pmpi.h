@@ -83,6 +83,22 @@ void sp_fortran_missing(const char *name, void *ierr);
 
 /* The communicator (or window) of a call: handle, size and kind (cached per thread). */
 void sp_comm(sp_mpi_event *e, MPI_Comm comm);
+/* MPI_COMM_WORLD's size once known (0 before). */
+extern int sp_world_size_known;
+static inline void sp_comm_of(sp_mpi_event *e, MPI_Comm comm) {
+    int n = __atomic_load_n(&sp_world_size_known, __ATOMIC_RELAXED);
+    if (comm == MPI_COMM_WORLD && n > 0) {
+#if defined(OPEN_MPI)
+        e->comm = (uint64_t)(uintptr_t)comm;
+#else
+        e->comm = (uint64_t)(uint32_t)comm;
+#endif
+        e->comm_kind = SP_COMM_WORLD;
+        e->comm_size = n;
+    } else {
+        sp_comm(e, comm);
+    }
+}
 void sp_win(sp_mpi_event *e, MPI_Win win);
 /* Is a Fortran buffer argument MPI_IN_PLACE? */
 int sp_f_in_place(const void *buf);

@@ -150,7 +150,7 @@ fn expand(t: &str, p: &Proto, b: Binding) -> String {
 fn post_code(p: &Proto, sem: Option<&semantics::Sem>, b: Binding) -> String {
     let mut code = String::new();
     if let Some(k) = p.params.iter().position(|x| x.class() == Class::Comm) {
-        let _ = write!(code, "sp_comm(&e, {}); ", value(b, &p.params[k], k));
+        let _ = write!(code, "sp_comm_of(&e, {}); ", value(b, &p.params[k], k));
     } else if let Some(k) = p.params.iter().position(|x| x.class() == Class::Win) {
         let _ = write!(code, "sp_win(&e, {}); ", value(b, &p.params[k], k));
     }

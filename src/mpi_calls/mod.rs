@@ -136,16 +136,33 @@ pub struct Finished<'a> {
 }
 
 /// Record a finished call on the calling thread.
+#[inline]
 pub fn finish(data: &mut ThreadData, call: Finished<'_>) {
-    let mut e = call.event;
     if let Some(id) = call.region {
-        let done = if e.flags & flags::EMPTY != 0 { data.discard(id, call.end) } else { data.close(id, call.end) };
-        if !done && e.flags & flags::EMPTY == 0 {
-            // Only if the program stopped an enclosing region inside the MPI call (a callback).
-            let _ = data.close_out_of_order(id, call.end);
-        }
+        close_region(data, id, call.event.flags, call.end);
     }
+    let sites = SITES.load(Ordering::Relaxed);
     let t: &mut ThreadMpi = data.mpi.get_or_insert_with(Box::default);
+    if call.event.flags & (flags::STARTS | flags::COMPLETES | flags::FREES) == 0 && call.request == 0 {
+        t.record(&call.event, sites);
+    } else {
+        finish_with_requests(t, call, sites);
+    }
+}
+
+#[inline]
+fn close_region(data: &mut ThreadData, id: u32, flags: u32, end: i64) {
+    if flags & crate::mpi_stats::flags::EMPTY != 0 {
+        data.discard(id, end);
+    } else if !data.close(id, end) {
+        // Only if the program stopped an enclosing region inside the MPI call (a callback).
+        let _ = data.close_out_of_order(id, end);
+    }
+}
+
+/// A call that created, started, completed or freed requests.
+fn finish_with_requests(t: &mut ThreadMpi, call: Finished<'_>, sites: bool) {
+    let mut e = call.event;
     if e.flags & flags::STARTS != 0 {
         for &h in call.reqs {
             if let Some(o) = requests::get(h) {
@@ -163,7 +180,7 @@ pub fn finish(data: &mut ThreadData, call: Finished<'_>) {
             (e.sent, e.received, e.dest, e.source) = (0, 0, crate::mpi_stats::PEER_NONE, crate::mpi_stats::PEER_NONE);
         }
     }
-    t.record(&e, SITES.load(Ordering::Relaxed));
+    t.record(&e, sites);
     if e.flags & flags::COMPLETES != 0 {
         let n = call.reqs.iter().filter(|&&h| h != 0).count().max(1) as i64;
         for &h in call.reqs.iter().filter(|&&h| h != 0) {
