@@ -121,6 +121,10 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         "lib/cmake/ScopeProfiler/ScopeProfilerNativeLibs.cmake".to_string(),
         "lib/pkgconfig/scope_profiler.pc".to_string(),
         "lib/pkgconfig/scope_profiler-fortran.pc".to_string(),
+        // The MPI plugins (both families are installed here) and the link to mpicc's.
+        "lib/libscope_profiler_mpi_openmpi.so".to_string(),
+        "lib/libscope_profiler_mpi_mpich.so".to_string(),
+        "lib/libscope_profiler_mpi.so".to_string(),
     ];
     for f in &expected_files {
         assert!(prefix.join(f).is_file(), "{f} not installed");
