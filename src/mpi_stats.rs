@@ -477,6 +477,38 @@ pub struct MpiProfile {
     pub dropped_pairs: u64,
 }
 
+/// The MPI share of a run, pooled over its ranks, for the line under the finalize summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Totals {
+    pub ranks: u64,
+    pub app_ns: i64,
+    pub mpi_ns: i64,
+    pub calls: u64,
+}
+
+impl Totals {
+    pub fn add(&mut self, p: Option<&MpiProfile>) {
+        if let Some(p) = p {
+            self.ranks += 1;
+            self.app_ns = self.app_ns.saturating_add(p.app_time_ns.max(0));
+            self.mpi_ns = self.mpi_ns.saturating_add(p.mpi_time_ns.max(0));
+            self.calls += p.routines.iter().map(|r| r.stats.calls).sum::<u64>();
+        }
+    }
+
+    /// "MPI: 12.3 % of the time ..." when MPI calls were recorded.
+    pub fn line(&self) -> Option<String> {
+        (self.ranks > 0 && self.app_ns > 0).then(|| {
+            format!(
+                "MPI: {:.1} % of the application time in {} MPI call(s) on {} rank(s); `sptool mpi <file>` reports them",
+                100.0 * self.mpi_ns as f64 / self.app_ns as f64,
+                self.calls,
+                self.ranks
+            )
+        })
+    }
+}
+
 /// One thread's aggregates with the thread's id in the file.
 pub struct ThreadTake {
     pub thread: i64,
