@@ -83,9 +83,42 @@ static void p2p(void) {
     expect("MPI_Isend", 2, 40 + 20, 0, 0);
     expect("MPI_Waitall", 1, 0, 0, 0);
     expect("MPI_Wait", 1, 0, 0, 0);
+    complete("MPI_Wait", "MPI_Isend", 1, 20);
+    /* Persistent requests: their traffic is counted when they are started. */
+    MPI_Request pr[2];
+    MPI_Recv_init(in, 8, MPI_INT, left, 6, MPI_COMM_WORLD, &pr[0]);
+    MPI_Send_init(buf, 8, MPI_INT, right, 6, MPI_COMM_WORLD, &pr[1]);
+    for (int i = 0; i < 3; i++) {
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, sts);
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+    SENT(right, 3 * 32);
+    RECV(left, 3 * 32);
+    expect("MPI_Recv_init", 1, 0, 0, 0);
+    expect("MPI_Send_init", 1, 0, 0, 0);
+    expect("MPI_Startall", 3, 3 * 32, 3 * 32, 0);
+    expect("MPI_Request_free", 2, 0, 0, 0);
+    expect("MPI_Waitall", 4, 0, 0, 0);
     complete("MPI_Waitall", "MPI_Irecv", 1, 40);
     complete("MPI_Waitall", "MPI_Isend", 1, 40);
-    complete("MPI_Wait", "MPI_Isend", 1, 20);
+    complete("MPI_Waitall", "MPI_Recv_init", 3, 3 * 32);
+    complete("MPI_Waitall", "MPI_Send_init", 3, 3 * 32);
+    /* MPI_Waitany, one request at a time. */
+    MPI_Irecv(in, 3, MPI_INT, left, 7, MPI_COMM_WORLD, &r[0]);
+    MPI_Isend(buf, 3, MPI_INT, right, 7, MPI_COMM_WORLD, &r[1]);
+    for (int i = 0; i < 2; i++) {
+        int index;
+        MPI_Waitany(2, r, &index, MPI_STATUS_IGNORE);
+    }
+    SENT(right, 12);
+    RECV(left, 12);
+    expect("MPI_Irecv", 2, 0, 40 + 12, 0);
+    expect("MPI_Isend", 3, 40 + 20 + 12, 0, 0);
+    expect("MPI_Waitany", 2, 0, 0, 0);
+    complete("MPI_Waitany", "MPI_Irecv", 1, 12);
+    complete("MPI_Waitany", "MPI_Isend", 1, 12);
 }
 
 /* Collectives on MPI_COMM_WORLD. */
@@ -147,7 +180,7 @@ static void polls(void) {
         RECV(1, 8);
         expect("MPI_Test", 1, 0, 0, tests);
         expect("MPI_Iprobe", 1, 0, 0, probes);
-        expect("MPI_Irecv", 2, 0, 40 + 4, 0);
+        expect("MPI_Irecv", 3, 0, 40 + 12 + 4, 0);
         expect("MPI_Recv", 5, 0, 3 * 400 + 20 + 4, 0);
         complete("MPI_Test", "MPI_Irecv", 1, 4);
     } else if (rank == 1) {
