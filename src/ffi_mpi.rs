@@ -45,7 +45,7 @@ pub struct sp_mpi_core_api {
     pub routines: unsafe extern "C" fn(names: *const *const c_char, n: u32, family: *const c_char) -> c_int,
     pub begin: unsafe extern "C" fn(e: *mut sp_mpi_event) -> c_int,
     pub end: unsafe extern "C" fn(e: *mut sp_mpi_event),
-    pub after_init: extern "C" fn(fortran: c_int, init_ns: i64),
+    pub after_init: extern "C" fn(fortran: c_int, init_ns: i64, thread_level: c_int),
     pub before_finalize: extern "C" fn(),
     pub before_abort: extern "C" fn(errorcode: c_int),
     pub pcontrol: extern "C" fn(level: c_int),
@@ -165,12 +165,13 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
             site: e.site,
         };
         let call = Finished { event, region: e.region.checked_sub(1), end, request: e.request, reqs };
-        profiler::with_running_thread(|d| mpi_calls::finish(d, call));
+        profiler::with_running_thread(|d| mpi_calls::finish(d, &call));
     }));
 }
 
-extern "C" fn after_init(fortran: c_int, init_ns: i64) {
+extern "C" fn after_init(fortran: c_int, init_ns: i64, thread_level: c_int) {
     let _ = catch_unwind(|| {
+        mpi_calls::note_thread_level(thread_level);
         if !mpi_calls::wants_implicit_setup() {
             return;
         }

@@ -285,8 +285,11 @@ pub const UNKNOWN_ORIGIN: u32 = u32::MAX;
 
 /// Highest world rank kept in the peer table (beyond: counted as unknown).
 const MAX_PEER: i32 = 1 << 24;
-/// Distinct (routine, site) and (completer, origin) pairs kept per thread.
+/// Distinct (routine, site) pairs kept per thread.
 const MAX_PAIRS: usize = 1 << 16;
+/// Distinct (completing routine, origin routine) pairs kept per thread (a program has a few:
+/// each Wait/Test routine with each routine that creates requests).
+const MAX_COMPLETION_PAIRS: usize = 1024;
 
 /// One thread's aggregates, in clock ticks. Only its thread touches it while recording.
 #[derive(Debug, Default)]
@@ -297,7 +300,13 @@ pub struct ThreadMpi {
     pub peers: Vec<PeerStats>,
     /// Messages whose peer was not known.
     pub unknown_peer: PeerStats,
-    pub completions: FxHashMap<(u32, u32), Completions>,
+    /// (completing routine, origin routine) pairs: a handful per program, searched in order.
+    pub completions: Vec<((u32, u32), Completions)>,
+    /// The requests this thread created and not yet completed, when requests are not shared
+    /// between threads (below MPI_THREAD_SERIALIZED: see `mpi_calls::requests`).
+    pub requests: FxHashMap<u64, Origin>,
+    /// Requests a full table could not keep.
+    pub untracked_requests: u64,
     pub sites: FxHashMap<(u32, u64), SiteStats>,
     /// Pairs not kept because the tables were full.
     pub dropped_pairs: u64,
@@ -402,11 +411,17 @@ impl ThreadMpi {
     /// of the completing call's time.
     pub fn completed(&mut self, completer: u32, origin: Option<&Origin>, time: i64) {
         let key = (completer, origin.map_or(UNKNOWN_ORIGIN, |o| o.routine));
-        if self.completions.len() >= MAX_PAIRS && !self.completions.contains_key(&key) {
-            self.dropped_pairs += 1;
-            return;
-        }
-        let c = self.completions.entry(key).or_default();
+        let c = match self.completions.iter().position(|(k, _)| *k == key) {
+            Some(i) => &mut self.completions[i].1,
+            None if self.completions.len() >= MAX_COMPLETION_PAIRS => {
+                self.dropped_pairs += 1;
+                return;
+            }
+            None => {
+                self.completions.push((key, Completions::default()));
+                &mut self.completions.last_mut().unwrap().1
+            }
+        };
         c.count += 1;
         c.bytes += origin.map_or(0, |o| o.sent + o.received);
         c.time = c.time.wrapping_add(time);
@@ -559,6 +574,7 @@ impl MpiProfile {
                 e.bytes += s.bytes;
             }
             p.dropped_pairs += t.data.dropped_pairs;
+            p.untracked_requests += t.data.untracked_requests;
         }
         p.peers = peers.into_iter().enumerate().filter(|(_, s)| *s != PeerStats::default()).map(|(r, stats)| PeerRow { world_rank: r as i64, stats }).collect();
         if unknown != PeerStats::default() {

@@ -85,7 +85,11 @@ int64_t sp_clock_ns(void) {
 
 void sp_after_init(int fortran, int64_t init_ns) {
     const sp_mpi_core_api *c = sp_core();
-    if (c) c->after_init(fortran, init_ns);
+    int provided = MPI_THREAD_MULTIPLE, level = 3;
+    if (PMPI_Query_thread(&provided) == MPI_SUCCESS) {
+        level = provided == MPI_THREAD_SINGLE ? 0 : provided == MPI_THREAD_FUNNELED ? 1 : provided == MPI_THREAD_SERIALIZED ? 2 : 3;
+    }
+    if (c) c->after_init(fortran, init_ns, level);
 }
 
 void sp_before_finalize(void) {

@@ -65,8 +65,9 @@ typedef struct sp_mpi_core_api {
     int (*begin)(sp_mpi_event *e);
     void (*end)(sp_mpi_event *e);
     /* After PMPI_Init/PMPI_Init_thread succeeded: set the profiler up if the program did
-     * not (the environment decides, as for sp_setup(NULL)). init_ns: how long MPI_Init took. */
-    void (*after_init)(int fortran, int64_t init_ns);
+     * not (the environment decides, as for sp_setup(NULL)). init_ns: how long MPI_Init took;
+     * thread_level: what MPI provided, 0 single, 1 funneled, 2 serialized, 3 multiple. */
+    void (*after_init)(int fortran, int64_t init_ns, int thread_level);
     /* Before PMPI_Finalize: write the profile (collectively) if it was not written yet. */
     void (*before_finalize)(void);
     /* Before PMPI_Abort: this rank writes what it has to its own file. */

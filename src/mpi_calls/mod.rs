@@ -75,6 +75,11 @@ pub fn note_init_time(ns: i64) {
     INIT_NS.store(ns.max(0), Ordering::Relaxed);
 }
 
+/// The thread level MPI provided (0 single, 1 funneled, 2 serialized, 3 multiple).
+pub fn note_thread_level(level: i32) {
+    requests::set_shared(level >= 2);
+}
+
 /// MPI_Pcontrol(level).
 pub fn pcontrol(level: i32) {
     PAUSED.store(level == 0, Ordering::Relaxed);
@@ -137,7 +142,7 @@ pub struct Finished<'a> {
 
 /// Record a finished call on the calling thread.
 #[inline]
-pub fn finish(data: &mut ThreadData, call: Finished<'_>) {
+pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
     if let Some(id) = call.region {
         close_region(data, id, call.event.flags, call.end);
     }
@@ -161,11 +166,12 @@ fn close_region(data: &mut ThreadData, id: u32, flags: u32, end: i64) {
 }
 
 /// A call that created, started, completed or freed requests.
-fn finish_with_requests(t: &mut ThreadMpi, call: Finished<'_>, sites: bool) {
+fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
+    let shared = requests::shared();
     let mut e = call.event;
     if e.flags & flags::STARTS != 0 {
         for &h in call.reqs {
-            if let Some(o) = requests::get(h) {
+            if let Some(o) = if shared { requests::get(h) } else { t.requests.get(&h).copied() } {
                 e.sent += o.sent;
                 e.received += o.received;
                 t.started(&o);
@@ -174,7 +180,14 @@ fn finish_with_requests(t: &mut ThreadMpi, call: Finished<'_>, sites: bool) {
     }
     if call.request != 0 && e.flags & flags::FAILED == 0 {
         let persistent = e.flags & flags::PERSISTENT != 0;
-        requests::insert(call.request, Origin { routine: e.routine, sent: e.sent, received: e.received, dest: e.dest, source: e.source, persistent });
+        let o = Origin { routine: e.routine, sent: e.sent, received: e.received, dest: e.dest, source: e.source, persistent };
+        if shared {
+            requests::insert(call.request, o);
+        } else if t.requests.len() < requests::PER_THREAD || t.requests.contains_key(&call.request) {
+            t.requests.insert(call.request, o);
+        } else {
+            t.untracked_requests += 1;
+        }
         if persistent {
             // Its traffic is counted each time it is started.
             (e.sent, e.received, e.dest, e.source) = (0, 0, crate::mpi_stats::PEER_NONE, crate::mpi_stats::PEER_NONE);
@@ -184,11 +197,18 @@ fn finish_with_requests(t: &mut ThreadMpi, call: Finished<'_>, sites: bool) {
     if e.flags & flags::COMPLETES != 0 {
         let n = call.reqs.iter().filter(|&&h| h != 0).count().max(1) as i64;
         for &h in call.reqs.iter().filter(|&&h| h != 0) {
-            t.completed(e.routine, requests::complete(h).as_ref(), e.duration / n);
+            let origin = if shared { requests::complete(h) } else { requests::complete_in(&mut t.requests, h) };
+            t.completed(e.routine, origin.as_ref(), e.duration / n);
         }
     }
     if e.flags & flags::FREES != 0 {
-        call.reqs.iter().for_each(|&h| requests::remove(h));
+        for &h in call.reqs {
+            if shared {
+                requests::remove(h);
+            } else {
+                t.requests.remove(&h);
+            }
+        }
     }
 }
 
@@ -215,7 +235,7 @@ pub fn collect(threads: Vec<(i64, Option<Box<ThreadMpi>>)>, timebase: &clock::Ti
     p.family = routines.family.clone();
     p.app_time_ns = clock::monotonic_ns() - RUN_START_NS.load(Ordering::Relaxed);
     p.init_time_ns = INIT_NS.load(Ordering::Relaxed);
-    p.untracked_requests = requests::untracked();
+    p.untracked_requests += requests::untracked();
     requests::clear();
     Some(p)
 }

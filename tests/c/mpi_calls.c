@@ -205,12 +205,14 @@ static void polls(void) {
 struct job {
     MPI_Comm comm;
     int calls;
+    MPI_Request *wait; /* a request the main thread created, completed here */
 };
 
 static void *worker(void *arg) {
     struct job *j = arg;
     double x = 1, y;
     for (int i = 0; i < j->calls; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, j->comm);
+    if (j->wait) MPI_Wait(j->wait, MPI_STATUS_IGNORE);
     return NULL;
 }
 
@@ -229,8 +231,13 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (!strcmp(mode, "threads")) {
-        /* Two threads, each on its own duplicate of MPI_COMM_WORLD, 50 and 30 allreduces. */
-        struct job jobs[2] = {{MPI_COMM_NULL, 50}, {MPI_COMM_NULL, 30}};
+        /* Two threads, each on its own duplicate of MPI_COMM_WORLD, 50 and 30 allreduces; the
+         * second also completes a receive the main thread started (from this rank itself). */
+        double v = 1, w = 0;
+        MPI_Request req;
+        MPI_Irecv(&w, 1, MPI_DOUBLE, rank, 8, MPI_COMM_WORLD, &req);
+        MPI_Send(&v, 1, MPI_DOUBLE, rank, 8, MPI_COMM_WORLD);
+        struct job jobs[2] = {{MPI_COMM_NULL, 50, NULL}, {MPI_COMM_NULL, 30, &req}};
         MPI_Comm_dup(MPI_COMM_WORLD, &jobs[0].comm);
         MPI_Comm_dup(MPI_COMM_WORLD, &jobs[1].comm);
         pthread_t t[2];
@@ -238,6 +245,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
         expect("MPI_Allreduce", 80, 640, 640, 0);
         expect("MPI_Comm_dup", 2, 0, 0, 0);
+        expect("MPI_Wait", 1, 0, 0, 0);
+        complete("MPI_Wait", "MPI_Irecv", 1, 8);
+        peer_sent[rank] += 8;
+        peer_recv[rank] += 8;
         MPI_Comm_free(&jobs[0].comm);
         MPI_Comm_free(&jobs[1].comm);
         expect("MPI_Comm_free", 2, 0, 0, 0);
