@@ -5,8 +5,12 @@
  *   - MPI_Comm_rank: a local call (no communication): the wrappers' cost alone;
  *   - an 8-byte MPI_Allreduce;
  *   - MPI_Irecv + MPI_Isend + 2 x MPI_Wait with the other rank (4 MPI calls).
- * Rank 0 prints, per operation, the median time per operation of each variant over the
- * rounds, and the added time per MPI call. Usage: mpi_calls [iterations per round] [rounds] */
+ * Each round times a block of each variant back to back (the order alternating), and the
+ * difference of the two is the round's added time: the median of those paired differences is
+ * what the library adds (slow drifts of a shared machine cancel within a round). Rank 0
+ * prints, per operation, the median time of each variant, the median paired difference per
+ * MPI call, and the spread of the differences (their 25th and 75th percentiles).
+ * Usage: mpi_calls [iterations per block] [rounds] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +73,8 @@ int main(int argc, char **argv) {
     int rank, size;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
-    long n = argc > 1 ? atol(argv[1]) : 100000;
-    int rounds = argc > 2 ? atoi(argv[2]) : 9;
+    long n = argc > 1 ? atol(argv[1]) : 20000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 41;
     if (size != 2 || n <= 0 || rounds <= 0) {
         if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 mpi_calls [iterations per round] [rounds]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -94,10 +98,13 @@ int main(int argc, char **argv) {
         }
     }
     if (rank == 0) {
-        printf("%-24s %14s %14s %12s %16s\n", "operation", "plain [ns]", "wrapped [ns]", "ratio", "added/call [ns]");
+        printf("%-24s %12s %14s %8s %16s %22s\n", "operation", "plain [ns]", "wrapped [ns]", "ratio", "added/call [ns]", "(25th..75th pct)");
+        double *d = calloc((size_t)rounds, sizeof(double));
         for (int k = 0; k < 3; k++) {
+            for (int i = 0; i < rounds; i++) d[i] = (t[k][1][i] - t[k][0][i]) * 1e9 / calls[k];
+            double added = median(d, rounds); /* sorts d */
             double p = median(t[k][0], rounds) * 1e9, w = median(t[k][1], rounds) * 1e9;
-            printf("%-24s %14.1f %14.1f %12.3f %16.1f\n", names[k], p, w, w / p, (w - p) / calls[k]);
+            printf("%-24s %12.1f %14.1f %8.3f %16.1f %10.1f..%-10.1f\n", names[k], p, w, w / p, added, d[rounds / 4], d[(3 * rounds) / 4]);
         }
         fflush(stdout);
     }

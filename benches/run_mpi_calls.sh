@@ -3,7 +3,7 @@
 # Runs with the plugin linked and SCOPE_PROFILER_MPI=summary, =calls and =off, and once without
 # the plugin (the program built plainly: its MPI_ and PMPI_ rounds must then agree). Each run
 # compares, in one process, the PMPI_ entry points with the wrapped MPI_ ones.
-# Usage: benches/run_mpi_calls.sh [iterations per round] [rounds]
+# Usage: benches/run_mpi_calls.sh [iterations per block] [rounds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -18,8 +18,8 @@ for mode in summary calls off; do
   echo "== plugin linked, SCOPE_PROFILER_MPI=$mode"
   SCOPE_PROFILER_MPI=$mode SCOPE_PROFILER_FILE=$out SCOPE_PROFILER_VERBOSE=0 \
     mpirun --oversubscribe -np 2 -x SCOPE_PROFILER_MPI -x SCOPE_PROFILER_FILE -x SCOPE_PROFILER_VERBOSE \
-    target/bench/mpi_calls_plugin "${1:-200000}" "${2:-9}"
+    target/bench/mpi_calls_plugin "${1:-20000}" "${2:-41}"
 done
 echo "== without the plugin"
-mpirun --oversubscribe -np 2 target/bench/mpi_calls_plain "${1:-200000}" "${2:-9}"
+mpirun --oversubscribe -np 2 target/bench/mpi_calls_plain "${1:-20000}" "${2:-41}"
 rm -f "$out"

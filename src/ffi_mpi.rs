@@ -7,7 +7,7 @@
 #![allow(non_camel_case_types)]
 
 use crate::mpi_calls::{self, Finished};
-use crate::mpi_stats::{Event, Mode};
+use crate::mpi_stats::Event;
 use crate::{clock, profiler, warn};
 use std::ffi::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -35,7 +35,7 @@ pub struct sp_mpi_event {
     pub request: u64,
     pub reqs: *const u64,
     pub nreqs: u32,
-    pub region: u32,
+    pub reserved: u32,
 }
 
 #[repr(C)]
@@ -43,24 +43,29 @@ pub struct sp_mpi_core_api {
     pub struct_size: u32,
     pub version: u32,
     pub routines: unsafe extern "C" fn(names: *const *const c_char, n: u32, family: *const c_char) -> c_int,
-    pub begin: unsafe extern "C" fn(e: *mut sp_mpi_event) -> c_int,
     pub end: unsafe extern "C" fn(e: *mut sp_mpi_event),
     pub after_init: extern "C" fn(fortran: c_int, init_ns: i64, thread_level: c_int),
     pub before_finalize: extern "C" fn(),
     pub before_abort: extern "C" fn(errorcode: c_int),
     pub pcontrol: extern "C" fn(level: c_int),
+    /// What the wrappers do at the start of a call: 0 nothing, 1 read CLOCK_MONOTONIC, 2 read
+    /// the TSC (read with an atomic load; see `mpi_calls::GATE_PTR`).
+    pub gate: *const u8,
 }
+
+// SAFETY: the table is immutable; `gate` points to an atomic that lives for the process.
+unsafe impl Sync for sp_mpi_core_api {}
 
 static API: sp_mpi_core_api = sp_mpi_core_api {
     struct_size: std::mem::size_of::<sp_mpi_core_api>() as u32,
     version: VERSION,
     routines,
-    begin,
     end,
     after_init,
     before_finalize,
     before_abort,
     pcontrol,
+    gate: mpi_calls::GATE_PTR,
 };
 
 /// The table of the MPI plugin's wrappers (internal).
@@ -105,38 +110,6 @@ unsafe extern "C" fn routines(names: *const *const c_char, n: u32, family: *cons
     .unwrap_or(-1)
 }
 
-unsafe extern "C" fn begin(e: *mut sp_mpi_event) -> c_int {
-    if e.is_null() {
-        return 0;
-    }
-    catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the wrapper's event on its stack.
-        let e = unsafe { &mut *e };
-        match mpi_calls::recording() {
-            None => 0,
-            Some(Mode::Summary) | Some(Mode::Off) => {
-                e.start = mpi_calls::start_time();
-                e.region = 0;
-                1
-            }
-            Some(Mode::Calls) => match profiler::with_running_thread(|d| mpi_calls::open_region(d, e.routine)) {
-                Some(Some((id, start))) => {
-                    e.start = start;
-                    e.region = id + 1;
-                    1
-                }
-                Some(None) => {
-                    e.start = mpi_calls::start_time();
-                    e.region = 0;
-                    1
-                }
-                None => 0,
-            },
-        }
-    }))
-    .unwrap_or(0)
-}
-
 unsafe extern "C" fn end(e: *mut sp_mpi_event) {
     let end = clock::now_stop();
     if e.is_null() {
@@ -164,7 +137,7 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
             received: e.received,
             site: e.site,
         };
-        let call = Finished { event, region: e.region.checked_sub(1), end, request: e.request, reqs };
+        let call = Finished { event, start: e.start, end, request: e.request, reqs };
         profiler::with_running_thread(|d| mpi_calls::finish(d, &call));
     }));
 }
@@ -210,9 +183,11 @@ mod tests {
         assert!(text(std::ptr::null()).is_none());
         let long = std::ffi::CString::new("x".repeat(MAX_NAME + 1)).unwrap();
         assert!(text(long.as_ptr()).is_none());
-        // Without recording, begin records nothing.
+        // Nothing recording: the gate is closed, and an end records nothing.
+        // SAFETY: the gate points to a live atomic byte.
+        assert_eq!(unsafe { *api.gate }, 0);
         let mut e: sp_mpi_event = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { (api.begin)(&mut e) }, 0);
-        assert_eq!(unsafe { (api.begin)(std::ptr::null_mut()) }, 0);
+        unsafe { (api.end)(&mut e) };
+        unsafe { (api.end)(std::ptr::null_mut()) };
     }
 }

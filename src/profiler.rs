@@ -271,7 +271,6 @@ pub fn setup(options: &Options) -> Result<Status> {
     }
     quiesce::prepare();
     KEEP_CALLS.store(config.layout != crate::config::Layout::Aggregate, Ordering::Relaxed);
-    crate::mpi_calls::on_setup(config.mpi, register_name);
     let facts = RunFacts::now();
     let info = crate::metadata::local_rank_info();
     let mut running = RUNNING;
@@ -282,6 +281,8 @@ pub fn setup(options: &Options) -> Result<Status> {
     }
     // Before the state says running: no thread reads the clock before the choice is made.
     let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
+    // After the clock choice: the MPI wrappers may read the clock themselves.
+    crate::mpi_calls::on_setup(config.mpi, register_name);
     start_flight_recorder(&config, &facts, &info, &clock);
     *guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);

@@ -183,19 +183,20 @@ impl ThreadData {
         }
     }
 
-    /// Drop the innermost open call of `id` unrecorded (an MPI poll that found nothing), its
-    /// time counted in the enclosing call's child time as if it had been recorded. False if
-    /// `id` is not the innermost open call (nothing changed).
-    pub fn discard(&mut self, id: u32, end: i64) -> bool {
-        match self.open.last() {
-            Some(&top) if top.id == id => {
-                self.open.pop();
-                if let Some(parent) = self.open.last_mut() {
-                    parent.child = parent.child.wrapping_add(end.wrapping_sub(top.start));
-                }
-                true
-            }
-            _ => false,
+    /// Record a call of `id` from `start` to `end` inside the innermost open call, with nothing
+    /// recorded inside it on this thread (a call timed elsewhere and recorded when it ends: the
+    /// program's MPI calls).
+    #[inline]
+    pub fn record_closed(&mut self, id: u32, start: i64, end: i64) {
+        self.record(id, OpenCall { id, start, child: 0 }, end);
+    }
+
+    /// Time spent in something not recorded as a call (an MPI poll that found nothing), counted
+    /// in the innermost open call's child time as a recorded call would be.
+    #[inline]
+    pub fn add_child_time(&mut self, duration: i64) {
+        if let Some(parent) = self.open.last_mut() {
+            parent.child = parent.child.wrapping_add(duration);
         }
     }
 
@@ -374,15 +375,19 @@ mod tests {
     }
 
     #[test]
-    fn a_discarded_call_is_not_recorded_but_counts_as_child_time() {
+    fn calls_recorded_when_they_end_nest_in_the_open_call() {
         let mut d = ThreadData::default();
         assert!(d.open(0, 0));
-        assert!(d.open(1, 10));
-        assert!(!d.discard(0, 12), "only the innermost call");
-        assert!(d.discard(1, 30));
+        d.record_closed(1, 10, 30);
+        d.add_child_time(5);
         assert!(d.close(0, 100));
-        assert!(calls(&mut d, 1).is_empty());
-        assert_eq!(d.stats.get(0).unwrap().exclusive, 80);
+        assert_eq!(calls(&mut d, 1), vec![Call { start: 10, end: 30 }]);
+        assert_eq!(d.stats.get(0).unwrap().exclusive, 75);
+        assert_eq!(d.stats.get(1).unwrap().total, 20);
+        // Outside any call: recorded, no parent to charge.
+        d.record_closed(1, 200, 201);
+        d.add_child_time(7);
+        assert_eq!(d.stats.get(1).unwrap().count, 2);
     }
 
     #[test]

@@ -378,11 +378,63 @@ static int peer(sp_mpi_event *e, int r) {
 /* ------------------------------------------------------------------------------------------
  * Bytes */
 
+/* The sizes of the predefined datatypes (never freed, so never stale), found by handle in a
+ * small open-addressing table filled once after MPI_Init; any other datatype is asked. */
+#define TYPE_SLOTS 256
+static struct {
+    uint64_t handle;
+    MPI_Count size;
+} type_sizes[TYPE_SLOTS];
+static int type_sizes_state; /* 0 not filled, 1 filling, 2 filled */
+
+static unsigned type_slot(uint64_t h) {
+    return (unsigned)((h * 0x9E3779B97F4A7C15ull) >> 56) % TYPE_SLOTS;
+}
+
+static void fill_type_sizes(void) {
+    const MPI_Datatype predefined[] = {
+        MPI_CHAR, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE, MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_INT, MPI_UNSIGNED,
+        MPI_LONG, MPI_UNSIGNED_LONG, MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG, MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE,
+        MPI_WCHAR, MPI_C_BOOL, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T,
+        MPI_UINT32_T, MPI_UINT64_T, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX, MPI_AINT, MPI_OFFSET, MPI_COUNT,
+        MPI_PACKED, MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT, MPI_SHORT_INT,
+        MPI_INTEGER, MPI_REAL, MPI_DOUBLE_PRECISION, MPI_COMPLEX, MPI_DOUBLE_COMPLEX, MPI_LOGICAL, MPI_CHARACTER,
+        MPI_2REAL, MPI_2DOUBLE_PRECISION, MPI_2INTEGER,
+    };
+    for (size_t i = 0; i < sizeof predefined / sizeof predefined[0]; i++) {
+        MPI_Datatype t = predefined[i];
+        MPI_Count size = 0;
+        if (t == MPI_DATATYPE_NULL || PMPI_Type_size_x(t, &size) != MPI_SUCCESS || size <= 0) continue;
+        uint64_t h = HANDLE(t);
+        for (unsigned k = type_slot(h), n = 0; n < TYPE_SLOTS; k = (k + 1) % TYPE_SLOTS, n++) {
+            if (type_sizes[k].handle == 0 || type_sizes[k].handle == h) {
+                type_sizes[k].handle = h;
+                type_sizes[k].size = size;
+                break;
+            }
+        }
+    }
+}
+
+static MPI_Count type_size(MPI_Datatype type) {
+    int state = __atomic_load_n(&type_sizes_state, __ATOMIC_ACQUIRE);
+    if (state == 2) {
+        uint64_t h = HANDLE(type);
+        for (unsigned k = type_slot(h), n = 0; n < TYPE_SLOTS && type_sizes[k].handle; k = (k + 1) % TYPE_SLOTS, n++)
+            if (type_sizes[k].handle == h) return type_sizes[k].size;
+    } else if (state == 0 && __atomic_compare_exchange_n(&type_sizes_state, &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        fill_type_sizes();
+        __atomic_store_n(&type_sizes_state, 2, __ATOMIC_RELEASE);
+    }
+    MPI_Count size = 0;
+    if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS) return 0;
+    return size;
+}
+
 uint64_t sp_bytes(int64_t count, MPI_Datatype type) {
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
-    MPI_Count size = 0;
-    if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size <= 0) return 0;
-    return (uint64_t)count * (uint64_t)size;
+    MPI_Count size = type_size(type);
+    return size > 0 ? (uint64_t)count * (uint64_t)size : 0;
 }
 
 static int64_t element(const void *arr, int wide, int i) {

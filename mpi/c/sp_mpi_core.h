@@ -4,11 +4,12 @@
  * libscope_profiler.so next to this plugin). The mirror on the Rust side is src/ffi_mpi.rs.
  * Internal: not part of the public C API (include/scope_profiler.h).
  *
- * One MPI call = one `sp_mpi_event` on the calling thread's stack: begin() takes the start
- * time (and, when calls are kept, opens a region named after the routine); the wrapper then
- * calls the PMPI routine, fills in what the call moved, and end() takes the end time and
- * records everything. Only the outermost MPI call of a thread gets here (the wrappers keep a
- * per-thread depth), so an MPI call made inside another one is never counted twice. */
+ * One MPI call = one `sp_mpi_event` on the calling thread's stack: the wrapper reads the
+ * core's clock as the gate says (no call into the core at the start), calls the PMPI routine,
+ * fills in what the call moved, and end() takes the end time and records everything (with
+ * SCOPE_PROFILER_MPI=calls also a region named after the routine, recorded as it ends). Only
+ * the outermost MPI call of a thread gets here (the wrappers keep a per-thread depth), so an
+ * MPI call made inside another one is never counted twice. */
 #ifndef SP_MPI_CORE_H
 #define SP_MPI_CORE_H
 #include <stdint.h>
@@ -40,7 +41,7 @@ enum { SP_COMM_NONE = 0, SP_COMM_WORLD = 1, SP_COMM_SELF = 2, SP_COMM_INTRA = 3,
 typedef struct sp_mpi_event {
     uint32_t routine;   /* index into the routine names given to routines() */
     uint32_t flags;     /* SP_EV_* */
-    int64_t start;      /* set by begin() */
+    int64_t start;      /* the core's clock (as the gate says) at the start */
     uint64_t comm;      /* the communicator's (or window's) handle value; 0 = none */
     int32_t comm_size;  /* its size (remote size for an inter-communicator); 0 = unknown */
     int32_t comm_kind;  /* SP_COMM_* */
@@ -52,17 +53,16 @@ typedef struct sp_mpi_event {
     uint64_t request;   /* the request this call created (handle value), 0 = none */
     const uint64_t *reqs; /* see SP_EV_COMPLETES / STARTS / FREES; zeros are skipped */
     uint32_t nreqs;
-    uint32_t region;    /* set by begin(): the region opened for the call + 1, or 0 */
+    uint32_t reserved;
 } sp_mpi_event;
 
 typedef struct sp_mpi_core_api {
     uint32_t struct_size;
     uint32_t version;
     /* The routines the wrappers know, index = routine id, names as the MPI standard spells
-     * them ("MPI_Allreduce"). Called once before any begin(); 0 = accepted. */
+     * them ("MPI_Allreduce"). Called once before any call is recorded; 0 = accepted. */
     int (*routines)(const char *const *names, uint32_t n, const char *family);
-    /* 1: the call is being recorded, end() must follow on this thread; 0: not recorded. */
-    int (*begin)(sp_mpi_event *e);
+    /* A call ended (it started with the gate open): record it. */
     void (*end)(sp_mpi_event *e);
     /* After PMPI_Init/PMPI_Init_thread succeeded: set the profiler up if the program did
      * not (the environment decides, as for sp_setup(NULL)). init_ns: how long MPI_Init took;
@@ -74,6 +74,12 @@ typedef struct sp_mpi_core_api {
     void (*before_abort)(int errorcode);
     /* MPI_Pcontrol(level): 0 stops recording MPI calls, any other level resumes it. */
     void (*pcontrol)(int level);
+    /* What a wrapper does at the start of a call (read atomically, it changes at setup,
+     * finalize and MPI_Pcontrol): 0 nothing (not recording), 1 read CLOCK_MONOTONIC into
+     * start, 2 read the TSC into start (the core's clock: it reads the end the same way). */
+    const uint8_t *gate;
 } sp_mpi_core_api;
+
+enum { SP_GATE_CLOSED = 0, SP_GATE_MONOTONIC = 1, SP_GATE_TSC = 2 };
 
 #endif

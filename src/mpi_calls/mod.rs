@@ -23,6 +23,23 @@ const CALLS: u8 = 2;
 
 /// What is kept while the profiler runs (OFF before setup and after finalize).
 static MODE: AtomicU8 = AtomicU8::new(OFF);
+/// What the wrappers do at the start of a call, read by them directly (`GATE_PTR`): 0 nothing
+/// (not recording), 1 read CLOCK_MONOTONIC, 2 read the TSC: the start time of the call, in
+/// the core's clock, is all the core needs from the start (it records the call when it ends).
+static GATE: AtomicU8 = AtomicU8::new(0);
+
+/// The byte the wrappers read at the start of every call (see `GATE`), for the C table.
+pub const GATE_PTR: *const u8 = GATE.as_ptr() as *const u8;
+
+fn update_gate() {
+    let g = match MODE.load(Ordering::Acquire) {
+        _ if PAUSED.load(Ordering::Acquire) => 0,
+        OFF => 0,
+        _ if clock::reads_tsc() => 2,
+        _ => 1,
+    };
+    GATE.store(g, Ordering::Release);
+}
 static SITES: AtomicBool = AtomicBool::new(false);
 /// MPI_Pcontrol(0) pauses the recording of MPI calls; any other level resumes it.
 static PAUSED: AtomicBool = AtomicBool::new(false);
@@ -68,6 +85,7 @@ pub fn on_setup(settings: Settings, register: fn(&[u8]) -> Result<u32>) {
         Mode::Calls => CALLS,
     };
     MODE.store(mode, Ordering::Release);
+    update_gate();
 }
 
 /// How long MPI_Init took (the implicit setup runs right after it).
@@ -82,28 +100,12 @@ pub fn note_thread_level(level: i32) {
 
 /// MPI_Pcontrol(level).
 pub fn pcontrol(level: i32) {
-    PAUSED.store(level == 0, Ordering::Relaxed);
-}
-
-/// What is recorded now: None when nothing (off, paused, not running).
-#[inline(always)]
-pub fn recording() -> Option<Mode> {
-    match MODE.load(Ordering::Acquire) {
-        OFF => None,
-        _ if PAUSED.load(Ordering::Relaxed) => None,
-        SUMMARY => Some(Mode::Summary),
-        _ => Some(Mode::Calls),
-    }
-}
-
-/// The start time of a call that is timed but not kept as a region.
-#[inline(always)]
-pub fn start_time() -> i64 {
-    clock::now()
+    PAUSED.store(level == 0, Ordering::Release);
+    update_gate();
 }
 
 /// The region of routine `r`, registered on first use. None for an unknown routine or a
-/// region that cannot be registered (the call is then timed only).
+/// region that cannot be registered (the call is then counted only).
 fn region_of(r: u32) -> Option<u32> {
     let routines = ROUTINES.get()?;
     let slot = routines.regions.get(r as usize)?;
@@ -117,34 +119,30 @@ fn region_of(r: u32) -> Option<u32> {
     }
 }
 
-/// Open the region of routine `r` on the calling thread: (region, start). None: timed only.
-#[inline]
-pub fn open_region(data: &mut ThreadData, r: u32) -> Option<(u32, i64)> {
-    let id = region_of(r)?;
-    if !data.has_room() {
-        return None;
-    }
-    let start = clock::now();
-    data.push_open(id, start);
-    Some((id, start))
-}
-
 /// A finished call, as the wrapper handed it in.
 pub struct Finished<'a> {
     pub event: Event,
-    /// The region opened at its start, if any, and the end time.
-    pub region: Option<u32>,
+    /// When it started and ended (clock ticks).
+    pub start: i64,
     pub end: i64,
     /// The request it created (0: none), and the requests it completed, started or freed.
     pub request: u64,
     pub reqs: &'a [u64],
 }
 
-/// Record a finished call on the calling thread.
+/// Record a finished call on the calling thread: with `SCOPE_PROFILER_MPI=calls` as a region
+/// named after the routine, recorded now that it ended inside the thread's innermost open
+/// region (a poll that found nothing is only its time there); and in the thread's aggregates.
 #[inline]
 pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
-    if let Some(id) = call.region {
-        close_region(data, id, call.event.flags, call.end);
+    if MODE.load(Ordering::Relaxed) == CALLS {
+        if call.event.flags & flags::EMPTY != 0 {
+            data.add_child_time(call.event.duration);
+        } else if let Some(id) = region_of(call.event.routine) {
+            data.record_closed(id, call.start, call.end);
+        } else {
+            data.add_child_time(call.event.duration);
+        }
     }
     let sites = SITES.load(Ordering::Relaxed);
     let t: &mut ThreadMpi = data.mpi.get_or_insert_with(Box::default);
@@ -152,16 +150,6 @@ pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
         t.record(&call.event, sites);
     } else {
         finish_with_requests(t, call, sites);
-    }
-}
-
-#[inline]
-fn close_region(data: &mut ThreadData, id: u32, flags: u32, end: i64) {
-    if flags & crate::mpi_stats::flags::EMPTY != 0 {
-        data.discard(id, end);
-    } else if !data.close(id, end) {
-        // Only if the program stopped an enclosing region inside the MPI call (a callback).
-        let _ = data.close_out_of_order(id, end);
     }
 }
 
@@ -215,6 +203,7 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
 /// Recording stops (finalize begins): later calls are not recorded.
 pub fn stop() {
     MODE.store(OFF, Ordering::Release);
+    update_gate();
 }
 
 /// The rank's MPI profile from the threads' aggregates (`threads`: each thread's id in the
