@@ -1,8 +1,8 @@
 //! MPI calls recorded with no annotation: programs that never call sp_* (C, C++, Fortran
 //! `use mpi` and `use mpi_f08`) run under mpirun with 4 ranks, with OpenMPI and with MPICH,
 //! with the MPI plugin linked (`-lscope_profiler_mpi`) and preloaded (LD_PRELOAD, nothing
-//! relinked). Each program prints what every rank did (calls, bytes, empty polls, completed
-//! requests, bytes per peer); the file's `rank<N>/mpi/` must say exactly that, and with
+//! relinked). Each program writes what every rank did (calls, bytes, empty polls, completed
+//! requests, bytes per peer) to `expect.<rank>`; the file's `rank<N>/mpi/` must say exactly that, and with
 //! `SCOPE_PROFILER_MPI=calls` every call is also a region (read back with the hdf5 crate and
 //! with the PyPI reader). Also: MPI_THREAD_MULTIPLE with two threads, the program's own
 //! regions with perf events, MPI_Abort, and the program's own sp_setup after MPI_Init.
@@ -88,6 +88,17 @@ fn build(family: Family, link: Link, lang: Lang, source: &str, name: &str, dir: 
     exe
 }
 
+/// What the ranks of the last run said they did (their `expect.<rank>` files in `dir`).
+fn said(dir: &Path) -> String {
+    let mut all = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("expect.") {
+            all.push_str(&std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+    all
+}
+
 /// Run `exe` on `np` ranks with the family's launcher, `env` for the ranks.
 fn launch(family: Family, link: Link, np: usize, exe: &Path, args: &[&str], env: &[(&str, &str)], dir: &Path) -> Output {
     let mut cmd = match family {
@@ -119,13 +130,19 @@ fn launch(family: Family, link: Link, np: usize, exe: &Path, args: &[&str], env:
     for (k, v) in env {
         cmd.env(k, v);
     }
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("expect.") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
     run(&mut cmd)
 }
 
-fn ok(out: &Output, what: &str) -> String {
+/// The run succeeded; what its ranks said they did.
+fn ok(out: &Output, what: &str, dir: &Path) -> String {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{what} failed ({:?})\nstdout:\n{stdout}\nstderr:\n{}", out.status, text(&out.stderr));
-    stdout
+    said(dir)
 }
 
 /// Per (rank, routine): the program's last EXPECT line (calls, sent, received, empty polls).
@@ -187,7 +204,7 @@ fn check_file(file: &Path, stdout: &str, np: usize, mode: &str, family: Family) 
     let h5 = hdf5::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     assert_eq!(int_attr(&h5.group("metadata").unwrap(), "mpi_size"), np as i64);
     let want = expected(stdout);
-    assert!(!want.is_empty(), "the program printed no EXPECT lines:\n{stdout}");
+    assert!(!want.is_empty(), "the program said nothing (no EXPECT lines in expect.<rank>):\n{stdout}");
     for rank in 0..np {
         let g = h5.group(&format!("rank{rank}/mpi")).unwrap_or_else(|e| panic!("rank{rank}/mpi: {e}"));
         assert_eq!(str_attr(&g, "mode"), mode, "rank {rank}");
@@ -249,7 +266,7 @@ fn c_program(family: Family) {
             env.push(("SCOPE_PROFILER_MPI", "calls"));
         }
         let out = launch(family, link, 4, &exe, &["all"], &env, &dir);
-        let stdout = ok(&out, &format!("{link:?} {family:?}"));
+        let stdout = ok(&out, &format!("{link:?} {family:?}"), &dir);
         check_file(&file, &stdout, 4, mode, family);
         if link == Link::Preloaded {
             sptool_report(&file, &stdout);
@@ -330,7 +347,7 @@ fn other_languages(family: Family) {
             let exe = build(family, link, lang, source, name, &dir, &[]);
             let file = dir.join(format!("{name}_{link:?}.h5"));
             let out = launch(family, link, 4, &exe, &[], &[("SCOPE_PROFILER_FILE", file.to_str().unwrap()), ("SCOPE_PROFILER_VERBOSE", "0")], &dir);
-            let stdout = ok(&out, &format!("{name} {link:?} {family:?}"));
+            let stdout = ok(&out, &format!("{name} {link:?} {family:?}"), &dir);
             assert!(!stdout.contains("FAIL"), "{name}: {stdout}");
             check_file(&file, &stdout, 4, "summary", family);
         }
@@ -356,9 +373,10 @@ fn thread_multiple_records_each_thread() {
         let file = dir.join("threads.h5");
         let env = [("SCOPE_PROFILER_FILE", file.to_str().unwrap()), ("SCOPE_PROFILER_MPI", "calls")];
         let out = launch(family, link, 4, &exe, &["threads"], &env, &dir);
-        let stdout = ok(&out, &format!("threads {family:?}"));
+        let stdout = ok(&out, &format!("threads {family:?}"), &dir);
         // Rank 0's summary says how much of the time went to MPI.
-        assert!(stdout.contains("MPI call(s) on 4 rank(s); `sptool mpi <file>` reports them"), "{stdout}");
+        let summary = text(&out.stdout);
+        assert!(summary.contains("MPI call(s) on 4 rank(s); `sptool mpi <file>` reports them"), "{summary}");
         check_file(&file, &stdout, 4, "calls", family);
         let h5 = hdf5::File::open(&file).unwrap();
         for rank in 0..4 {
@@ -397,7 +415,7 @@ fn together_with_user_regions_perf_events_and_call_sites() {
         ("SCOPE_PROFILER_PERF_EVENTS", "task-clock"),
     ];
     let out = launch(family, Link::Linked, 4, &exe, &["all"], &env, &dir);
-    let stdout = ok(&out, "regions");
+    let stdout = ok(&out, "regions", &dir);
     check_file(&file, &stdout, 4, "calls,sites", family);
     let h5 = hdf5::File::open(&file).unwrap();
     for rank in 0..4 {
@@ -436,7 +454,7 @@ fn abort_writes_the_aborting_ranks_file() {
     assert!(rank_file.exists(), "no {}\nstderr:\n{stderr}", rank_file.display());
     let h5 = hdf5::File::open(&rank_file).unwrap();
     let got = routines(&h5, 1);
-    let want = expected(&text(&out.stdout));
+    let want = expected(&said(&dir));
     for routine in ["MPI_Send", "MPI_Allreduce", "MPI_Alltoall"] {
         assert_eq!(got[routine][..3], want[&(1, routine.to_string())][..3], "{routine}");
     }

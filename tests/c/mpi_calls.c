@@ -1,12 +1,13 @@
 /* An MPI program that never calls sp_*: its MPI calls are recorded by the MPI plugin alone
  * (linked with -lscope_profiler_mpi, or preloaded). It prints, per rank, what it did:
  *   EXPECT <rank> <routine> <calls> <bytes sent> <bytes received> <empty polls>
- * (calls of the routine summed over threads and communicators; -1: not checked) and
+ * (calls of the routine summed over threads and communicators; -1: not checked),
  *   COMPLETE <rank> <completing routine> <origin routine> <requests> <bytes>
  * Modes (argv[1]): "all" (point-to-point, collectives, nonblocking, polls, MPI_Pcontrol),
  * "threads" (MPI_THREAD_MULTIPLE, two threads calling MPI at once), "abort" (rank 1 calls
- * MPI_Abort halfway), "regions" (the same calls inside the program's own regions: linked
- * with libscope_profiler too, see mpi_calls_regions.c). */
+ * MPI_Abort halfway); built with -DWITH_REGIONS the same calls run inside the program's own
+ * regions (linked with libscope_profiler too). Each rank writes its lines to its own file,
+ * expect.<rank> in the working directory (the launcher may interleave the ranks' stdout). */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,17 +25,18 @@
 #endif
 
 static int rank, size;
+static FILE *out;
 /* Bytes this rank sent to and received from each world rank (point-to-point). */
 static long peer_sent[64], peer_recv[64];
 #define SENT(to, n) (peer_sent[(to)] += (n))
 #define RECV(from, n) (peer_recv[(from)] += (n))
 
 static void expect(const char *routine, long calls, long sent, long recv, long polls) {
-    printf("EXPECT\t%d\t%s\t%ld\t%ld\t%ld\t%ld\n", rank, routine, calls, sent, recv, polls);
+    fprintf(out, "EXPECT\t%d\t%s\t%ld\t%ld\t%ld\t%ld\n", rank, routine, calls, sent, recv, polls);
 }
 
 static void complete(const char *routine, const char *origin, long n, long bytes) {
-    printf("COMPLETE\t%d\t%s\t%s\t%ld\t%ld\n", rank, routine, origin, n, bytes);
+    fprintf(out, "COMPLETE\t%d\t%s\t%s\t%ld\t%ld\n", rank, routine, origin, n, bytes);
 }
 
 /* Point-to-point in a ring: 3 blocking messages of 100 ints each way, MPI_Sendrecv of 7
@@ -230,6 +232,12 @@ int main(int argc, char **argv) {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char name[64];
+    snprintf(name, sizeof name, "expect.%d", rank);
+    if (!(out = fopen(name, "w"))) {
+        perror(name);
+        MPI_Abort(MPI_COMM_WORLD, 4);
+    }
     if (!strcmp(mode, "threads")) {
         /* Two threads, each on its own duplicate of MPI_COMM_WORLD, 50 and 30 allreduces; the
          * second also completes a receive the main thread started (from this rank itself). */
@@ -262,7 +270,7 @@ int main(int argc, char **argv) {
         if (!strcmp(mode, "abort")) {
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 1) {
-                fflush(stdout);
+                fflush(out);
                 MPI_Abort(MPI_COMM_WORLD, 7);
             }
             sleep(30); /* killed by the abort */
@@ -272,8 +280,8 @@ int main(int argc, char **argv) {
     expect("MPI_Comm_rank", 1, 0, 0, 0);
     expect("MPI_Comm_size", !strcmp(mode, "threads") ? 1 : 2, 0, 0, 0);
     for (int p = 0; p < size && p < 64; p++)
-        if (peer_sent[p] || peer_recv[p]) printf("PEER\t%d\t%d\t%ld\t%ld\n", rank, p, peer_sent[p], peer_recv[p]);
-    fflush(stdout);
+        if (peer_sent[p] || peer_recv[p]) fprintf(out, "PEER\t%d\t%d\t%ld\t%ld\n", rank, p, peer_sent[p], peer_recv[p]);
+    fclose(out);
     MPI_Finalize();
     return 0;
 }

@@ -1,5 +1,5 @@
 // A C++ MPI program that never calls sp_*: containers, RAII and the MPI C API, recorded by
-// the MPI plugin alone. Prints what each rank did, like mpi_calls.c:
+// the MPI plugin alone. Writes what each rank did to expect.<rank>, like mpi_calls.c:
 //   EXPECT <rank> <routine> <calls> <bytes sent> <bytes received> <empty polls>
 // The MPI-2 C++ bindings (removed from the standard) are not used.
 #define OMPI_SKIP_MPICXX 1
@@ -7,13 +7,15 @@
 #include <mpi.h>
 #include <cstdio>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace {
 int rank = 0, size = 1;
+std::FILE *out = nullptr;
 
 void expect(const char *routine, long calls, long sent, long recv) {
-    std::printf("EXPECT\t%d\t%s\t%ld\t%ld\t%ld\t0\n", rank, routine, calls, sent, recv);
+    std::fprintf(out, "EXPECT\t%d\t%s\t%ld\t%ld\t%ld\t0\n", rank, routine, calls, sent, recv);
 }
 
 // A communicator that frees itself.
@@ -30,6 +32,9 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const std::string name = "expect." + std::to_string(rank);
+    out = std::fopen(name.c_str(), "w");
+    if (!out) MPI_Abort(MPI_COMM_WORLD, 4);
     {
         Comm comm(MPI_COMM_WORLD);
         std::vector<double> v(16, rank), sum(16);
@@ -48,11 +53,11 @@ int main(int argc, char **argv) {
         MPI_Wait(&r, MPI_STATUS_IGNORE);
         expect("MPI_Ibarrier", 1, 0, 0);
         expect("MPI_Wait", 1, 0, 0);
-        std::printf("COMPLETE\t%d\tMPI_Wait\tMPI_Ibarrier\t1\t0\n", rank);
+        std::fprintf(out, "COMPLETE\t%d\tMPI_Wait\tMPI_Ibarrier\t1\t0\n", rank);
     }
     expect("MPI_Comm_dup", 1, 0, 0);
     expect("MPI_Comm_free", 1, 0, 0);
-    std::fflush(stdout);
+    std::fclose(out);
     MPI_Finalize();
     return 0;
 }

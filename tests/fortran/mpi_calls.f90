@@ -1,5 +1,5 @@
 ! A Fortran MPI program (use mpi) that never calls sp_*: its MPI calls are recorded by the MPI
-! plugin alone. Prints what each rank did, like tests/c/mpi_calls.c:
+! plugin alone. Writes what each rank did to expect.<rank>, like tests/c/mpi_calls.c:
 !   EXPECT <rank> <routine> <calls> <bytes sent> <bytes received> <empty polls>
 !   COMPLETE <rank> <completing routine> <origin routine> <requests> <bytes>
 program mpi_calls_f
@@ -12,10 +12,14 @@ program mpi_calls_f
   character(len=MPI_MAX_OBJECT_NAME) :: cname
   character(len=MPI_MAX_PROCESSOR_NAME) :: pname
   logical :: flag
+  character(len=32) :: fname
+  integer :: out
 
   call MPI_Init_thread(MPI_THREAD_FUNNELED, provided, ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, size, ierr)
+  write (fname, '(A,I0)') 'expect.', rank
+  open (newunit=out, file=trim(fname), status='replace', action='write')
   right = mod(rank + 1, size)
   left = mod(rank + size - 1, size)
   buf = 0
@@ -70,7 +74,7 @@ program mpi_calls_f
   call MPI_Comm_get_name(MPI_COMM_WORLD, cname, namelen, ierr)
   call MPI_Get_processor_name(pname, namelen, ierr)
   if (trim(cname) /= 'the world' .or. namelen <= 0) then
-    print '(A,A,A)', 'FAIL name "', trim(cname), '"'
+    write (out, '(A,A,A)') 'FAIL name "', trim(cname), '"'
   end if
   call MPI_Initialized(flag, ierr)
   call expect('MPI_Comm_set_name', 1_8, 0_8, 0_8)
@@ -79,6 +83,7 @@ program mpi_calls_f
   call expect('MPI_Initialized', 1_8, 0_8, 0_8)
   call expect('MPI_Comm_rank', 1_8, 0_8, 0_8)
   call expect('MPI_Comm_size', 1_8, 0_8, 0_8)
+  close (out)
   call MPI_Finalize(ierr)
 
 contains
@@ -86,14 +91,14 @@ contains
   subroutine expect(routine, calls, sent, recv)
     character(len=*), intent(in) :: routine
     integer(kind=8), intent(in) :: calls, sent, recv
-    write (*, '(A,I0,A,A,A,I0,A,I0,A,I0,A)') 'EXPECT'//achar(9), rank, achar(9), routine, achar(9), calls, &
+    write (out, '(A,I0,A,A,A,I0,A,I0,A,I0,A)') 'EXPECT'//achar(9), rank, achar(9), routine, achar(9), calls, &
       achar(9), sent, achar(9), recv, achar(9)//'0'
   end subroutine
 
   subroutine complete(routine, origin, n, bytes)
     character(len=*), intent(in) :: routine, origin
     integer(kind=8), intent(in) :: n, bytes
-    write (*, '(A,I0,A,A,A,A,A,I0,A,I0)') 'COMPLETE'//achar(9), rank, achar(9), routine, achar(9), origin, &
+    write (out, '(A,I0,A,A,A,A,A,I0,A,I0)') 'COMPLETE'//achar(9), rank, achar(9), routine, achar(9), origin, &
       achar(9), n, achar(9), bytes
   end subroutine
 end program
