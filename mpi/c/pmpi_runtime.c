@@ -315,8 +315,7 @@ void sp_win(sp_mpi_event *e, MPI_Win win) {
 }
 
 /* The slot of the event's communicator or window (the cache holds it: sp_comm came first). */
-static slot_t *event_slot(const sp_mpi_event *e, MPI_Comm *comm) {
-    *comm = MPI_COMM_NULL;
+static slot_t *event_slot(const sp_mpi_event *e) {
     if (!self) return NULL;
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     slot_t *s = &self->slot[(e->comm ^ (e->comm >> 7) ^ (e->comm >> 17)) % SLOTS];
@@ -330,8 +329,7 @@ static int world_rank(sp_mpi_event *e, MPI_Comm comm, int r) {
     if (r == MPI_ANY_SOURCE || r < 0) return SP_PEER_UNKNOWN;
     if (e->comm_kind == SP_COMM_WORLD) return r;
     if (e->comm_kind == SP_COMM_NONE) return SP_PEER_UNKNOWN;
-    MPI_Comm unused;
-    slot_t *s = event_slot(e, &unused);
+    slot_t *s = event_slot(e);
     if (!s || r >= s->size) return SP_PEER_UNKNOWN;
     if (s->world) return s->world[r];
     MPI_Group wg = get_world_group();
@@ -470,8 +468,7 @@ static int is_root(sp_mpi_event *e, int root) {
         PMPI_Comm_rank(MPI_COMM_WORLD, &r);
         return r == root;
     }
-    MPI_Comm unused;
-    slot_t *s = event_slot(e, &unused);
+    slot_t *s = event_slot(e);
     return s && s->rank == root;
 }
 
@@ -487,8 +484,7 @@ static int own_rank(sp_mpi_event *e) {
         PMPI_Comm_rank(MPI_COMM_WORLD, &r);
         return r;
     }
-    MPI_Comm unused;
-    slot_t *s = event_slot(e, &unused);
+    slot_t *s = event_slot(e);
     return s ? s->rank : -1;
 }
 

@@ -131,7 +131,7 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankMpi> {
         let (polls, poll_time) = (c.counts("polls_empty")?, c.counts("poll_time_ns")?);
         let n = names.len();
         let (hist, shape) = h5util::read_f64_shaped(&r, "size_histogram")?;
-        if shape != [n, BUCKETS] || hist.iter().any(|&v| !(v >= 0.0)) {
+        if shape != [n, BUCKETS] || hist.iter().any(|v| v.is_nan() || *v < 0.0) {
             return Err(Error::new(format!("rank{rank}/mpi/routines/size_histogram is not a {n} x {BUCKETS} table of counts ({shape:?})")));
         }
         for i in 0..n {
@@ -410,7 +410,9 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
         if selected.iter().all(|m| m.sites.is_none()) {
             out.push_str("Call sites: this run did not keep them (run with SCOPE_PROFILER_MPI=summary,sites or calls,sites)\n");
         } else {
-            let mut sites: BTreeMap<(String, String, String, i64), (i64, i64, i64)> = BTreeMap::new();
+            // (routine, place, function, line) -> (calls, time, bytes)
+            type Key = (String, String, String, i64);
+            let mut sites: BTreeMap<Key, (i64, i64, i64)> = BTreeMap::new();
             for m in &selected {
                 for x in m.sites.iter().flatten() {
                     let place = if x.file.is_empty() { format!("{}+{:#x}", x.module, x.offset) } else { x.file.clone() };

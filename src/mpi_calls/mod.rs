@@ -56,8 +56,10 @@ struct Routines {
 }
 
 static ROUTINES: OnceLock<Routines> = OnceLock::new();
-/// How a routine's region is registered (the profiler's registry; given at setup).
-static REGISTER: OnceLock<fn(&[u8]) -> Result<u32>> = OnceLock::new();
+/// Registers a region name and gives its id (the profiler's registry).
+pub type Register = fn(&[u8]) -> Result<u32>;
+/// How a routine's region is registered (given at setup).
+static REGISTER: OnceLock<Register> = OnceLock::new();
 const NO_REGION: u32 = u32::MAX;
 
 /// The wrappers' routine table (once per process). Err: another table came first.
@@ -73,7 +75,7 @@ pub fn set_routines(names: Vec<String>, family: &str) -> std::result::Result<(),
 }
 
 /// The run starts: what to keep, and how regions are registered. Called by the profiler's setup.
-pub fn on_setup(settings: Settings, register: fn(&[u8]) -> Result<u32>) {
+pub fn on_setup(settings: Settings, register: Register) {
     let _ = REGISTER.set(register);
     *SETTINGS.lock().unwrap_or_else(|e| e.into_inner()) = Some(settings);
     RUN_START_NS.store(clock::monotonic_ns(), Ordering::Relaxed);
