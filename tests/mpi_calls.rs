@@ -520,3 +520,41 @@ fn likwid_perfctr_per_rank_with_the_programs_own_setup_after_mpi_init() {
         assert!(!regions.contains_key("MPI_Allreduce"), "summary mode by default");
     }
 }
+
+/// The schema-3 layouts carry `rank<N>/mpi/` too, and with `calls` the MPI calls are rows of
+/// their tables, as the PyPI reader sees them; `scope_profiler_merge` keeps the group.
+#[test]
+fn columnar_and_aggregate_layouts_and_the_merge_keep_the_mpi_calls() {
+    let family = Family::OpenMpi;
+    let dir = scratch("mpi_calls_layouts");
+    let exe = build(family, Link::Preloaded, Lang::C, "tests/c/mpi_calls.c", "mpi_calls", &dir, &[]);
+    for layout in ["columnar", "aggregate"] {
+        let file = dir.join(format!("{layout}.h5"));
+        let env = [("SCOPE_PROFILER_FILE", file.to_str().unwrap()), ("SCOPE_PROFILER_VERBOSE", "0"), ("SCOPE_PROFILER_MPI", "calls"), ("SCOPE_PROFILER_LAYOUT", layout)];
+        let out = launch(family, Link::Preloaded, 4, &exe, &["all"], &env, &dir);
+        let said = ok(&out, layout, &dir);
+        let want = expected(&said);
+        let h5 = hdf5::File::open(&file).unwrap();
+        let py = python_view(&file);
+        assert_eq!(py["storage_layout"], layout);
+        for rank in 0..4 {
+            let got = routines(&h5, rank);
+            for ((r, routine), w) in want.iter().filter(|((r, _), _)| *r == rank) {
+                assert_eq!(got[routine][..3], w[..3], "{layout}: rank {r} {routine}");
+                // Every kept call (empty polls are not) is a call of the region in the tables.
+                assert_eq!(py["regions"][routine.as_str()][rank.to_string()]["calls"].as_i64(), Some(w[0]), "{layout}: read_h5, rank {r} {routine}");
+            }
+        }
+    }
+    // The aborting rank's own file, merged into a profile, keeps its MPI calls.
+    let exe = build(family, Link::Linked, Lang::C, "tests/c/mpi_calls.c", "mpi_calls", &dir, &[]);
+    let file = dir.join("abort.h5");
+    let out = launch(family, Link::Linked, 4, &exe, &["abort"], &[("SCOPE_PROFILER_FILE", file.to_str().unwrap()), ("SCOPE_PROFILER_VERBOSE", "0")], &dir);
+    assert!(!out.status.success());
+    let merged = dir.join("merged.h5");
+    let m = run(Command::new(lib_dir().join("scope_profiler_merge")).arg("-o").arg(&merged).arg(dir.join("abort.rank1.h5")));
+    assert!(m.status.success(), "{}", text(&m.stderr));
+    let before = routines(&hdf5::File::open(dir.join("abort.rank1.h5")).unwrap(), 1);
+    assert_eq!(routines(&hdf5::File::open(&merged).unwrap(), 1), before);
+    assert!(before["MPI_Allreduce"][0] > 0);
+}
