@@ -40,8 +40,28 @@ static void *open_core_next_to_plugin(void) {
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
+/* Set when this plugin shares the process with the other MPI family's library (a plugin of the
+ * wrong family preloaded): nothing is recorded then. */
+static int wrong_family;
+
+__attribute__((constructor)) static void check_family(void) {
+#if defined(OPEN_MPI)
+    const char *other = "MPIR_Err_return_comm", *theirs = "MPICH", *want = "mpich";
+#else
+    const char *other = "ompi_mpi_comm_world", *theirs = "Open MPI", *want = "openmpi";
+#endif
+    if (dlsym(RTLD_DEFAULT, other)) {
+        wrong_family = 1;
+        fprintf(stderr,
+                "[scope_profiler] the MPI plugin for another MPI family is loaded into a program that uses %s: "
+                "its MPI calls may reach the wrong MPI library; use libscope_profiler_mpi_%s.so. MPI calls are not recorded.\n",
+                theirs, want);
+    }
+}
+
 const sp_mpi_core_api *sp_core_slow(void) {
     const sp_mpi_core_api *c = NULL;
+    if (wrong_family) return NULL;
     pthread_mutex_lock(&core_lock);
     if (core_looked) {
         c = __atomic_load_n(&sp_core_ptr, __ATOMIC_ACQUIRE);
