@@ -9,26 +9,44 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "codegen/mod.rs"]
+mod codegen;
+
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     println!("cargo:rerun-if-changed=c");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=codegen");
     println!("cargo:rerun-if-env-changed=MPICC");
     // OUT_DIR is target/<profile>/build/<crate>-<hash>/out.
     let profile_dir = out.ancestors().nth(3).expect("OUT_DIR under target/<profile>").to_path_buf();
     let default_cc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into());
-    let mut built: Vec<(String, PathBuf)> = Vec::new();
+    // The compiler of each family (the first found), then every family built at once.
+    let mut families: Vec<(String, &str)> = Vec::new();
     let mut default_family = None;
-    for (i, cc) in [default_cc.as_str(), "mpicc.openmpi", "mpicc.mpich"].iter().enumerate() {
+    for (i, cc) in [default_cc.as_str(), "mpicc.openmpi", "mpicc.mpich"].into_iter().enumerate() {
         let Some(family) = family_of(cc, &out) else { continue };
         if i == 0 {
             default_family = Some(family.clone());
         }
-        if built.iter().any(|(f, _)| *f == family) {
-            continue;
+        if !families.iter().any(|(f, _)| *f == family) {
+            families.push((family, cc));
         }
-        match build(cc, &family, &manifest, &out) {
+    }
+    let results: Vec<(String, &str, Result<PathBuf, String>)> = std::thread::scope(|s| {
+        let jobs: Vec<_> = families
+            .iter()
+            .map(|(family, cc)| {
+                let (manifest, dir) = (&manifest, out.join(family));
+                (family.clone(), *cc, s.spawn(move || build(cc, family, manifest, &dir)))
+            })
+            .collect();
+        jobs.into_iter().map(|(f, cc, j)| (f, cc, j.join().unwrap_or_else(|_| Err("the build thread panicked".into())))).collect()
+    });
+    let mut built: Vec<(String, PathBuf)> = Vec::new();
+    for (family, cc, r) in results {
+        match r {
             Ok(lib) => built.push((family, lib)),
             Err(e) => println!("cargo:warning=the MPI plugin for {family} ({cc}) was not built: {e}"),
         }
@@ -68,21 +86,47 @@ fn family_of(cc: &str, out: &Path) -> Option<String> {
     ["openmpi", "mpich"].iter().find(|f| text.contains(&format!("SP_FAMILY_{f}"))).map(|f| f.to_string())
 }
 
+/// The wrappers of every MPI call (generated from this family's header and libraries), their
+/// run-time support and the backend, compiled and linked by the family's own mpicc.
 fn build(cc: &str, family: &str, manifest: &Path, out: &Path) -> Result<PathBuf, String> {
     let name = format!("libscope_profiler_mpi_{family}.so");
     let lib = out.join(&name);
+    let wrappers = match codegen::generate(cc, out) {
+        Ok(g) => {
+            let mut summary = format!(
+                "{family} ({cc}): {} C routines, {} Fortran functions under {} names\n",
+                g.c_routines, g.fortran_functions, g.fortran_names
+            );
+            for n in &g.notes {
+                summary.push_str(n);
+                summary.push('\n');
+                if n.contains("not wrapped") {
+                    println!("cargo:warning=MPI plugin for {family}: {n}");
+                }
+            }
+            let _ = std::fs::write(out.join("generated.txt"), summary);
+            g.source
+        }
+        Err(e) => {
+            println!("cargo:warning=the MPI-call wrappers for {family} ({cc}) were not generated: {e}; the plugin records no MPI calls");
+            codegen::stub(out)?
+        }
+    };
     let mut sources: Vec<PathBuf> = std::fs::read_dir(manifest.join("c"))
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
         .collect();
     sources.sort();
+    sources.push(wrappers);
     let o = Command::new(cc)
         .args(["-shared", "-fPIC", "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"])
         .arg(format!("-I{}", manifest.join("c").display()))
         .args(&sources)
         .arg(format!("-Wl,-soname,{name}"))
         .arg("-Wl,--no-undefined")
+        .arg("-ldl")
+        .arg("-lpthread")
         .arg("-o")
         .arg(&lib)
         .output()

@@ -127,6 +127,11 @@ pub fn now() -> i64 {
     monotonic_ns()
 }
 
+/// Whether `now()` reads the TSC (else `CLOCK_MONOTONIC`): fixed from `begin_run` on.
+pub fn reads_tsc() -> bool {
+    HOT.use_tsc.load(Ordering::Acquire)
+}
+
 /// `now()` for a stop: also takes an anchor when one is due (a compare of the tick just read
 /// against a read-mostly static; the anchor itself is a cold call every few hundred ms).
 #[inline(always)]

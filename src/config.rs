@@ -45,6 +45,8 @@ pub struct Config {
     /// Comma-separated perf events (empty: none).
     pub perf_events: String,
     pub layout: Layout,
+    /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
+    pub mpi: crate::mpi_stats::Settings,
 }
 
 /// How the file stores the regions (see docs/layouts.md).
@@ -89,6 +91,7 @@ pub mod env {
     pub const CLOCK_ANCHOR_MS: &str = "SCOPE_PROFILER_CLOCK_ANCHOR_MS";
     pub const PERF_EVENTS: &str = "SCOPE_PROFILER_PERF_EVENTS";
     pub const LAYOUT: &str = "SCOPE_PROFILER_LAYOUT";
+    pub const MPI: &str = "SCOPE_PROFILER_MPI";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -167,6 +170,12 @@ impl Config {
                 Layout::default()
             })
         });
+        let mpi = env(env::MPI).map_or(crate::mpi_stats::Settings::default(), |v| {
+            crate::mpi_stats::Settings::parse(&v).unwrap_or_else(|e| {
+                crate::warn::once("env:mpi", &format!("ignoring {}={v:?}: {e}; using the default, summary", env::MPI));
+                crate::mpi_stats::Settings::default()
+            })
+        });
         let file_path = options
             .file_path
             .clone()
@@ -184,6 +193,7 @@ impl Config {
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
             perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
             layout,
+            mpi,
         }
     }
 

@@ -13,6 +13,9 @@ struct Header {
     likwid: LikwidRun,
     #[serde(default)]
     counters: RankCounters,
+    /// The rank's MPI calls (`rank<N>/mpi/`).
+    #[serde(default)]
+    mpi: Option<crate::model::MpiProfile>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -43,6 +46,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
             .collect(),
         likwid: p.likwid.clone(),
         counters: p.counters.clone(),
+        mpi: p.mpi.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
@@ -50,6 +54,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
         .or_else(|_| {
             header.likwid = LikwidRun::default();
             header.counters = Default::default();
+            header.mpi = None;
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -105,7 +110,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
             source: r.source,
         });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi })
 }
 
 #[cfg(test)]
@@ -133,6 +138,10 @@ mod tests {
             counted_flops: vec![],
         });
         p.counters.annotated.push(crate::model::AnnotatedRegion { name: "a/β".into(), flops: Some(2e9), ..Default::default() });
+        let mut mpi = crate::model::MpiProfile { mode: "calls".into(), family: "openmpi".into(), app_time_ns: 100, mpi_time_ns: 40, ..Default::default() };
+        mpi.routines.push(crate::model::mpi::RoutineRow { routine: "MPI_Send".into(), thread: 1, comm: 1, comm_size: 4, comm_kind: 1, stats: Default::default() });
+        mpi.peers.push(crate::model::mpi::PeerRow { world_rank: 3, stats: crate::model::mpi::PeerStats { messages_sent: 2, bytes_sent: 16, ..Default::default() } });
+        p.mpi = Some(mpi);
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions.len(), 2);
@@ -142,6 +151,7 @@ mod tests {
             assert_eq!(a.source, b.source);
         }
         assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
+        assert_eq!(q.mpi, p.mpi, "the MPI calls travel to rank 0");
         assert!(decode(&encode(&p)[..20]).is_err());
         assert!(decode(b"garbage").is_err());
     }

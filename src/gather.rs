@@ -85,6 +85,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
     let mut clock = crate::metadata::ClockSummary::default();
+    let mut mpi = crate::model::mpi::Totals::default();
     let pool = |p: &RankProfile, stats: &mut BTreeMap<String, RegionStats>, hosts: &mut BTreeSet<String>| {
         hosts.insert(p.info.hostname.clone());
         for r in &p.regions {
@@ -112,6 +113,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     own.info.extra.retain(|(k, _)| k != "world_rank");
     mpi_attrs(own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
     pool(own, &mut stats, &mut hosts);
+    mpi.add(own.mpi.as_ref());
     clock.add(0, &own.info);
     crate::metadata::apply_detail(run.config, own);
     write(&file, 0, own, &mut hdf5_error);
@@ -126,6 +128,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
                 p.info.extra.retain(|(k, _)| k != "world_rank");
                 mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
                 pool(&p, &mut stats, &mut hosts);
+                mpi.add(p.mpi.as_ref());
                 clock.add(r as i64, &p.info);
                 crate::metadata::apply_detail(run.config, &mut p);
                 write(&file, r as usize, &p, &mut hdf5_error);
@@ -161,6 +164,6 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     if let Some(msg) = written.fallback_message() {
         warn::always(&msg);
     }
-    report(run.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize);
+    report(run.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize, &mpi);
     Ok(written)
 }

@@ -19,6 +19,8 @@ pub mod counters;
 pub mod encode;
 pub mod ffi;
 /// cbindgen:ignore
+pub mod ffi_mpi;
+/// cbindgen:ignore
 pub mod gather;
 /// cbindgen:ignore
 pub mod likwid;
@@ -29,7 +31,11 @@ pub mod metadata;
 /// cbindgen:ignore
 pub mod model;
 /// cbindgen:ignore
+pub mod mpi_calls;
+/// cbindgen:ignore
 pub mod mpi_comm;
+/// cbindgen:ignore
+pub mod mpi_stats;
 /// cbindgen:ignore
 pub mod output;
 /// cbindgen:ignore

@@ -37,7 +37,9 @@ pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta
     crate::metadata::apply_detail(run.config, &mut profile);
     meta.extend(clock_summary(0, &profile));
     let written = write_one(&run.config.file_path, run.config.layout, 0, &profile, &meta)?;
-    report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1);
+    let mut mpi = crate::model::mpi::Totals::default();
+    mpi.add(profile.mpi.as_ref());
+    report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1, &mpi);
     profile.release();
     Ok(Status::Ok)
 }
@@ -124,14 +126,18 @@ pub fn write_file(target: &Path, mut fill: impl FnMut(&ProfileFile) -> hdf5::Res
     Ok(written)
 }
 
-/// The summary table and where the file is (verbosity >= 1).
-pub fn report(verbosity: u32, written: &Written, stats: Vec<RegionStats>, ranks: usize) {
+/// The summary table, the MPI share when MPI calls were recorded, and where the file is
+/// (verbosity >= 1).
+pub fn report(verbosity: u32, written: &Written, stats: Vec<RegionStats>, ranks: usize, mpi: &crate::model::mpi::Totals) {
     if verbosity == 0 {
         return;
     }
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{}", render(stats, ranks));
+    if let Some(line) = mpi.line() {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "profile written to {}", written.path.display());
     let _ = out.flush();
 }

@@ -42,6 +42,8 @@ static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
 static SETUP_PID: AtomicU32 = AtomicU32::new(0);
 /// Whether threads keep every call (false in the aggregate layout: statistics only).
 static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
+/// Set up without the program calling sp_setup (`setup_implicit`).
+static IMPLICIT: AtomicBool = AtomicBool::new(false);
 
 /// What setup fixed for the run.
 pub struct Session {
@@ -265,6 +267,7 @@ fn register_name_at(bytes: &[u8], location: Option<crate::model::SourceLocation>
 pub fn setup(options: &Options) -> Result<Status> {
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_COUNTERS if IMPLICIT.swap(false, Ordering::AcqRel) => return adopt_explicit_setup(&mut guard, options),
         RUNNING | RUNNING_COUNTERS | DISABLED => return Ok(Status::AlreadySetUp),
         FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
         _ => {}
@@ -298,6 +301,8 @@ pub fn setup(options: &Options) -> Result<Status> {
     }
     // Before the state says running: no thread reads the clock before the choice is made.
     let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
+    // After the clock choice: the MPI wrappers may read the clock themselves.
+    crate::mpi_calls::on_setup(config.mpi, register_name);
     start_flight_recorder(&config, &facts, &info, &clock);
     *guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);
@@ -335,6 +340,128 @@ pub fn register_at(name: &[u8], location: Option<crate::model::SourceLocation>) 
 #[inline(always)]
 pub fn switched_off() -> bool {
     STATE.load(Ordering::Relaxed) == DISABLED
+}
+
+// ---------------------------------------------------------------------------------------
+// Setting up without the program's sp_setup (the MPI wrappers' MPI_Init; later the OpenMP
+// tool interface), and recording calls that other layers time (the program's MPI calls).
+
+/// What set the profiler up without the program calling sp_setup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImplicitOrigin {
+    /// MPI_Init or MPI_Init_thread of a C or C++ program.
+    MpiInitC,
+    /// MPI_INIT or MPI_INIT_THREAD of a Fortran program.
+    MpiInitFortran,
+}
+
+impl ImplicitOrigin {
+    fn language(self) -> &'static str {
+        match self {
+            ImplicitOrigin::MpiInitC => "C",
+            ImplicitOrigin::MpiInitFortran => "Fortran",
+        }
+    }
+}
+
+/// Set up as `sp_setup(NULL)` would (the environment decides), unless the program did already.
+/// The program's own sp_setup later adopts the run (`adopt_explicit_setup`); a second one is
+/// SP_ALREADY_SET_UP as usual.
+pub fn setup_implicit(origin: ImplicitOrigin) -> Result<Status> {
+    if STATE.load(Ordering::Acquire) != UNINIT {
+        return Ok(Status::AlreadySetUp);
+    }
+    let options = Options { language: Some(origin.language().to_string()), ..Options::default() };
+    let status = setup(&options)?;
+    if status == Status::Ok && is_running(STATE.load(Ordering::Acquire)) {
+        IMPLICIT.store(true, Ordering::Release);
+    }
+    Ok(status)
+}
+
+/// An explicit sp_setup after an implicit one: the run keeps going with the program's options
+/// where they can still apply — the file, verbosity, language and metadata detail (used at
+/// finalize), LIKWID and perf events (counter sources start now; the program opened no region
+/// before its sp_setup), the communicator (profiling moves to a duplicate of it, collectively
+/// as in sp_setup) and the layout (unless statistics only were kept so far). The clock cannot
+/// change (the recorded ticks are in it); a request that cannot be met warns once and makes
+/// the call return SP_ALREADY_SET_UP, otherwise it returns SP_OK.
+fn adopt_explicit_setup(guard: &mut MutexGuard<'static, Option<Session>>, options: &Options) -> Result<Status> {
+    let Some(session) = guard.as_mut() else { return Ok(Status::AlreadySetUp) };
+    let mut new = Config::from_process_env(options);
+    if new.file_path.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            new.file_path = cwd.join(&new.file_path);
+        }
+    }
+    let mut refused = Vec::new();
+    let cfg = &mut session.config;
+    cfg.file_path = new.file_path;
+    cfg.verbosity = new.verbosity;
+    cfg.language = new.language;
+    cfg.metadata_detail = new.metadata_detail;
+    if new.use_likwid != cfg.use_likwid || new.perf_events != cfg.perf_events {
+        if COUNTERS.load(Ordering::Acquire).is_null() {
+            let request = counters::CounterRequest { use_likwid: new.use_likwid, perf_events: &new.perf_events };
+            if let Some(c) = Counters::begin(&request) {
+                // Regions created so far (the MPI routines') are introduced to the sources.
+                for (id, name) in REGISTRY.names().iter().enumerate() {
+                    c.region_created(id as u32, name);
+                }
+                COUNTERS.store(Box::into_raw(Box::new(c)), Ordering::Release);
+                STATE.store(RUNNING_COUNTERS, Ordering::Release);
+            }
+            (cfg.use_likwid, cfg.perf_events) = (new.use_likwid, new.perf_events);
+        } else {
+            refused.push("use_likwid/perf_events (counters are running already)");
+        }
+    }
+    if new.layout != cfg.layout {
+        if cfg.layout == crate::config::Layout::Aggregate {
+            refused.push("layout (statistics only were kept so far)");
+        } else {
+            cfg.layout = new.layout;
+            KEEP_CALLS.store(new.layout != crate::config::Layout::Aggregate, Ordering::Relaxed);
+        }
+    }
+    if new.clock != cfg.clock {
+        refused.push("clock");
+    }
+    if new.mpi_comm.is_some() && new.mpi_comm != cfg.mpi_comm {
+        // Collective over the program's communicator, like the sp_setup it stands for.
+        let ctx = crate::mpi_comm::attach(new.mpi_comm)?;
+        session.mpi = ctx;
+        session.config.mpi_comm = new.mpi_comm;
+    }
+    if refused.is_empty() {
+        return Ok(Status::Ok);
+    }
+    warn::once(
+        "implicit-setup",
+        &format!(
+            "sp_setup after MPI_Init had set profiling up already: its other options were taken, but not {} (set it in the environment, SCOPE_PROFILER_*)",
+            refused.join(", ")
+        ),
+    );
+    Ok(Status::AlreadySetUp)
+}
+
+/// Run `f` on the calling thread's recorder while the profiler runs (None otherwise), inside
+/// the thread's quiescence window like a region start or stop.
+#[inline(always)]
+pub fn with_running_thread<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R> {
+    with_thread(|data, _| Ok(Some(f(data)))).ok().flatten()
+}
+
+/// The program is about to abort (MPI_Abort): this process writes what it recorded to its own
+/// file, talking to no other rank.
+pub fn finalize_before_abort() {
+    if is_running(STATE.load(Ordering::Acquire)) {
+        warn::always("MPI_Abort: writing this rank's profile before the job is killed");
+        if let Err(e) = finalize_as(route::Gather::LocalOnly) {
+            warn::always(&format!("writing the profile before MPI_Abort failed: {e}"));
+        }
+    }
 }
 
 #[inline]
@@ -602,6 +729,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     // A termination signal from here on must not start the recovery helper on a run that
     // finalize is writing (or has written and removed); it only chains.
     crate::signals::disarm();
+    crate::mpi_calls::stop();
     STATE.store(FINALIZED, Ordering::SeqCst);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -627,6 +755,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     };
     let names = REGISTRY.names();
     let taken: Vec<(u32, counters::ThreadCounters)> = records.iter_mut().map(|r| (r.index, std::mem::take(&mut r.data.counters))).collect();
+    let mpi_taken: Vec<(u32, i64, Option<Box<crate::mpi_stats::ThreadMpi>>)> = records.iter_mut().map(|r| (r.index, r.os_tid, r.data.mpi.take())).collect();
     // Every recorded tick precedes this: the last anchor, and the conversion of the run.
     let timebase = clock::end_run();
     if crate::spill::run_dir().is_some() {
@@ -659,7 +788,21 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }
     info.thread_os_ids = kept.iter().map(|t| t.1).collect();
-    RankProfile { info, regions, likwid, counters }
+    // A thread that made MPI calls but recorded no region gets the next id.
+    let mut mpi_threads = Vec::new();
+    for (index, os_tid, m) in mpi_taken {
+        let id = match kept.iter().position(|k| k.0 == index) {
+            Some(p) => p as i64,
+            None if m.is_some() => {
+                info.thread_os_ids.push(os_tid);
+                info.thread_os_ids.len() as i64 - 1
+            }
+            None => continue,
+        };
+        mpi_threads.push((id, m));
+    }
+    let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
+    RankProfile { info, regions, likwid, counters, mpi }
 }
 
 /// A program that set up profiling but never finalized still gets its file.

@@ -80,6 +80,8 @@ pub struct ThreadData {
     pub counters: crate::counters::ThreadCounters,
     /// The owning thread's index (written into the headers of its call-log chunks).
     pub thread: u32,
+    /// Aggregates of the thread's MPI calls (none until its first recorded MPI call).
+    pub mpi: Option<Box<crate::mpi_stats::ThreadMpi>>,
 }
 
 impl Default for ThreadData {
@@ -96,6 +98,7 @@ impl Default for ThreadData {
             known_regions: 0,
             counters: Default::default(),
             thread: 0,
+            mpi: None,
         }
     }
 }
@@ -178,6 +181,23 @@ impl ThreadData {
             unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
         } else {
             cell.record_with_histogram(duration, exclusive);
+        }
+    }
+
+    /// Record a call of `id` from `start` to `end` inside the innermost open call, with nothing
+    /// recorded inside it on this thread (a call timed elsewhere and recorded when it ends: the
+    /// program's MPI calls).
+    #[inline]
+    pub fn record_closed(&mut self, id: u32, start: i64, end: i64) {
+        self.record(id, OpenCall { id, start, child: 0 }, end);
+    }
+
+    /// Time spent in something not recorded as a call (an MPI poll that found nothing), counted
+    /// in the innermost open call's child time as a recorded call would be.
+    #[inline]
+    pub fn add_child_time(&mut self, duration: i64) {
+        if let Some(parent) = self.open.last_mut() {
+            parent.child = parent.child.wrapping_add(duration);
         }
     }
 
@@ -353,6 +373,22 @@ mod tests {
         assert_eq!(calls(&mut d, 0), vec![Call { start: 1, end: 9 }]);
         assert!(calls(&mut d, 1).is_empty());
         assert_eq!(d.dropped, vec![0, 1, 1]);
+    }
+
+    #[test]
+    fn calls_recorded_when_they_end_nest_in_the_open_call() {
+        let mut d = ThreadData::default();
+        assert!(d.open(0, 0));
+        d.record_closed(1, 10, 30);
+        d.add_child_time(5);
+        assert!(d.close(0, 100));
+        assert_eq!(calls(&mut d, 1), vec![Call { start: 10, end: 30 }]);
+        assert_eq!(d.stats.get(0).unwrap().exclusive, 75);
+        assert_eq!(d.stats.get(1).unwrap().total, 20);
+        // Outside any call: recorded, no parent to charge.
+        d.record_closed(1, 200, 201);
+        d.add_child_time(7);
+        assert_eq!(d.stats.get(1).unwrap().count, 2);
     }
 
     #[test]

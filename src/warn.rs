@@ -14,7 +14,9 @@ pub fn once(key: &str, message: &str) {
 }
 
 /// Print `message` now (for messages that are by nature one-off, like where the file went).
+/// One write per line, so that lines of several ranks sharing a pipe do not interleave.
 pub fn always(message: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "[scope_profiler] {message}");
+    let line = format!("[scope_profiler] {message}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

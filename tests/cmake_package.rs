@@ -214,6 +214,10 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         "lib/cmake/ScopeProfiler/ScopeProfilerNativeLibs.cmake".to_string(),
         "lib/pkgconfig/scope_profiler.pc".to_string(),
         "lib/pkgconfig/scope_profiler-fortran.pc".to_string(),
+        // The MPI plugins (both families are installed here) and the link to mpicc's.
+        "lib/libscope_profiler_mpi_openmpi.so".to_string(),
+        "lib/libscope_profiler_mpi_mpich.so".to_string(),
+        "lib/libscope_profiler_mpi.so".to_string(),
     ];
     for f in &expected_files {
         assert!(prefix.join(f).is_file(), "{f} not installed");
@@ -256,11 +260,13 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         let content = std::fs::read_to_string(prefix.join(f)).unwrap();
         assert!(!content.contains(root.to_str().unwrap()), "{f} refers to the source tree:\n{content}");
     }
-    // The static link list: HDF5, MPI and the Rust runtime's system libraries.
+    // The static link list: HDF5 and the Rust runtime's system libraries; no MPI (the core
+    // reaches MPI through its plugin at run time).
     let native = std::fs::read_to_string(prefix.join("lib/cmake/ScopeProfiler/ScopeProfilerNativeLibs.cmake")).unwrap();
-    for l in ["-lhdf5", "-lmpi", "-lpthread", "-ldl", "-lgcc_s"] {
+    for l in ["-lhdf5", "-lpthread", "-ldl", "-lgcc_s"] {
         assert!(native.contains(l), "{l} missing from the native libraries:\n{native}");
     }
+    assert!(!native.contains("-lmpi"), "the static library needs no MPI:\n{native}");
 
     // --- the consumer project, knowing only the prefix ------------------------------------------
     let configure_consumer_dir = |source: &Path, dir: &Path, extra: &[&str]| {

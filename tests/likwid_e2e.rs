@@ -169,6 +169,13 @@ fn install(dir: &Path, layout: Layout) -> PathBuf {
     assert!(so.is_file(), "{} missing", so.display());
     let prefix = dir.join("prefix");
     place(&so, &prefix.join("lib/libscope_profiler.so"));
+    // The MPI plugins the library loads for an MPI program (libscope_profiler_mpi_<family>.so).
+    for plugin in std::fs::read_dir(so.parent().unwrap()).unwrap().filter_map(|e| e.ok().map(|e| e.path())) {
+        let name = plugin.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("libscope_profiler_mpi_") && name.ends_with(".so") {
+            place(&plugin, &prefix.join("lib").join(&name));
+        }
+    }
     let at = match layout {
         Layout::NextToLibrary => Some(prefix.join("lib/scope_profiler_likwid_helper")),
         Layout::Libexec => Some(prefix.join("libexec/scope_profiler/scope_profiler_likwid_helper")),

@@ -49,6 +49,23 @@ pub enum Command {
     Recover(RecoverArgs),
     /// Fail (exit status 3) when a region of CANDIDATE is slower per call than in BASE
     Check(CheckArgs),
+    /// Report the program's MPI calls (recorded by the MPI plugin), in the spirit of mpiP
+    Mpi(MpiArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MpiArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Show at most this many rows per table
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Also show the call sites (file:line), when the run kept them
+    #[arg(long)]
+    pub sites: bool,
+    /// Only these ranks, e.g. 0,2-3
+    #[arg(long, value_name = "LIST")]
+    pub ranks: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -233,6 +250,7 @@ impl Cli {
             Command::Plot(PlotCommand::Regions(a)) => (vec![a.file.clone()], true),
             Command::Diff(a) => (vec![a.a.clone(), a.b.clone()], true),
             Command::Check(a) => (vec![a.base.clone(), a.candidate.clone()], true),
+            Command::Mpi(a) => (vec![a.file.clone()], true),
             Command::Recover(a) => (a.target.clone().into_iter().collect(), false),
         };
         crate::guard::Plan { inputs, limited }
@@ -293,7 +311,31 @@ fn run(command: Command) -> Result<()> {
             let profile = read_profile(&args.file)?;
             filter.check_ranks(&profile)?;
             let options = inspect::Options { per_rank: args.per_rank, full: args.full };
-            print(&inspect::render(&profile, &filter, &options))
+            let mut text = inspect::render(&profile, &filter, &options);
+            // The MPI calls have their own report; inspect only points to it.
+            if let Some(line) = crate::mpi::read(&args.file).ok().and_then(|m| crate::mpi::inspect_line(&m)) {
+                text.push_str(&line);
+            }
+            print(&text)
+        }
+        Command::Mpi(args) => {
+            if args.top == 0 {
+                return Err(Error::new("--top must be at least 1"));
+            }
+            let filter = Filter::new(&[], &[], args.ranks.as_deref()).map_err(|e| e.or_file(&args.file))?;
+            let ranks = crate::mpi::read(&args.file)?;
+            if ranks.is_empty() {
+                return Err(Error::in_file(
+                    &args.file,
+                    "holds no MPI calls (rank<N>/mpi): run the program with the MPI plugin (docs/mpi.md), and not with SCOPE_PROFILER_MPI=off",
+                ));
+            }
+            let selected: Vec<u32> = ranks.iter().map(|m| m.rank).filter(|&r| filter.rank(r)).collect();
+            if selected.is_empty() {
+                return Err(Error::in_file(&args.file, "no rank with MPI data matches --ranks"));
+            }
+            let options = crate::mpi::Options { top: args.top, sites: args.sites, ranks: Some(selected) };
+            print(&crate::mpi::render(&args.file, &ranks, &options))
         }
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;

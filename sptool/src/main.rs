@@ -21,6 +21,7 @@ mod h5util;
 mod inspect;
 mod likwid;
 mod model;
+mod mpi;
 mod plot;
 mod read;
 mod recover;

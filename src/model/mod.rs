@@ -10,11 +10,13 @@
 
 pub mod counters;
 pub mod likwid;
+pub mod mpi;
 mod slabs;
 pub mod stats;
 
 pub use counters::{AnnotatedRegion, FlopsFormula, PerfRegion, RankCounters};
 pub use likwid::{LikwidRun, RegionResult};
+pub use mpi::MpiProfile;
 pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource};
 pub use stats::{HIST_BUCKETS, Stats, bucket, bucket_floor};
 
@@ -151,6 +153,8 @@ pub struct RankProfile {
     pub regions: Vec<RegionData>,
     pub likwid: LikwidRun,
     pub counters: RankCounters,
+    /// The program's MPI calls, when they were recorded (`rank<N>/mpi/`).
+    pub mpi: Option<MpiProfile>,
 }
 
 impl RankProfile {

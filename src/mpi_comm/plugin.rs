@@ -1,5 +1,5 @@
 //! Finding the MPI plugin at run time: the core links no MPI. When the process has an MPI
-//! (its `MPI_Initialized` is in the global symbol scope), the plugin built for that MPI's ABI
+//! (its `PMPI_Initialized` is in the global symbol scope), the plugin built for that MPI's ABI
 //! family is loaded from next to this library (`libscope_profiler_mpi_<family>.so`), or taken
 //! from the process when it is already there (linked or preloaded for the MPI-call wrappers),
 //! or from `SCOPE_PROFILER_MPI_LIBRARY`. The table mirrors `mpi/c/sp_mpi_plugin.h`.
@@ -49,8 +49,9 @@ pub struct Ops {
 // SAFETY: the table is immutable static data of a library that is never unloaded.
 unsafe impl Sync for Ops {}
 
-/// What the process's MPI is doing, read through its own `MPI_Initialized`/`MPI_Finalized`
-/// (whose C signatures are the same in every MPI), without the plugin.
+/// What the process's MPI is doing, read through its own `PMPI_Initialized`/`PMPI_Finalized`
+/// (whose C signatures are the same in every MPI), without the plugin. The PMPI names: the
+/// MPI_ ones may be the plugin's wrappers, which must not record the profiler's own queries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MpiState {
     /// No MPI library in the process.
@@ -67,7 +68,7 @@ fn global_symbol(name: &str) -> *mut c_void {
 }
 
 pub fn state() -> MpiState {
-    let (init, fin) = (global_symbol("MPI_Initialized"), global_symbol("MPI_Finalized"));
+    let (init, fin) = (global_symbol("PMPI_Initialized"), global_symbol("PMPI_Finalized"));
     if init.is_null() || fin.is_null() {
         return MpiState::Absent;
     }
@@ -88,7 +89,7 @@ pub fn state() -> MpiState {
 /// The ABI family of the process's MPI, from `MPI_Get_library_version` (callable before
 /// MPI_Init): "openmpi", or "mpich" for MPICH and its ABI relatives.
 fn family() -> Option<&'static str> {
-    let f = global_symbol("MPI_Get_library_version");
+    let f = global_symbol("PMPI_Get_library_version");
     if f.is_null() {
         return None;
     }

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod columnar;
 pub mod counters;
 pub mod likwid;
+pub mod mpi;
 pub mod read3;
 pub mod regions;
 
@@ -290,6 +291,9 @@ impl ProfileFile {
         layout.write_rank(&self.file, &g, rank, profile)?;
         likwid::write_group(&g, &profile.likwid)?;
         counters::write(&g, &profile.counters)?;
+        if let Some(m) = &profile.mpi {
+            mpi::write(&g, m)?;
+        }
         Ok(())
     }
 

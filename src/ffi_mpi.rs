@@ -1,0 +1,193 @@
+//! The internal C interface through which the MPI plugin's generated wrappers record the
+//! program's MPI calls (mirror of mpi/c/sp_mpi_core.h): one exported symbol,
+//! `sp__mpi_core_api`, returning a versioned table of functions. Not part of the public API
+//! (not in include/scope_profiler.h). Like `ffi`: arguments checked, panics caught here, and
+//! nothing but the conversion of C values; the work is in `mpi_calls` and `profiler`.
+
+#![allow(non_camel_case_types)]
+
+use crate::mpi_calls::{self, Finished};
+use crate::mpi_stats::Event;
+use crate::{clock, profiler, warn};
+use std::ffi::{c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+const VERSION: u32 = 1;
+/// More routines than any MPI has; longer names than any routine's.
+const MAX_ROUTINES: u32 = 1 << 16;
+const MAX_NAME: usize = 256;
+/// More requests than one call can complete (the wrappers refuse larger arrays too).
+const MAX_REQS: u32 = 1 << 26;
+
+#[repr(C)]
+pub struct sp_mpi_event {
+    pub routine: u32,
+    pub flags: u32,
+    pub start: i64,
+    pub comm: u64,
+    pub comm_size: i32,
+    pub comm_kind: i32,
+    pub dest: i32,
+    pub source: i32,
+    pub sent: u64,
+    pub received: u64,
+    pub site: u64,
+    pub request: u64,
+    pub reqs: *const u64,
+    pub nreqs: u32,
+    pub reserved: u32,
+}
+
+#[repr(C)]
+pub struct sp_mpi_core_api {
+    pub struct_size: u32,
+    pub version: u32,
+    pub routines: unsafe extern "C" fn(names: *const *const c_char, n: u32, family: *const c_char) -> c_int,
+    pub end: unsafe extern "C" fn(e: *mut sp_mpi_event),
+    pub after_init: extern "C" fn(fortran: c_int, init_ns: i64, thread_level: c_int),
+    pub before_finalize: extern "C" fn(),
+    pub before_abort: extern "C" fn(errorcode: c_int),
+    pub pcontrol: extern "C" fn(level: c_int),
+    /// What the wrappers do at the start of a call: 0 nothing, 1 read CLOCK_MONOTONIC, 2 read
+    /// the TSC (read with an atomic load; see `mpi_calls::GATE_PTR`).
+    pub gate: *const u8,
+}
+
+// SAFETY: the table is immutable; `gate` points to an atomic that lives for the process.
+unsafe impl Sync for sp_mpi_core_api {}
+
+static API: sp_mpi_core_api = sp_mpi_core_api {
+    struct_size: std::mem::size_of::<sp_mpi_core_api>() as u32,
+    version: VERSION,
+    routines,
+    end,
+    after_init,
+    before_finalize,
+    before_abort,
+    pcontrol,
+    gate: mpi_calls::GATE_PTR,
+};
+
+/// The table of the MPI plugin's wrappers (internal).
+#[unsafe(no_mangle)]
+pub extern "C" fn sp__mpi_core_api() -> *const sp_mpi_core_api {
+    &API
+}
+
+fn text(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string of the plugin's static data; at most MAX_NAME + 1 bytes read.
+    let len = unsafe { libc::strnlen(p, MAX_NAME + 1) };
+    if len > MAX_NAME {
+        return None;
+    }
+    // SAFETY: len bytes are readable.
+    std::str::from_utf8(unsafe { std::slice::from_raw_parts(p as *const u8, len) }).ok().map(str::to_string)
+}
+
+unsafe extern "C" fn routines(names: *const *const c_char, n: u32, family: *const c_char) -> c_int {
+    catch_unwind(|| {
+        if names.is_null() || n > MAX_ROUTINES {
+            warn::once("mpi-routines", "the MPI plugin gave an invalid routine table: MPI calls are not recorded");
+            return -1;
+        }
+        // SAFETY: the plugin's static array of n string pointers.
+        let table = unsafe { std::slice::from_raw_parts(names, n as usize) };
+        let Some(list) = table.iter().map(|&p| text(p)).collect::<Option<Vec<String>>>() else {
+            warn::once("mpi-routines", "the MPI plugin gave an invalid routine name: MPI calls are not recorded");
+            return -1;
+        };
+        match mpi_calls::set_routines(list, &text(family).unwrap_or_default()) {
+            Ok(()) => 0,
+            Err(e) => {
+                warn::once("mpi-routines", &e);
+                -1
+            }
+        }
+    })
+    .unwrap_or(-1)
+}
+
+unsafe extern "C" fn end(e: *mut sp_mpi_event) {
+    let end = clock::now_stop();
+    if e.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the wrapper's event on its stack.
+        let e = unsafe { &*e };
+        let reqs: &[u64] = if e.reqs.is_null() || e.nreqs == 0 || e.nreqs > MAX_REQS {
+            &[]
+        } else {
+            // SAFETY: the wrapper's array of nreqs handles, alive during this call.
+            unsafe { std::slice::from_raw_parts(e.reqs, e.nreqs as usize) }
+        };
+        let event = Event {
+            routine: e.routine,
+            flags: e.flags,
+            duration: end.wrapping_sub(e.start).max(0),
+            comm: e.comm,
+            comm_size: e.comm_size,
+            comm_kind: e.comm_kind,
+            dest: e.dest,
+            source: e.source,
+            sent: e.sent,
+            received: e.received,
+            site: e.site,
+        };
+        let call = Finished { event, start: e.start, end, request: e.request, reqs };
+        profiler::with_running_thread(|d| mpi_calls::finish(d, &call));
+    }));
+}
+
+extern "C" fn after_init(fortran: c_int, init_ns: i64, thread_level: c_int) {
+    let _ = catch_unwind(|| {
+        mpi_calls::note_thread_level(thread_level);
+        if !mpi_calls::wants_implicit_setup() {
+            return;
+        }
+        let origin = if fortran != 0 { profiler::ImplicitOrigin::MpiInitFortran } else { profiler::ImplicitOrigin::MpiInitC };
+        match profiler::setup_implicit(origin) {
+            Ok(crate::status::Status::Ok) => mpi_calls::note_init_time(init_ns),
+            Ok(_) => {}
+            Err(e) => warn::once("implicit-setup-failed", &format!("setting profiling up at MPI_Init failed: {e}")),
+        }
+    });
+}
+
+extern "C" fn before_finalize() {
+    let _ = catch_unwind(profiler::finalize_inside_mpi_finalize);
+}
+
+extern "C" fn before_abort(_errorcode: c_int) {
+    let _ = catch_unwind(profiler::finalize_before_abort);
+}
+
+extern "C" fn pcontrol(level: c_int) {
+    let _ = catch_unwind(|| mpi_calls::pcontrol(level));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_complete_and_names_are_checked() {
+        // SAFETY: our own static table.
+        let api = unsafe { &*sp__mpi_core_api() };
+        assert_eq!(api.version, VERSION);
+        assert_eq!(api.struct_size as usize, std::mem::size_of::<sp_mpi_core_api>());
+        assert_eq!(text(c"MPI_Send".as_ptr()).as_deref(), Some("MPI_Send"));
+        assert!(text(std::ptr::null()).is_none());
+        let long = std::ffi::CString::new("x".repeat(MAX_NAME + 1)).unwrap();
+        assert!(text(long.as_ptr()).is_none());
+        // Nothing recording: the gate is closed, and an end records nothing.
+        // SAFETY: the gate points to a live atomic byte.
+        assert_eq!(unsafe { *api.gate }, 0);
+        let mut e: sp_mpi_event = unsafe { std::mem::zeroed() };
+        unsafe { (api.end)(&mut e) };
+        unsafe { (api.end)(std::ptr::null_mut()) };
+    }
+}
