@@ -93,9 +93,28 @@ struct Hot {
     use_tsc: AtomicBool,
     /// The tick count at which the next anchor is due (i64::MAX: none).
     next_anchor: AtomicI64,
+    /// The histogram's rate: ns per tick in fixed point (`SHIFT` bits), fixed at setup for the
+    /// whole run (see `histogram_ns`). 1 ns per tick in monotonic mode.
+    hist_mul: AtomicI64,
 }
 
-static HOT: Hot = Hot { use_tsc: AtomicBool::new(false), next_anchor: AtomicI64::new(i64::MAX) };
+static HOT: Hot = Hot { use_tsc: AtomicBool::new(false), next_anchor: AtomicI64::new(i64::MAX), hist_mul: AtomicI64::new(1 << SHIFT) };
+
+/// How long setup measures the TSC rate that durations are bucketed with (`histogram_ns`).
+const HISTOGRAM_CALIBRATION_NS: i64 = 2_000_000;
+
+/// A duration in ticks as the statistics' histogram buckets it: in nanoseconds, at the rate
+/// measured at setup over `HISTOGRAM_CALIBRATION_NS` (a fixed-point multiply, rounded to the
+/// nearest ns like every conversion), so that a call lands in the bucket of its duration in ns,
+/// exactly for that rate, on the hot path. The identity in monotonic mode. The rate is fixed
+/// for the run (not refined at each anchor) so that every call of a run is bucketed by one
+/// conversion; it differs from the run's mean rate by the calibration's uncertainty (its two
+/// anchors' half widths over 2 ms, typically 10-30 ppm), which moves only a call within that
+/// fraction of a bucket edge (recorded as the rank's `clock_histogram_tsc_hz`).
+#[inline(always)]
+pub fn histogram_ns(ticks: i64) -> i64 {
+    Timebase::scale(ticks, HOT.hist_mul.load(Ordering::Relaxed))
+}
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the file's clock; also what MPI clock offsets use).
 #[inline(always)]
@@ -254,6 +273,8 @@ struct RunClock {
     segment_ns: i64,
     /// The clocksource at setup, when the TSC was chosen because it was `tsc`.
     clocksource: Option<String>,
+    /// The histogram's rate (`Hot::hist_mul`).
+    hist_mul: i64,
 }
 
 static RUN: Mutex<Option<RunClock>> = Mutex::new(None);
@@ -298,6 +319,7 @@ pub fn begin_run(mode: ClockMode, anchor_ms: u64) -> ClockChoice {
         }
     };
     HOT.next_anchor.store(i64::MAX, Ordering::Relaxed);
+    HOT.hist_mul.store(1 << SHIFT, Ordering::Relaxed);
     if kind == ClockKind::Monotonic {
         HOT.use_tsc.store(false, Ordering::Release);
         *run_lock() = None;
@@ -308,11 +330,13 @@ pub fn begin_run(mode: ClockMode, anchor_ms: u64) -> ClockChoice {
         problems: Vec::new(),
         segment_ns: (anchor_ms.max(1) as i64).saturating_mul(1_000_000),
         clocksource: current_clocksource().filter(|cs| cs == "tsc"),
+        hist_mul: 1 << SHIFT,
     };
     match take_anchor() {
         Some(a) => run.anchors.push(a),
         None => run.problems.push("the TSC went backwards while the first anchor was taken".into()),
     }
+    calibrate_histogram(&mut run);
     if let Some(a) = run.anchors.first() {
         // No rate known yet: assume 1 tick per ns (a faster TSC only shortens the first segment).
         HOT.next_anchor.store(a.tick.saturating_add(run.segment_ns), Ordering::Relaxed);
@@ -320,6 +344,31 @@ pub fn begin_run(mode: ClockMode, anchor_ms: u64) -> ClockChoice {
     *run_lock() = Some(run);
     HOT.use_tsc.store(true, Ordering::Release);
     ClockChoice { kind, note }
+}
+
+/// The histogram's rate (`histogram_ns`): a second anchor `HISTOGRAM_CALIBRATION_NS` after the
+/// first (sleeping meanwhile; before any thread records), which stays one of the run's anchors.
+fn calibrate_histogram(run: &mut RunClock) {
+    let rate = run.anchors.first().copied().and_then(|first| {
+        let wait = HISTOGRAM_CALIBRATION_NS - (monotonic_ns() - first.ns);
+        if wait > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
+        }
+        let second = take_anchor()?;
+        run.anchors.push(second);
+        let (dt, dn) = (second.tick - first.tick, second.ns - first.ns);
+        (dt > 0 && dn > 0).then(|| dn as f64 / dt as f64).filter(|x| x.is_finite() && *x > 0.0 && *x < MAX_SLOPE)
+    });
+    match rate {
+        Some(x) => run.hist_mul = fixed_slope(x),
+        None => run.problems.push("the TSC rate could not be measured at setup: the histograms count ticks, not ns".into()),
+    }
+    HOT.hist_mul.store(run.hist_mul, Ordering::Relaxed);
+}
+
+/// A slope (ns per tick) in the conversion's fixed point.
+fn fixed_slope(x: f64) -> i64 {
+    (x.clamp(0.0, MAX_SLOPE) * (1u64 << SHIFT) as f64).round() as i64
 }
 
 /// A stop found an anchor due. Whoever gets the lock takes it; the others go on recording.
@@ -396,7 +445,8 @@ pub fn end_run() -> Timebase {
             )),
         }
     }
-    let tb = Timebase::fit(run.anchors, run.problems);
+    let mut tb = Timebase::fit(run.anchors, run.problems);
+    tb.hist_mul = Some(run.hist_mul);
     *last_run() = Some(tb.clone());
     tb
 }
@@ -445,6 +495,9 @@ pub struct Timebase {
     /// one integer multiply per value, exact to far below a ns over any segment.
     muls: Vec<i64>,
     mean_mul: i64,
+    /// The rate the run's histograms were bucketed with (`histogram_ns`), when this timebase is
+    /// a finished run's.
+    hist_mul: Option<i64>,
     /// Ticks outside [lo, hi] are outside the anchored span.
     lo: i64,
     hi: i64,
@@ -464,6 +517,7 @@ impl Clone for Timebase {
             mean_slope: self.mean_slope,
             muls: self.muls.clone(),
             mean_mul: self.mean_mul,
+            hist_mul: self.hist_mul,
             lo: self.lo,
             hi: self.hi,
             error_bound_ns: self.error_bound_ns,
@@ -572,6 +626,8 @@ pub struct ClockReport {
     pub clock: &'static str,
     /// TSC frequency found by the anchors (Hz), TSC runs only.
     pub tsc_hz: Option<i64>,
+    /// The TSC frequency the histograms were bucketed with (Hz; measured at setup), TSC runs only.
+    pub histogram_hz: Option<i64>,
     pub anchors: usize,
     /// Largest conversion error of the run (0 in monotonic mode).
     pub error_bound_ns: i64,
@@ -589,6 +645,7 @@ impl Timebase {
             mean_slope: 1.0,
             muls: Vec::new(),
             mean_mul: 1 << SHIFT,
+            hist_mul: None,
             lo: i64::MIN,
             hi: i64::MAX,
             error_bound_ns: 0,
@@ -678,9 +735,8 @@ impl Timebase {
         if tb.slopes.iter().any(|&x| !(x.is_finite() && x > 0.0 && x < MAX_SLOPE)) {
             tb.problems.push("a segment's rate is out of range (under 1 MHz?)".into());
         }
-        let fixed = |x: f64| (x.clamp(0.0, MAX_SLOPE) * (1u64 << SHIFT) as f64).round() as i64;
-        tb.muls = tb.slopes.iter().map(|&x| fixed(x)).collect();
-        tb.mean_mul = fixed(tb.mean_slope);
+        tb.muls = tb.slopes.iter().map(|&x| fixed_slope(x)).collect();
+        tb.mean_mul = fixed_slope(tb.mean_slope);
         tb.lo = first.tick - first.half_width;
         tb.hi = last.tick + last.half_width;
         tb
@@ -838,6 +894,7 @@ impl Timebase {
         ClockReport {
             clock: self.kind.as_str(),
             tsc_hz: self.tsc_hz().map(|hz| hz.round() as i64),
+            histogram_hz: self.hist_mul.filter(|&m| self.kind == ClockKind::Tsc && m > 0).map(|m| (1e9 * (1u64 << SHIFT) as f64 / m as f64).round() as i64),
             anchors: self.anchors.len(),
             error_bound_ns: self.error_bound_ns,
             status: if problems.is_empty() { "ok".into() } else { format!("unreliable: {}", problems.join("; ")) },

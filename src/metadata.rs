@@ -105,6 +105,9 @@ pub fn clock_attrs(r: &crate::clock::ClockReport, note: Option<&str>) -> Vec<(St
         out.push(("clock_tsc_hz".into(), AttrValue::Int(hz)));
         out.push(("clock_anchors".into(), AttrValue::Int(r.anchors as i64)));
     }
+    if let Some(hz) = r.histogram_hz {
+        out.push(("clock_histogram_tsc_hz".into(), AttrValue::Int(hz)));
+    }
     if let Some(note) = note {
         out.push(("clock_note".into(), AttrValue::Str(truncate(note))));
     }

@@ -349,8 +349,9 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
             last_tick = last_tick.max(c.end);
             let d = c.end.wrapping_sub(c.start);
             // Exclusive time needs the nesting, which the calls of one region do not show:
-            // a recovered call's exclusive time is its whole duration.
-            cell.record_with_histogram(d, d);
+            // a recovered call's exclusive time is its whole duration. No histogram: the
+            // layouts that keep calls build it from the converted calls.
+            cell.record(d, d);
         });
         torn_words += (scan.torn + missing) as u64;
         calls += scan.calls as u64;

@@ -15,7 +15,7 @@
 //! a clock with other units converts in one place. What a table is read into (`Stats`, the
 //! histogram buckets) is plain data in `model::stats`.
 
-use crate::model::{HIST_BUCKETS, Stats, bucket, bucket_floor};
+use crate::model::{HIST_BUCKETS, Stats, bucket};
 use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 /// Regions per lazily allocated block of a thread's table.
@@ -57,11 +57,13 @@ impl Cell {
 
     /// `record` plus the histogram (the aggregate layout, where the histogram is the only
     /// record of the distribution; the layouts that keep calls build it from them at finalize,
-    /// since it costs ~2 ns per call on the hot path).
+    /// since it costs ~2 ns per call on the hot path). The bucket is that of the duration in
+    /// nanoseconds (`clock::histogram_ns`: one multiply by the run's histogram rate), so a call
+    /// lands where its converted duration belongs, not where its tick count does.
     #[inline(always)]
     pub fn record_with_histogram(&self, duration: i64, exclusive: i64) {
         self.record(duration, exclusive);
-        let h = &self.hist[bucket(duration)];
+        let h = &self.hist[bucket(crate::clock::histogram_ns(duration))];
         h.store(h.load(Relaxed) + 1, Relaxed);
     }
 
@@ -161,21 +163,14 @@ impl Table {
 impl Stats {
     /// The same statistics in nanoseconds, through the run's clock conversion: the one place
     /// where stored clock values become nanoseconds for statistics. Times scale at the run's
-    /// mean rate; a histogram counted in ticks moves to the nanosecond bucket of each tick
-    /// bucket's middle (1.5 x its lower edge), so with the TSC clock a call near a bucket
-    /// edge may land one bucket off. The identity in monotonic mode.
+    /// mean rate; the histogram is in nanosecond buckets already (`Cell::record_with_histogram`
+    /// buckets each call by its converted duration). The identity in monotonic mode.
     pub fn to_ns(self, timebase: &crate::clock::Timebase) -> Stats {
         if timebase.is_identity() {
             return self;
         }
         let d = |t: i64| timebase.duration_ns(t);
-        let mut hist = vec![0u64; HIST_BUCKETS];
-        for (b, &n) in self.hist.iter().enumerate().filter(|(_, n)| **n > 0) {
-            let floor = bucket_floor(b);
-            let middle = if floor <= 0 { floor } else { floor.saturating_add(floor / 2) };
-            hist[bucket(d(middle))] += n;
-        }
-        Stats { count: self.count, total: d(self.total), min: d(self.min), max: d(self.max), exclusive: d(self.exclusive), hist }
+        Stats { count: self.count, total: d(self.total), min: d(self.min), max: d(self.max), exclusive: d(self.exclusive), hist: self.hist }
     }
 }
 
