@@ -23,6 +23,7 @@
 //! One decoder reads both: `decode_one` (with `unpack` for a packed word, which the cursor's
 //! block loop `Cursor::next_block` also uses), for finalize and for recovery.
 
+use crate::model::pages::{LARGE, PageVec};
 use crate::model::Call;
 use std::sync::atomic::{Ordering, compiler_fence};
 
@@ -41,8 +42,11 @@ const ESCAPE: u64 = 0xFFFF_FFFF;
 /// Where a chunk's words are.
 #[derive(Debug)]
 enum Store {
-    /// On the heap: the whole chunk (header and data).
+    /// On the heap: the whole chunk (header and data). Chunks of `model::pages::LARGE` bytes
+    /// and more are mappings of their own instead (`PageVec`): freeing them must not move
+    /// glibc's thresholds for the host (see `model/pages.rs`).
     Heap(Box<[u64]>),
+    Mapped(PageVec<u64>),
     /// In the spill file at this byte offset (mapped while current, unmapped when full; read
     /// back through the spill module's read-only mapping).
     Spilled(u64),
@@ -241,6 +245,12 @@ impl CallLog {
                 self.chunks.push(Chunk { store: Store::Spilled(offset), words, used: 0 });
                 base
             }
+            None if words * 8 >= LARGE => {
+                let mut b = PageVec::zeroed(words);
+                let base = b.as_mut_ptr();
+                self.chunks.push(Chunk { store: Store::Mapped(b), words, used: 0 });
+                base
+            }
             None => {
                 let mut b = vec![0u64; words].into_boxed_slice();
                 let base = b.as_mut_ptr();
@@ -328,7 +338,14 @@ impl CallLog {
 
     /// Bytes held in memory (heap chunks only).
     pub fn heap_bytes(&self) -> usize {
-        self.chunks.iter().map(|c| if let Store::Heap(b) = &c.store { b.len() * 8 } else { 0 }).sum()
+        self.chunks
+            .iter()
+            .map(|c| match &c.store {
+                Store::Heap(b) => b.len() * 8,
+                Store::Mapped(b) => b.len() * 8,
+                Store::Spilled(_) => 0,
+            })
+            .sum()
     }
 
     /// The data words of chunk `i` that hold calls.
@@ -337,6 +354,7 @@ impl CallLog {
         let used = self.used(i).min(c.words - HDR);
         match &c.store {
             Store::Heap(b) => &b[HDR..HDR + used],
+            Store::Mapped(b) => &b[HDR..HDR + used],
             Store::Spilled(offset) => crate::spill::spilled_words(*offset, HDR, c.words).map_or(&[][..], |w| &w[..used.min(w.len())]),
         }
     }

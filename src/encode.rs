@@ -1,7 +1,7 @@
 //! A `RankProfile` as bytes, to send it to rank 0: a JSON header (everything but the call
 //! columns) followed by the columns as raw little-endian i64, region by region.
 
-use crate::model::{Calls, Columns, LikwidRun, RankCounters, RankInfo, RankProfile, RegionData, SourceLocation, Stats};
+use crate::model::{Calls, Columns, LikwidRun, PageVec, RankCounters, RankInfo, RankProfile, RegionData, SourceLocation, Stats};
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 8] = b"SPRANK01";
@@ -29,7 +29,9 @@ struct RegionHeader {
     stats: Vec<(i64, Stats)>,
 }
 
-pub fn encode(p: &RankProfile) -> Vec<u8> {
+/// The bytes, in a mapping of their own (`PageVec`): a rank's calls take 24 bytes each, and
+/// freeing a malloc'd block that size would move glibc's thresholds for the host.
+pub fn encode(p: &RankProfile) -> PageVec<u8> {
     let mut header = Header {
         info: p.info.clone(),
         regions: p
@@ -59,7 +61,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
         })
         .unwrap_or_default();
     let calls: usize = header.regions.iter().map(|r| r.calls as usize).sum();
-    let mut out = Vec::with_capacity(16 + json.len() + calls * 24);
+    let mut out = PageVec::with_capacity(16 + json.len() + calls * 24);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(json.len() as u64).to_le_bytes());
     out.extend_from_slice(&json);

@@ -11,12 +11,14 @@
 pub mod counters;
 pub mod likwid;
 pub mod mpi;
+pub mod pages;
 mod slabs;
 pub mod stats;
 
 pub use counters::{AnnotatedRegion, FlopsFormula, PerfRegion, RankCounters};
 pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
+pub use pages::PageVec;
 pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource};
 pub use stats::{HIST_BUCKETS, Stats, bucket, bucket_floor};
 

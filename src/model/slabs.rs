@@ -2,7 +2,7 @@
 //! merged from the threads' packed logs (`PackedCalls`, implemented by the collecting code) on
 //! one, two or more threads, so that merging and writing overlap.
 
-use super::{Call, Calls, Columns, RegionData};
+use super::{Call, Calls, Columns, PageVec, RegionData};
 
 /// A piece of a region's calls in start order: what the layout writers consume.
 #[derive(Clone, Copy)]
@@ -63,7 +63,7 @@ impl RegionData {
                 Ok(())
             }
             Calls::Packed(packed) => {
-                let (mut merger, mut buf) = (packed.merge(), new_buffers());
+                let (mut merger, mut buf) = (packed.merge(), new_buffers(packed.calls()));
                 while merger.next_slab(&mut buf) {
                     f(slab_of(&buf))?;
                 }
@@ -81,7 +81,7 @@ impl RegionData {
         mut f: impl FnMut(&T) -> Result<(), E>,
     ) -> Result<(), E> {
         if let Some(packed) = self.packed_and_large() {
-            let (mut merger, mut buf) = (packed.merge(), new_buffers());
+            let (mut merger, mut buf) = (packed.merge(), new_buffers(packed.calls()));
             let produce = |t: &mut T| {
                 let more = merger.next_slab(&mut buf);
                 if more {
@@ -107,7 +107,7 @@ impl RegionData {
     pub fn for_each_slab_pipelined<E>(&self, mut f: impl FnMut(Slab<'_>) -> Result<(), E>) -> Result<(), E> {
         if let Some(packed) = self.packed_and_large() {
             let mut merger = packed.merge();
-            if let Some(result) = pipeline(new_buffers, |b| merger.next_slab(b), |b| f(slab_of(b))) {
+            if let Some(result) = pipeline(|| new_buffers(SLAB), |b| merger.next_slab(b), |b| f(slab_of(b))) {
                 return result;
             }
         }
@@ -151,7 +151,7 @@ impl RegionData {
         // The merge and the place of the next slab it gives; None once a worker failed.
         let shared = std::sync::Mutex::new(Some((packed.merge(), SlabPlace::default())));
         let work = || -> Result<W, E> {
-            let (mut buf, mut w) = (new_buffers(), init());
+            let (mut buf, mut w) = (new_buffers(SLAB), init());
             loop {
                 let place = {
                     // A worker that panicked while merging may have left the merge half done.
@@ -249,10 +249,13 @@ fn pipeline<T: Send, E>(
 }
 
 /// Slab buffers: starts, ends, thread ids.
-pub type Buffers = (Vec<i64>, Vec<i64>, Vec<i64>);
+pub type Buffers = (PageVec<i64>, PageVec<i64>, PageVec<i64>);
 
-fn new_buffers() -> Buffers {
-    (Vec::with_capacity(SLAB), Vec::with_capacity(SLAB), Vec::with_capacity(SLAB))
+/// A slab's buffers for a region of `calls` calls: room for a slab, or for all of them when
+/// fewer (a full slab's buffers, 512 KiB each, are mappings of their own: see `pages.rs`).
+fn new_buffers(calls: usize) -> Buffers {
+    let n = calls.clamp(1, SLAB);
+    (PageVec::with_capacity(n), PageVec::with_capacity(n), PageVec::with_capacity(n))
 }
 
 fn slab_of(b: &Buffers) -> Slab<'_> {
