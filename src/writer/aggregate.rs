@@ -74,7 +74,7 @@ impl IndexRows {
     pub fn write(&self, file: &hdf5::File, layout: &str) -> hdf5::Result<hdf5::Group> {
         replace_attr(file, "scope_profiler_schema", &AttrValue::Int(3))?;
         replace_attr(file, "storage_layout", &AttrValue::Str(layout.into()))?;
-        file.create_group("region_table")?.new_dataset_builder().with_data(&strings(&self.names)).create("names")?;
+        super::put_strings_dataset(&file.create_group("region_table")?, "names", &self.names)?;
         let index = file.create_group("rank_region_index")?;
         index.new_dataset_builder().with_data(&self.region_ids).create("region_ids")?;
         index.new_dataset_builder().with_data(&self.ranks).create("ranks")?;
@@ -83,7 +83,7 @@ impl IndexRows {
         // Source locations as the Python package's schema 3 stores them (its columnar reader
         // shows them; in the aggregate layout they are our addition).
         index.new_dataset_builder().with_data(&self.source_lines).create("source_lines")?;
-        index.new_dataset_builder().with_data(&strings(&self.source_files)).create("source_files")?;
+        super::put_strings_dataset(&index, "source_files", &self.source_files)?;
         write_histograms(&index, self.pooled.iter())?;
         let t = file.create_group("scope_profiler_threads")?;
         t.new_dataset_builder().with_data(&self.threads.iter().map(|x| x.0).collect::<Vec<u64>>()).create("rows")?;

@@ -12,7 +12,7 @@
 
 use super::aggregate::{IndexRows, Row};
 use super::{Column, LayoutWriter, Plan, new_column};
-use crate::model::{Call, HIST_BUCKETS, RankProfile, Slab, SlabPlace, Stats, bucket};
+use crate::model::{Call, HIST_BUCKETS, PageVec, RankProfile, Slab, SlabPlace, Stats, bucket};
 
 #[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
 #[repr(C)]
@@ -36,14 +36,14 @@ struct Events {
     threads: ThreadColumn,
 }
 
-/// One slab encoded for the columns.
+/// One slab encoded for the columns (mappings of their own: see `model/pages.rs`).
 #[derive(Default)]
 struct Encoded {
-    d: Vec<i64>,
-    u: Vec<i64>,
-    t8: Vec<u8>,
-    t16: Vec<u16>,
-    t32: Vec<u32>,
+    d: PageVec<i64>,
+    u: PageVec<i64>,
+    t8: PageVec<u8>,
+    t16: PageVec<u16>,
+    t32: PageVec<u32>,
 }
 
 enum ThreadColumn {
@@ -315,11 +315,10 @@ impl LayoutWriter for Columnar {
         index.new_dataset_builder().with_data(&self.counts).create("event_counts")?;
         index.new_dataset_builder().with_data(&self.summaries).create("summary_statistics")?;
         let rows = self.counts.len();
-        let empty = super::aggregate::strings(&vec![String::new(); rows]);
-        let brackets = super::aggregate::strings(&vec!["[]".to_string(); rows]);
-        index.new_dataset_builder().with_data(&empty).create("source_texts")?;
-        index.new_dataset_builder().with_data(&brackets).create("tags")?;
-        index.new_dataset_builder().with_data(&brackets).create("event_metadata")?;
+        let (empty, brackets) = (vec![String::new(); rows], vec!["[]".to_string(); rows]);
+        super::put_strings_dataset(&index, "source_texts", &empty)?;
+        super::put_strings_dataset(&index, "tags", &brackets)?;
+        super::put_strings_dataset(&index, "event_metadata", &brackets)?;
         let excl: Vec<i64> = self.index.rows_exclusive();
         index.new_dataset_builder().with_data(&excl).create("exclusive_totals")?;
         // Close the event columns: the file closes only when its last object does.

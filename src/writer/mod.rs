@@ -185,6 +185,44 @@ impl<T: ColumnValue> Direct<'_, T> {
     }
 }
 
+/// Bytes of HDF5's type-conversion buffer for our writes that convert (variable-length
+/// strings). HDF5's default is 1 MiB, malloc'd and freed at every such write: a block that big
+/// is mapped by glibc, and freeing it raises glibc's mmap threshold for the host (see
+/// `model/pages.rs`). A small buffer is converted through in pieces instead.
+const CONVERSION_BUFFER: usize = 32 * 1024;
+
+/// A 1-D dataset `name` of variable-length UTF-8 strings holding `values`, written with a
+/// small type-conversion buffer (`CONVERSION_BUFFER`).
+pub fn put_strings_dataset(group: &hdf5::Group, name: &str, values: &[String]) -> hdf5::Result<hdf5::Dataset> {
+    let data: Vec<VarLenUnicode> = values.iter().map(|v| v.replace('\0', "").parse().unwrap_or_default()).collect();
+    let ds = group.new_dataset::<VarLenUnicode>().shape(data.len()).create(name)?;
+    if data.is_empty() {
+        return Ok(ds);
+    }
+    let mem_type = hdf5::Datatype::from_type::<VarLenUnicode>()?;
+    let status = hdf5::sync::sync(|| {
+        use hdf5_sys::{h5d, h5p, h5s};
+        // SAFETY: a property list of our own, closed below; `data` holds `ds`'s length of
+        // values of the memory type given.
+        unsafe {
+            let dxpl = h5p::H5Pcreate(*h5p::H5P_CLS_DATASET_XFER);
+            if dxpl < 0 {
+                return -1;
+            }
+            let mut status = h5p::H5Pset_buffer(dxpl, CONVERSION_BUFFER, std::ptr::null_mut(), std::ptr::null_mut());
+            if status >= 0 {
+                status = h5d::H5Dwrite(ds.id(), mem_type.id(), h5s::H5S_ALL, h5s::H5S_ALL, dxpl, data.as_ptr().cast());
+            }
+            h5p::H5Pclose(dxpl);
+            status
+        }
+    });
+    if status < 0 {
+        return Err(hdf5::Error::from(format!("writing the strings of dataset {name} failed")));
+    }
+    Ok(ds)
+}
+
 /// Group name of a region: `/` separates HDF5 groups, so it becomes `|` (the `tag` attribute
 /// keeps the real name); `.`/`..` are reserved link names; clashes get a ` #2` suffix.
 pub fn group_name(name: &str, used: &mut HashSet<String>) -> String {

@@ -17,15 +17,9 @@
 use super::{put_attr, put_i64_dataset};
 use crate::model::AttrValue;
 use crate::model::mpi::{MpiProfile, SIZE_BUCKETS};
-use hdf5::types::VarLenUnicode;
 
 fn strings(g: &hdf5::Group, name: &str, values: impl Iterator<Item = String>) -> hdf5::Result<()> {
-    let v: Vec<VarLenUnicode> = values.map(|s| s.replace('\0', "").parse().unwrap_or_default()).collect();
-    let ds = g.new_dataset::<VarLenUnicode>().shape(v.len()).create(name)?;
-    if !v.is_empty() {
-        ds.write(&v)?;
-    }
-    Ok(())
+    super::put_strings_dataset(g, name, &values.collect::<Vec<String>>()).map(|_| ())
 }
 
 fn u64s(g: &hdf5::Group, name: &str, values: impl Iterator<Item = u64>) -> hdf5::Result<()> {
