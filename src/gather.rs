@@ -25,21 +25,24 @@ fn mpi_attrs(profile: &mut RankProfile, rank: i32, world_rank: Option<i64>, offs
     extra.push(("clock_offset_rtt_ns".into(), AttrValue::Int(offset.1)));
 }
 
-pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile) -> Result<Status> {
+/// `notes` prints this rank's notes on finalize (`route::write_run`).
+pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile, notes: &mut dyn FnMut()) -> Result<Status> {
     // Every rank tells rank 0 its world rank through the profile itself.
     profile.info.extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
     // Rank 0 learns the run's size first, so the columnar layout sizes its columns once.
     let plan = gather_plan(&ctx, Plan::of(&profile))?;
-    let outcome = if ctx.rank == 0 { gather_and_write(run, &ctx, &mut profile, plan) } else { send_to_root(&ctx, &profile) };
+    let outcome = if ctx.rank == 0 { gather_and_write(run, &ctx, &mut profile, plan).map(Some) } else { send_to_root(&ctx, &profile).map(|_| None) };
     // Everyone learns the result: 0 = written, else the status code.
     let mut code: i32 = match &outcome {
         Ok(_) => 0,
         Err(e) => e.status.code(),
     };
-    if let Err(e) = ctx.comm.bcast_value(&mut code, 0) {
+    let shared = ctx.comm.bcast_value(&mut code, 0);
+    if let Err(e) = &shared {
         warn::always(&format!("the outcome of the write could not be shared: {e}"));
         code = code.min(-1);
     }
+    print_in_order(&ctx, shared.is_ok(), notes, outcome.ok().flatten(), run.config.verbosity);
     drop(ctx); // frees our communicator while MPI is still up
     if code == 0 {
         profile.release();
@@ -74,13 +77,38 @@ fn world_size() -> i64 {
     mpi_comm::world_rank_size().map_or(1, |(_, s)| s)
 }
 
+/// What rank 0 prints once every rank's own lines are out.
+struct Summary {
+    written: Written,
+    stats: Vec<RegionStats>,
+    ranks: usize,
+    mpi: crate::model::mpi::Totals,
+}
+
+/// Every rank prints its notes, then rank 0 its summary table: the table after a barrier that
+/// every rank enters once its lines are written, so that the launcher, which forwards each
+/// rank's output as it comes, has no other rank's line to put inside the table. (Without the
+/// barrier, the other ranks printed while rank 0's table was on its way.)
+fn print_in_order(ctx: &MpiContext, comm_ok: bool, notes: &mut dyn FnMut(), summary: Option<Summary>, verbosity: u32) {
+    use std::io::Write;
+    notes();
+    let _ = std::io::stderr().flush();
+    let _ = std::io::stdout().flush();
+    if comm_ok {
+        let _ = ctx.comm.barrier();
+    }
+    if let Some(s) = summary {
+        report(verbosity, &s.written, s.stats, s.ranks, &s.mpi);
+    }
+}
+
 fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
     let _go: u8 = ctx.comm.recv_value(0, tag::GO)?;
     ctx.comm.send_bytes(0, &encode(profile))?;
     Ok(Written { path: Default::default(), fallback_reason: None, note: None })
 }
 
-fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile, plan: Plan) -> Result<Written> {
+fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile, plan: Plan) -> Result<Summary> {
     let mut layout = layout_writer(run.config.layout, plan);
     let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
@@ -164,6 +192,5 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     if let Some(msg) = written.fallback_message() {
         warn::always(&msg);
     }
-    report(run.config.verbosity, &written, stats.into_values().collect(), ctx.size as usize, &mpi);
-    Ok(written)
+    Ok(Summary { written, stats: stats.into_values().collect(), ranks: ctx.size as usize, mpi })
 }

@@ -646,15 +646,21 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
     let profile = take_local_profile(session.info.clone(), &session.clock);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
-    let result = route::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
+    let verbosity = session.config.verbosity;
+    // This rank's notes on finalize (verbosity 2). Under MPI they are printed before rank 0's
+    // summary table, every rank's before a barrier that the table waits for, so that no
+    // rank's line lands inside the table; in one process, after the table.
+    let mut notes = || {
+        if verbosity >= 2 {
+            warn::always(&format!(
+                "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
+                (t1 - t0).as_secs_f64(),
+                t1.elapsed().as_secs_f64()
+            ));
+        }
+    };
+    let result = route::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather, &mut notes);
     end_flight_recorder(result.is_ok());
-    if session.config.verbosity >= 2 {
-        warn::always(&format!(
-            "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
-            (t1 - t0).as_secs_f64(),
-            t1.elapsed().as_secs_f64()
-        ));
-    }
     result
 }
 

@@ -17,7 +17,22 @@ pub enum Gather {
 }
 
 /// Write the run the way its MPI situation allows.
-pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather) -> Result<Status> {
+/// `notes` prints this rank's notes on finalize; it is called once, after the write (under
+/// MPI before rank 0 prints the summary table: see `gather::write_collective`).
+pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather, notes: &mut dyn FnMut()) -> Result<Status> {
+    let mut printed = false;
+    let mut once = || {
+        if !std::mem::replace(&mut printed, true) {
+            notes();
+        }
+    };
+    let result = write_run_with(run, mpi, profile, gather, &mut once);
+    // Every path but the collective one (which prints them before the table) prints them here.
+    once();
+    result
+}
+
+fn write_run_with(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather, notes: &mut dyn FnMut()) -> Result<Status> {
     if gather == Gather::LocalOnly {
         let rank = mpi_comm::world_rank_size().or_else(mpi_comm::launcher_rank);
         // Freeing our communicator is local, but MPI's state at exit is unknown: leave it.
@@ -30,7 +45,7 @@ pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProf
         };
     }
     match mpi {
-        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(run, ctx, profile),
+        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(run, ctx, profile, notes),
         Some(ctx) => {
             let (rank, size) = (ctx.world_rank as i64, ctx.size as i64);
             // MPI is gone: the communicator can no longer be freed.
@@ -39,7 +54,7 @@ pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProf
         }
         None if mpi_comm::is_usable() => match mpi_comm::attach(None)? {
             // MPI was initialized after sp_setup: gather over MPI_COMM_WORLD now.
-            Some(ctx) => crate::gather::write_collective(run, ctx, profile),
+            Some(ctx) => crate::gather::write_collective(run, ctx, profile, notes),
             // The MPI plugin is missing (warned): one file per rank, as without MPI.
             None => write_local(run, profile, "the MPI plugin is missing"),
         },
