@@ -75,6 +75,7 @@ module scope_profiler
       type(c_ptr) :: layout
       type(c_ptr) :: clock
       type(c_ptr) :: perf_events
+      type(c_ptr) :: perf_regions
    end type sp_options_t
 
    !> struct sp_stats of the C header: a region's completed calls so far (sp_region_get_stats).
@@ -216,8 +217,10 @@ contains
    !>              see docs/clock.md); a blank value counts as not given
    !>   perf_events perf events to count per region, e.g. "task-clock,cycles,flops"
    !>              (default: $SCOPE_PROFILER_PERF_EVENTS, else none)
+   !>   perf_regions the regions that count them: glob patterns, e.g. "solve*,io"
+   !>              (default: $SCOPE_PROFILER_PERF_REGIONS, else every region)
    !> The run is recorded with language "Fortran".
-   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, layout, clock, perf_events)
+   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, layout, clock, perf_events, perf_regions)
       character(len=*), intent(in), optional :: file_path
       logical, intent(in), optional :: use_likwid
       integer, intent(in), optional :: comm
@@ -227,10 +230,12 @@ contains
       character(kind=c_char), dimension(:), allocatable, target :: layout_c
       character(len=*), intent(in), optional :: clock
       character(len=*), intent(in), optional :: perf_events
+      character(len=*), intent(in), optional :: perf_regions
       type(sp_options_t) :: options
       character(kind=c_char), dimension(:), allocatable, target :: path
       character(kind=c_char), dimension(:), allocatable, target :: clock_c
       character(kind=c_char), dimension(:), allocatable, target :: events
+      character(kind=c_char), dimension(:), allocatable, target :: regions
       character(kind=c_char), dimension(8), target :: language
       integer(c_int) :: rc
 
@@ -269,6 +274,12 @@ contains
          if (len_trim(perf_events) > 0) then
             call to_c_string(perf_events, events)
             options%perf_events = c_loc(events)
+         end if
+      end if
+      if (present(perf_regions)) then
+         if (len_trim(perf_regions) > 0) then
+            call to_c_string(perf_regions, regions)
+            options%perf_regions = c_loc(regions)
          end if
       end if
       call to_c_chars("Fortran", language)

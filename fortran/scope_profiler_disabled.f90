@@ -63,7 +63,7 @@ module scope_profiler
 contains
 
    !> Does nothing (see scope_profiler.f90 for the arguments).
-   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, layout, clock, perf_events)
+   subroutine sp_setup(file_path, use_likwid, comm, verbosity, ierr, layout, clock, perf_events, perf_regions)
       character(len=*), intent(in), optional :: file_path
       logical, intent(in), optional :: use_likwid
       integer, intent(in), optional :: comm
@@ -72,6 +72,7 @@ contains
       character(len=*), intent(in), optional :: layout
       character(len=*), intent(in), optional :: clock
       character(len=*), intent(in), optional :: perf_events
+      character(len=*), intent(in), optional :: perf_regions
       call unused_c(file_path)
       call unused_l(use_likwid)
       call unused_i(comm)
@@ -79,6 +80,7 @@ contains
       call unused_c(layout)
       call unused_c(clock)
       call unused_c(perf_events)
+      call unused_c(perf_regions)
       if (present(ierr)) ierr = SP_OK
    end subroutine sp_setup
 

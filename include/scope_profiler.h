@@ -211,6 +211,12 @@ typedef struct sp_options {
    * flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
    */
   const char *perf_events;
+  /**
+   * The regions that count perf events: comma-separated glob patterns matched against whole
+   * names (`*` any characters, `?` one, `\` makes the next one literal), e.g. "solve*,io".
+   * The others read no counters. NULL for $SCOPE_PROFILER_PERF_REGIONS, else every region.
+   */
+  const char *perf_regions;
 } sp_options;
 
 /**
@@ -255,7 +261,8 @@ int sp_options_init(struct sp_options *options);
 /**
  * Start profiling. `options` may be NULL: defaults, then the environment
  * (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
- * SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK, SCOPE_PROFILER_PERF_EVENTS); explicit options override the environment.
+ * SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK, SCOPE_PROFILER_PERF_EVENTS,
+ * SCOPE_PROFILER_PERF_REGIONS); explicit options override the environment.
  * Call once, from the main thread, before worker threads record. A second call while
  * profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
  * returns SP_ERR_FINALIZED (one profile per process).

@@ -17,6 +17,8 @@ pub struct Options {
     pub clock: Option<String>,
     /// perf events to count per region (`SCOPE_PROFILER_PERF_EVENTS` syntax).
     pub perf_events: Option<String>,
+    /// The regions that count them (`SCOPE_PROFILER_PERF_REGIONS` globs).
+    pub perf_regions: Option<String>,
     /// How regions are stored (`regions`, `columnar`, `aggregate`), unparsed.
     pub layout: Option<String>,
 }
@@ -44,6 +46,8 @@ pub struct Config {
     pub clock_anchor_ms: u64,
     /// Comma-separated perf events (empty: none).
     pub perf_events: String,
+    /// Comma-separated globs of the regions that count them (empty: every region).
+    pub perf_regions: String,
     pub layout: Layout,
     /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
     pub mpi: crate::mpi_stats::Settings,
@@ -90,6 +94,7 @@ pub mod env {
     pub const CLOCK: &str = "SCOPE_PROFILER_CLOCK";
     pub const CLOCK_ANCHOR_MS: &str = "SCOPE_PROFILER_CLOCK_ANCHOR_MS";
     pub const PERF_EVENTS: &str = "SCOPE_PROFILER_PERF_EVENTS";
+    pub const PERF_REGIONS: &str = "SCOPE_PROFILER_PERF_REGIONS";
     pub const LAYOUT: &str = "SCOPE_PROFILER_LAYOUT";
     pub const MPI: &str = "SCOPE_PROFILER_MPI";
 }
@@ -192,6 +197,7 @@ impl Config {
             clock,
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
             perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
+            perf_regions: options.perf_regions.clone().or_else(|| env(env::PERF_REGIONS)).unwrap_or_default(),
             layout,
             mpi,
         }
@@ -264,6 +270,7 @@ mod tests {
             mpi_comm: None,
             clock: None,
             perf_events: None,
+            perf_regions: None,
             layout: Some("aggregate".into()),
         };
         let c = resolve(&o, &[("SCOPE_PROFILER_FILE", "/tmp/x.h5"), ("SCOPE_PROFILER_LIKWID", "1"), ("SCOPE_PROFILER_VERBOSE", "0")]);

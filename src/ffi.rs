@@ -91,6 +91,10 @@ pub struct sp_options {
     /// (cycles, instructions, task-clock, page-faults, rNNNN, pmu/event=..,umask=../, flops,
     /// flops_dp, flops_sp), or NULL for $SCOPE_PROFILER_PERF_EVENTS (default none).
     pub perf_events: *const c_char,
+    /// The regions that count perf events: comma-separated glob patterns matched against whole
+    /// names (`*` any characters, `?` one, `\` makes the next one literal), e.g. "solve*,io".
+    /// The others read no counters. NULL for $SCOPE_PROFILER_PERF_REGIONS, else every region.
+    pub perf_regions: *const c_char,
 }
 
 /// Statistics of one region's completed calls so far, over every thread of this process
@@ -337,6 +341,7 @@ pub unsafe extern "C" fn sp_options_init(options: *mut sp_options) -> c_int {
                 layout: std::ptr::null(),
                 clock: std::ptr::null(),
                 perf_events: std::ptr::null(),
+                perf_regions: std::ptr::null(),
             })
         };
         SP_OK
@@ -387,12 +392,16 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
     if has(std::mem::offset_of!(sp_options, perf_events) + std::mem::size_of::<*const c_char>()) {
         out.perf_events = unsafe { optional_str(o.perf_events, "sp_options.perf_events") }?;
     }
+    if has(std::mem::offset_of!(sp_options, perf_regions) + std::mem::size_of::<*const c_char>()) {
+        out.perf_regions = unsafe { optional_str(o.perf_regions, "sp_options.perf_regions") }?;
+    }
     Ok(out)
 }
 
 /// Start profiling. `options` may be NULL: defaults, then the environment
 /// (SCOPE_PROFILER_FILE, SCOPE_PROFILER_VERBOSE, SCOPE_PROFILER_DISABLE, SCOPE_PROFILER_LIKWID,
-/// SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK, SCOPE_PROFILER_PERF_EVENTS); explicit options override the environment.
+/// SCOPE_PROFILER_METADATA, SCOPE_PROFILER_CLOCK, SCOPE_PROFILER_PERF_EVENTS,
+/// SCOPE_PROFILER_PERF_REGIONS); explicit options override the environment.
 /// Call once, from the main thread, before worker threads record. A second call while
 /// profiling runs returns SP_ALREADY_SET_UP and changes nothing; a call after sp_finalize
 /// returns SP_ERR_FINALIZED (one profile per process).

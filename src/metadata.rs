@@ -66,6 +66,9 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
     if !config.perf_events.trim().is_empty() {
         // As requested; rank<N>/perf_events/event_names lists the events that could be counted.
         out.push(("perf_events".into(), AttrValue::Str(truncate(config.perf_events.trim()))));
+        if !config.perf_regions.trim().is_empty() {
+            out.push(("perf_regions".into(), AttrValue::Str(truncate(config.perf_regions.trim()))));
+        }
     }
     out
 }

@@ -294,7 +294,7 @@ pub fn setup(options: &Options) -> Result<Status> {
     let facts = RunFacts::now();
     let info = crate::metadata::local_rank_info();
     let mut running = RUNNING;
-    let request = counters::CounterRequest { use_likwid: config.use_likwid, perf_events: &config.perf_events };
+    let request = counters::CounterRequest { use_likwid: config.use_likwid, perf_events: &config.perf_events, perf_regions: &config.perf_regions };
     if let Some(c) = Counters::begin(&request) {
         COUNTERS.store(Box::into_raw(Box::new(c)), Ordering::Release);
         running = RUNNING_COUNTERS;
@@ -400,9 +400,9 @@ fn adopt_explicit_setup(guard: &mut MutexGuard<'static, Option<Session>>, option
     cfg.verbosity = new.verbosity;
     cfg.language = new.language;
     cfg.metadata_detail = new.metadata_detail;
-    if new.use_likwid != cfg.use_likwid || new.perf_events != cfg.perf_events {
+    if new.use_likwid != cfg.use_likwid || new.perf_events != cfg.perf_events || new.perf_regions != cfg.perf_regions {
         if COUNTERS.load(Ordering::Acquire).is_null() {
-            let request = counters::CounterRequest { use_likwid: new.use_likwid, perf_events: &new.perf_events };
+            let request = counters::CounterRequest { use_likwid: new.use_likwid, perf_events: &new.perf_events, perf_regions: &new.perf_regions };
             if let Some(c) = Counters::begin(&request) {
                 // Regions created so far (the MPI routines') are introduced to the sources.
                 for (id, name) in REGISTRY.names().iter().enumerate() {
@@ -411,7 +411,7 @@ fn adopt_explicit_setup(guard: &mut MutexGuard<'static, Option<Session>>, option
                 COUNTERS.store(Box::into_raw(Box::new(c)), Ordering::Release);
                 STATE.store(RUNNING_COUNTERS, Ordering::Release);
             }
-            (cfg.use_likwid, cfg.perf_events) = (new.use_likwid, new.perf_events);
+            (cfg.use_likwid, cfg.perf_events, cfg.perf_regions) = (new.use_likwid, new.perf_events, new.perf_regions);
         } else {
             refused.push("use_likwid/perf_events (counters are running already)");
         }

@@ -311,6 +311,7 @@ fn fortran_setup_option_and_annotations() {
     let out = run(Command::new(&exe).arg(&file).env_remove("SCOPE_PROFILER_PERF_EVENTS"));
     assert!(out.status.success() && text(&out.stdout).contains("DONE failures=0"), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let perf = perf_regions(&file, 0);
+    assert_eq!(perf.keys().collect::<Vec<_>>(), ["axpy"], "perf_regions=\"ax*\": \"setup\" is timed only");
     assert_eq!(perf["axpy"].events, ["task-clock", "page-faults"]);
     assert_eq!(perf["axpy"].calls, 4);
     let h5 = hdf5::File::open(&file).unwrap();
@@ -354,4 +355,87 @@ fn counters_are_written_in_every_layout() {
         let h5 = hdf5::File::open(&file).unwrap();
         assert_eq!(h5.group("rank0/annotations").unwrap().member_names().unwrap(), ["busy", "work"], "{layout}");
     }
+}
+
+/// Run tests/c/perf_regions.c under strace (reads and writes): its stdout, the file, and the
+/// number of read() calls on its perf descriptors between its MARK lines (starts and stops of
+/// regions not chosen only).
+fn run_perf_regions(dir: &Path, tag: &str, env_regions: Option<&str>, option_regions: Option<&str>) -> (String, PathBuf, usize) {
+    let exe = compile(Lang::C, "perf_regions", &["tests/c/perf_regions.c"], dir, &[]);
+    let file = dir.join(format!("{tag}.h5"));
+    let trace = dir.join(format!("{tag}.strace"));
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-e", "trace=read,write", "-o"]).arg(&trace).arg(&exe).arg(&file);
+    if let Some(o) = option_regions {
+        cmd.arg(o);
+    }
+    cmd.env("SCOPE_PROFILER_PERF_EVENTS", "task-clock,page-faults").env_remove("SCOPE_PROFILER_PERF_REGIONS");
+    if let Some(e) = env_regions {
+        cmd.env("SCOPE_PROFILER_PERF_REGIONS", e);
+    }
+    let out = run(&mut cmd);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{cmd:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let fds: Vec<String> = stdout.lines().filter_map(|l| l.strip_prefix("FD ")).map(String::from).collect();
+    let log = std::fs::read_to_string(&trace).unwrap();
+    let (mut inside, mut reads) = (false, 0);
+    for line in log.lines() {
+        if line.contains("MARK begin") {
+            inside = true;
+        } else if line.contains("MARK end") {
+            inside = false;
+        } else if inside {
+            if let Some(rest) = line.split_once(" read(").map(|x| x.1) {
+                reads += fds.iter().any(|fd| rest.starts_with(&format!("{fd},"))) as usize;
+            }
+        }
+    }
+    (stdout, file, reads)
+}
+
+/// SCOPE_PROFILER_PERF_REGIONS: only the chosen regions count (and read the counters); the
+/// others cost no read(), and a thread that runs none of them opens no group.
+#[test]
+fn perf_regions_choose_the_regions_that_count() {
+    let dir = scratch("perf_regions");
+    let (stdout, file, reads) = run_perf_regions(&dir, "env", Some("solve*, io"), None);
+    assert!(stdout.contains("PERF_FDS before 0\n"), "a group was opened before any chosen region ran:\n{stdout}");
+    let after: usize = stdout.lines().find_map(|l| l.strip_prefix("PERF_FDS after ")).unwrap().trim().parse().unwrap();
+    assert!(after >= 1, "no group after the chosen regions:\n{stdout}");
+    assert_eq!(reads, 0, "regions not chosen read the counters");
+    let regions = perf_regions(&file, 0);
+    assert_eq!(regions.keys().collect::<Vec<_>>(), ["io", "solve", "solve/inner"], "only the chosen regions have counts");
+    for r in regions.values() {
+        assert_eq!(r.calls, 100);
+        assert_eq!(r.events, ["task-clock", "page-faults"]);
+    }
+    // Timings are kept for every region; the request is in the metadata.
+    let h5 = hdf5::File::open(&file).unwrap();
+    let timed = read_regions(&h5, 0);
+    assert_eq!((timed["other"].starts.len(), timed["my_io"].starts.len()), (2000, 2000));
+    assert_eq!(str_attr(&h5.group("metadata").unwrap(), "perf_regions"), "solve*, io");
+    check_python_oracle(&file, 1);
+
+    // Without the list every region counts, and the others read too (the comparison above
+    // would pass for nothing otherwise).
+    let (_, file, reads) = run_perf_regions(&dir, "all", None, None);
+    assert!(reads >= 2000, "every region reads the counters without a list: {reads} reads");
+    assert_eq!(perf_regions(&file, 0).len(), 5);
+
+    // The option field wins over the environment.
+    let (_, file, _) = run_perf_regions(&dir, "option", Some("other"), Some("io"));
+    assert_eq!(perf_regions(&file, 0).keys().collect::<Vec<_>>(), ["io"]);
+
+    // A list that matches nothing: one warning, no perf groups, timings kept.
+    let exe = compile(Lang::C, "perf_regions", &["tests/c/perf_regions.c"], &dir, &[]);
+    let nothing = dir.join("nothing.h5");
+    let out = run(Command::new(&exe)
+        .arg(&nothing)
+        .env("SCOPE_PROFILER_PERF_EVENTS", "task-clock")
+        .env("SCOPE_PROFILER_PERF_REGIONS", "Solve"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("PERF_FDS after 0\n"), "{}", text(&out.stdout));
+    assert_eq!(text(&out.stderr).matches("SCOPE_PROFILER_PERF_REGIONS matched no region").count(), 1, "{}", text(&out.stderr));
+    assert!(perf_regions(&nothing, 0).is_empty());
+    assert_eq!(read_regions(&hdf5::File::open(&nothing).unwrap(), 0).len(), 5);
 }

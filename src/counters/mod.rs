@@ -11,16 +11,20 @@
 
 pub mod events;
 pub mod perf;
+pub mod select;
 
 use crate::likwid;
 use crate::model::{AnnotatedRegion, FlopsFormula, LikwidRun, PerfRegion, RankCounters};
 use events::{EventList, ThisMachine};
 use perf::{PerfConfig, PerfThread};
+use select::{Chosen, Globs};
 
 /// The counter sources of a run, shared by every recording thread.
 pub struct Counters {
     pub likwid: Option<likwid::Session>,
     pub perf: Option<PerfConfig>,
+    /// The regions that count perf events (`SCOPE_PROFILER_PERF_REGIONS`); None: every region.
+    pub chosen: Option<Chosen>,
     pub formulas: Vec<FlopsFormula>,
     /// The events in the order they were asked for (the group puts hardware events first).
     pub requested: Vec<String>,
@@ -31,6 +35,8 @@ pub struct CounterRequest<'a> {
     pub use_likwid: bool,
     /// The `SCOPE_PROFILER_PERF_EVENTS` list (empty: none).
     pub perf_events: &'a str,
+    /// The `SCOPE_PROFILER_PERF_REGIONS` globs (empty: every region counts).
+    pub perf_regions: &'a str,
 }
 
 impl Counters {
@@ -42,7 +48,8 @@ impl Counters {
         if likwid.is_none() && perf.is_none() {
             return None;
         }
-        Some(Counters { likwid, perf, formulas, requested })
+        let chosen = perf.as_ref().and_then(|_| Globs::parse(req.perf_regions)).map(Chosen::new);
+        Some(Counters { likwid, perf, chosen, formulas, requested })
     }
 
     fn begin_perf(list: &str) -> (Option<PerfConfig>, Vec<FlopsFormula>, Vec<String>) {
@@ -66,6 +73,15 @@ impl Counters {
         if let Some(l) = &self.likwid {
             l.region_created(id, name);
         }
+        if let Some(c) = &self.chosen {
+            c.region_created(id, name);
+        }
+    }
+
+    /// Does region `id` count perf events? (Every region, unless some were chosen.)
+    #[inline(always)]
+    fn perf_counts(&self, id: u32) -> bool {
+        self.chosen.as_ref().is_none_or(|c| c.counts(id))
     }
 
     #[inline]
@@ -74,14 +90,19 @@ impl Counters {
             l.start(id);
         }
         if let Some(p) = &self.perf {
-            t.perf.get_or_insert_with(|| Box::new(PerfThread::open(p))).start(id);
+            // A region not chosen reads nothing; a thread opens its group at its first chosen one.
+            if self.perf_counts(id) {
+                t.perf.get_or_insert_with(|| Box::new(PerfThread::open(p))).start(id);
+            }
         }
     }
 
     #[inline]
     pub fn on_stop(&self, t: &mut ThreadCounters, id: u32) {
         if let Some(p) = &mut t.perf {
-            p.stop(id);
+            if self.perf_counts(id) {
+                p.stop(id);
+            }
         }
         if let Some(l) = &self.likwid {
             l.stop(id);
@@ -99,6 +120,12 @@ impl Counters {
 
     /// End of recording (all threads quiesced): LIKWID's read-back, and what `collect` needs.
     pub fn finish(self) -> (LikwidRun, Finished) {
+        if self.chosen.as_ref().is_some_and(|c| !c.any()) {
+            crate::warn::once(
+                "perf-regions-none",
+                "SCOPE_PROFILER_PERF_REGIONS matched no region: no perf events were counted (the patterns must match whole names; see docs/perf_events.md)",
+            );
+        }
         let lk = self.likwid.map(|l| l.finish()).unwrap_or_default();
         let group: Vec<String> = self.perf.map(|p| p.events.iter().map(|e| e.name.clone()).collect()).unwrap_or_default();
         // Report the events in the order asked for.

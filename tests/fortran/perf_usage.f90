@@ -1,5 +1,6 @@
-! perf events and annotations from Fortran: sp_setup(perf_events=...), sp_region_add_flops
-! and sp_region_add_bytes with and without ierr. Prints "DONE failures=N".
+! perf events and annotations from Fortran: sp_setup(perf_events=..., perf_regions=...) (only
+! "axpy" counts; "setup" is timed only), sp_region_add_flops and sp_region_add_bytes with and
+! without ierr. Prints "DONE failures=N".
 ! Usage: perf_usage <output file>
 program perf_usage
    use scope_profiler
@@ -12,8 +13,10 @@ program perf_usage
    call get_command_argument(1, length=path_len)
    allocate (character(len=path_len) :: path)
    call get_command_argument(1, path)
-   call sp_setup(file_path=path, verbosity=0, ierr=ierr, perf_events="task-clock,page-faults")
+   call sp_setup(file_path=path, verbosity=0, ierr=ierr, perf_events="task-clock,page-faults", perf_regions="ax*")
    if (ierr /= SP_OK) failures = failures + 1
+   call sp_region_start("setup")
+   call sp_region_stop("setup")
 
    h = sp_region_register("axpy")
    x = 0.0d0
