@@ -35,7 +35,10 @@ pub fn render(profile: &Profile, filter: &Filter, options: &Options) -> String {
     out
 }
 
-/// One perf-event table per rank: regions as columns (like the LIKWID tables), events as rows.
+/// One perf-event table per rank: regions as columns (like the LIKWID tables) and events as
+/// rows, or, when the regions outnumber the rows (a code with dozens of regions and a few
+/// events), regions as rows and events as columns, so that the table stays as wide as its
+/// events.
 fn perf_tables(profile: &Profile, filter: &Filter, out: &mut String) {
     let mut ranks: BTreeMap<u32, Vec<&crate::model::PerfRegion>> = BTreeMap::new();
     for p in profile.perf.iter().filter(|p| filter.rank(p.rank) && filter.name(&p.name)) {
@@ -44,8 +47,6 @@ fn perf_tables(profile: &Profile, filter: &Filter, out: &mut String) {
     for (rank, mut regions) in ranks {
         regions.sort_by(|a, b| a.name.cmp(&b.name));
         out.push_str(&format!("perf events (rank {rank})\n"));
-        let mut table = Table::new(std::iter::once("event".to_string()).chain(regions.iter().map(|r| r.name.clone())));
-        table.row(std::iter::once("calls".to_string()).chain(regions.iter().map(|r| r.calls.to_string())).collect());
         let mut events: Vec<&str> = Vec::new();
         for r in &regions {
             for (e, _) in &r.events {
@@ -54,19 +55,33 @@ fn perf_tables(profile: &Profile, filter: &Filter, out: &mut String) {
                 }
             }
         }
+        // Quantities (rows when regions are columns), each a cell per region.
+        let mut quantities: Vec<(String, Vec<String>)> = vec![("calls".into(), regions.iter().map(|r| r.calls.to_string()).collect())];
         for e in events {
             let cells = regions.iter().map(|r| r.events.iter().find(|(n, _)| n == e).map_or("-".into(), |(_, v)| fmt::counter(*v)));
-            table.row(std::iter::once(e.to_string()).chain(cells).collect());
+            quantities.push((e.to_string(), cells.collect()));
         }
         if regions.iter().any(|r| r.running_fraction.is_some()) {
             let cells = regions.iter().map(|r| r.running_fraction.map_or("-".into(), |f| format!("{:.3}", f)));
-            table.row(std::iter::once("running fraction".to_string()).chain(cells).collect());
+            quantities.push(("running fraction".into(), cells.collect()));
         }
         if regions.iter().any(|r| r.counted().is_some()) {
             let cells = regions.iter().map(|r| r.counted().map_or("-".into(), fmt::counter));
-            table.row(std::iter::once("counted FLOPs".to_string()).chain(cells).collect());
+            quantities.push(("counted FLOPs".into(), cells.collect()));
         }
-        table.render(out);
+        if regions.len() > quantities.len() {
+            let mut table = Table::new(std::iter::once("region".to_string()).chain(quantities.iter().map(|(q, _)| q.clone())));
+            for (i, r) in regions.iter().enumerate() {
+                table.row(std::iter::once(r.name.clone()).chain(quantities.iter().map(|(_, cells)| cells[i].clone())).collect());
+            }
+            table.render(out);
+        } else {
+            let mut table = Table::new(std::iter::once("event".to_string()).chain(regions.iter().map(|r| r.name.clone())));
+            for (q, cells) in quantities {
+                table.row(std::iter::once(q).chain(cells).collect());
+            }
+            table.render(out);
+        }
         out.push_str("  Totals over calls and threads; counts scaled by time enabled / time running when multiplexed.\n\n");
     }
 }

@@ -108,3 +108,42 @@ fn roofline_places_annotated_regions() {
     assert_eq!(points[1]["bandwidth_gbs"], 0.5);
     assert_eq!(points[1]["arithmetic_intensity_flops_per_byte"], 8.0);
 }
+
+/// Many regions and few events (LULESH's 27 per-element regions with 2 events): the perf table
+/// turns, regions as rows and events as columns, so its width is that of the events.
+#[test]
+fn inspect_turns_the_perf_table_when_regions_outnumber_events() {
+    let dir = tempdir();
+    let path = dir.path().join("many.h5");
+    let names: Vec<String> = (0..27).map(|i| format!("CalcElemStep{i:02}")).collect();
+    let w = Schema1Writer::create(&path, &metadata(1)).unwrap();
+    w.rank(&Rank {
+        rank: 0,
+        attrs: vec![("num_threads".into(), Val::I(1))],
+        regions: names.iter().map(|n| Region::from_durations(n, 1_000, &[1_000])).collect(),
+        likwid: None,
+    })
+    .unwrap();
+    drop(w);
+    {
+        let f = hdf5::File::open_rw(&path).unwrap();
+        let p = f.group("rank0").unwrap().create_group("perf_events").unwrap();
+        for (i, n) in names.iter().enumerate() {
+            let g = p.create_group(n).unwrap();
+            write_attr(&g, "tag", &Val::S(n.clone())).unwrap();
+            write_attr(&g, "calls", &Val::I(10)).unwrap();
+            write_attr(&g, "event_names", &Val::SA(vec!["task-clock".into(), "page-faults".into()])).unwrap();
+            g.new_dataset::<u64>().shape(2).create("values").unwrap().write_raw(&[1000 + i as u64, i as u64]).unwrap();
+        }
+    }
+    let out = ok(dir.path(), &["inspect", "many.h5"]);
+    let table: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("perf events (rank 0)")).skip(1).take_while(|l| !l.trim().is_empty()).collect();
+    let header = table.iter().find(|l| l.trim_start().starts_with("region ")).unwrap_or_else(|| panic!("no turned table:\n{out}"));
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["region", "calls", "task-clock", "page-faults"]);
+    for (i, n) in names.iter().enumerate() {
+        let row = format!("{n} 10 {} {i}", 1000 + i);
+        assert!(table.iter().any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == row), "no row {row:?}:\n{out}");
+    }
+    let widest = table.iter().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest < 100, "the table is {widest} columns wide:\n{out}");
+}
