@@ -15,21 +15,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// The implicit setup was tried (once per process).
 static TRIED: AtomicBool = AtomicBool::new(false);
 
-/// Entry of an instrumented function (GCC's and Clang's hook).
+/// Entry of an instrumented function (GCC's and Clang's hook). Nothing but a check and a jump
+/// when not recording.
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mut c_void) {
-    if !functions::active() {
-        return not_active(this_fn);
-    }
-    let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| functions::enter(r, this_fn as u64))));
+    if functions::active() { enter(this_fn) } else { not_active(this_fn) }
 }
 
 /// Exit of an instrumented function (GCC's and Clang's hook).
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut c_void) {
-    if !functions::active() {
-        return;
+    if functions::active() {
+        exit(this_fn)
     }
+}
+
+#[inline(never)]
+fn enter(this_fn: *mut c_void) {
+    let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| functions::enter(r, this_fn as u64))));
+}
+
+#[inline(never)]
+fn exit(this_fn: *mut c_void) {
     let end = clock::now_stop();
     let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| functions::exit(r, this_fn as u64, end))));
 }
@@ -54,6 +61,6 @@ fn not_active(this_fn: *mut c_void) {
         }
     });
     if functions::active() {
-        __cyg_profile_func_enter(this_fn, std::ptr::null_mut());
+        enter(this_fn);
     }
 }

@@ -503,6 +503,8 @@ fn adopt_explicit_setup(guard: &mut MutexGuard<'static, Option<Session>>, option
 pub struct Recorder<'a> {
     data: &'a mut ThreadData,
     cs: Option<&'a Counters>,
+    /// The thread's `data.late`, taken out for the call (a borrow of its own).
+    late: &'a mut crate::late::ThreadLate,
 }
 
 impl crate::late::Recording for Recorder<'_> {
@@ -523,7 +525,7 @@ impl crate::late::Recording for Recorder<'_> {
 
     #[inline(always)]
     fn late(&mut self) -> &mut crate::late::ThreadLate {
-        self.data.late.get_or_insert_with(Box::default)
+        self.late
     }
 
     fn register(&mut self, provisional: &str) -> Result<u32> {
@@ -542,11 +544,47 @@ impl crate::late::Recording for Recorder<'_> {
 #[inline(always)]
 pub fn with_recorder<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option<R> {
     let p = current_thread();
+    if p.is_null() {
+        return with_recorder_new_thread(f);
+    }
     // SAFETY: a non-null slot points into THREADS, which never drops its entries.
-    if !p.is_null() && unsafe { &*p }.seq.is_inside() {
+    let tb = unsafe { &*p };
+    if tb.seq.is_inside() {
         return None;
     }
-    with_thread(|data, cs| Ok(Some(f(&mut Recorder { data, cs })))).ok().flatten()
+    let seq = tb.seq.enter();
+    let state = STATE.load(Ordering::Relaxed);
+    let result = if is_running(state) {
+        // SAFETY: owner thread, inside enter/leave.
+        let data = unsafe { tb.data() };
+        let cs = if state == RUNNING { None } else { counter_sources() };
+        let mut late = match data.late.take() {
+            Some(l) => l,
+            None => new_late(),
+        };
+        let r = f(&mut Recorder { data: &mut *data, cs, late: &mut late });
+        data.late = Some(late);
+        Some(r)
+    } else {
+        None
+    };
+    tb.seq.leave(seq);
+    result
+}
+
+#[cold]
+fn new_late() -> Box<crate::late::ThreadLate> {
+    Box::default()
+}
+
+/// The calling thread's first recording through `with_recorder`.
+#[cold]
+fn with_recorder_new_thread<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option<R> {
+    if !is_running(STATE.load(Ordering::Acquire)) {
+        return None;
+    }
+    new_thread_buffer();
+    with_recorder(f)
 }
 
 /// Run `f` on the calling thread's recorder while the profiler runs (None otherwise), inside

@@ -320,3 +320,60 @@ fn tasks_on_request() {
         check_common_c(&regions, 3);
     }
 }
+
+/// A hybrid MPI + OpenMP program, clang -fopenmp, 2 ranks of 2 threads, nothing linked: with
+/// the MPI plugin preloaded the ranks write one file, each rank's OpenMP regions under the
+/// same names; without it each rank writes its own file at exit.
+#[test]
+fn hybrid_mpi_openmp() {
+    need_cpus(2, "2 ranks of 2 OpenMP threads");
+    let src = "tests/c/omp_hybrid.c";
+    let dir = scratch("openmp_hybrid");
+    let exe = dir.join("omp_hybrid");
+    let out = run(Command::new("mpicc.openmpi")
+        .env("OMPI_CC", "clang")
+        .args(["-fopenmp", "-O2", "-g"])
+        .arg(repo_root().join(src))
+        .arg("-o")
+        .arg(&exe));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plugin = link_dir().join("libscope_profiler_mpi_openmpi.so");
+    let mpirun = |file: &Path, preload: bool| {
+        let mut c = Command::new("mpirun.openmpi");
+        c.args(["--oversubscribe", "--bind-to", "none", "-np", "2"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+            .env("OMP_TOOL_LIBRARIES", lib())
+            .env("SCOPE_PROFILER_FILE", file)
+            .env("SCOPE_PROFILER_VERBOSE", "0")
+            .env_remove("SCOPE_PROFILER_MPI")
+            .current_dir(&dir);
+        if preload {
+            c.arg("-x").arg(format!("LD_PRELOAD={}", plugin.display()));
+        }
+        c.arg(&exe).arg("4");
+        run(&mut c)
+    };
+    let file = dir.join("hybrid.h5");
+    ok(&mpirun(&file, true));
+    let h5 = hdf5::File::open(&file).unwrap();
+    for rank in 0..2 {
+        let regions = read_regions(&h5, rank);
+        let par = find(&regions, "omp parallel", src, "/* PARALLEL */");
+        assert_eq!(per_thread(&regions, &par), vec![4, 4], "rank {rank}");
+        let barrier = find(&regions, "omp barrier", src, "/* BARRIER */");
+        assert_eq!(per_thread(&regions, &barrier), vec![4, 4], "rank {rank}");
+        assert!(h5.group(&format!("rank{rank}/mpi")).is_ok(), "rank {rank}: the MPI calls");
+    }
+
+    // No plugin: nothing talks to the other ranks; each writes its own file at exit.
+    let file = dir.join("alone.h5");
+    ok(&mpirun(&file, false));
+    for rank in 0..2 {
+        let f = dir.join(format!("alone.rank{rank}.h5"));
+        let regions = read_regions(&hdf5::File::open(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display())), rank);
+        let par = find(&regions, "omp parallel", src, "/* PARALLEL */");
+        assert_eq!(per_thread(&regions, &par), vec![4, 4], "rank {rank}");
+    }
+}
