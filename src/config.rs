@@ -97,6 +97,18 @@ pub mod env {
     pub const PERF_REGIONS: &str = "SCOPE_PROFILER_PERF_REGIONS";
     pub const LAYOUT: &str = "SCOPE_PROFILER_LAYOUT";
     pub const MPI: &str = "SCOPE_PROFILER_MPI";
+    /// OpenMP constructs through the OpenMP tools interface (docs/openmp.md).
+    pub const OPENMP: &str = "SCOPE_PROFILER_OPENMP";
+    /// Functions compiled with -finstrument-functions (docs/functions.md).
+    pub const FUNCTIONS: &str = "SCOPE_PROFILER_FUNCTIONS";
+    pub const FILTER: &str = "SCOPE_PROFILER_FILTER";
+    pub const THROTTLE: &str = "SCOPE_PROFILER_THROTTLE";
+}
+
+/// Parse a boolean environment value (`parse_bool`'s words), for the modules that read their
+/// own variables.
+pub fn env_bool(value: &str) -> Option<bool> {
+    parse_bool(value)
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.

@@ -27,6 +27,8 @@ struct RegionHeader {
     #[serde(default)]
     source: Option<SourceLocation>,
     stats: Vec<(i64, Stats)>,
+    #[serde(default)]
+    throttled: bool,
 }
 
 /// The bytes, in a mapping of their own (`PageVec`): a rank's calls take 24 bytes each, and
@@ -44,6 +46,7 @@ pub fn encode(p: &RankProfile) -> PageVec<u8> {
                 dropped_calls: r.dropped_calls,
                 stats: r.stats.clone(),
                 source: r.source.clone(),
+                throttled: r.throttled,
             })
             .collect(),
         likwid: p.likwid.clone(),
@@ -110,6 +113,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
             open_calls: r.open_calls,
             dropped_calls: r.dropped_calls,
             source: r.source,
+            throttled: r.throttled,
         });
     }
     Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi })
@@ -125,7 +129,7 @@ mod tests {
         p.info.hostname = "node7".into();
         p.info.thread_os_ids = vec![11, 12];
         p.info.extra.push(("clock_offset_ns".into(), crate::model::AttrValue::Int(-5)));
-        p.regions.push(RegionData { open_calls: 1, dropped_calls: 2, source: Some(SourceLocation { file: "a.c".into(), line: 7 }), ..RegionData::from_columns("a/β", vec![1, 2], vec![3, 4], vec![0, 1]) });
+        p.regions.push(RegionData { open_calls: 1, dropped_calls: 2, source: Some(SourceLocation { file: "a.c".into(), line: 7 }), throttled: true, ..RegionData::from_columns("a/β", vec![1, 2], vec![3, 4], vec![0, 1]) });
         p.regions.push(RegionData { name: "empty".into(), open_calls: 3, ..Default::default() });
         p.counters.event_names = vec!["task-clock".into()];
         p.counters.perf.push(crate::model::PerfRegion {
@@ -151,6 +155,7 @@ mod tests {
             assert_eq!((&a.name, a.open_calls, a.dropped_calls, &a.stats), (&b.name, b.open_calls, b.dropped_calls, &b.stats));
             assert_eq!(a.columns(), b.columns());
             assert_eq!(a.source, b.source);
+            assert_eq!(a.throttled, b.throttled);
         }
         assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
         assert_eq!(q.mpi, p.mpi, "the MPI calls travel to rank 0");

@@ -19,9 +19,17 @@ pub mod counters;
 pub mod encode;
 pub mod ffi;
 /// cbindgen:ignore
+pub mod ffi_functions;
+/// cbindgen:ignore
 pub mod ffi_mpi;
 /// cbindgen:ignore
+pub mod ffi_ompt;
+/// cbindgen:ignore
+pub mod functions;
+/// cbindgen:ignore
 pub mod gather;
+/// cbindgen:ignore
+pub mod late;
 /// cbindgen:ignore
 pub mod likwid;
 /// cbindgen:ignore
@@ -36,6 +44,8 @@ pub mod mpi_calls;
 pub mod mpi_comm;
 /// cbindgen:ignore
 pub mod mpi_stats;
+/// cbindgen:ignore
+pub mod openmp;
 /// cbindgen:ignore
 pub mod output;
 /// cbindgen:ignore

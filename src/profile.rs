@@ -369,24 +369,40 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
     }
 
     let mut regions = Vec::new();
-    for (id, name) in names.iter().enumerate() {
+    // Ids that share a name are one region (see `registry::name_groups`).
+    for (name, ids) in crate::registry::name_groups(names) {
         let mut runs = Vec::new();
         let mut open_calls = 0u64;
         let mut dropped_calls = 0u64;
-        for (i, t) in threads.iter_mut().enumerate() {
-            if let Some(log) = t.data.logs_mut().get_mut(id) {
-                if !log.is_empty() {
-                    runs.push((position[i], std::mem::take(log)));
+        for &id in &ids {
+            let id = id as usize;
+            for (i, t) in threads.iter_mut().enumerate() {
+                if let Some(log) = t.data.logs_mut().get_mut(id) {
+                    if !log.is_empty() {
+                        runs.push((position[i], std::mem::take(log)));
+                    }
+                }
+                open_calls += t.data.open.iter().filter(|c| c.id as usize == id).count() as u64;
+                dropped_calls += t.data.dropped.get(id).copied().unwrap_or(0);
+            }
+        }
+        let stats = if ids.len() == 1 {
+            std::mem::take(&mut per_region[ids[0] as usize])
+        } else {
+            // One entry per thread, over the ids.
+            let mut by_thread: std::collections::BTreeMap<i64, Stats> = Default::default();
+            for &id in &ids {
+                for (t, st) in std::mem::take(&mut per_region[id as usize]) {
+                    by_thread.entry(t).or_default().merge(&st);
                 }
             }
-            open_calls += t.data.open.iter().filter(|c| c.id as usize == id).count() as u64;
-            dropped_calls += t.data.dropped.get(id).copied().unwrap_or(0);
-        }
-        let stats = std::mem::take(&mut per_region[id]);
+            by_thread.into_iter().collect()
+        };
         if runs.is_empty() && stats.is_empty() && open_calls == 0 && dropped_calls == 0 {
             continue;
         }
-        regions.push(RegionData { name: name.clone(), calls: Calls::Packed(Box::new(PackedRuns { runs, timebase: shared.clone() })), stats, open_calls, dropped_calls, source: None });
+        let calls = Calls::Packed(Box::new(PackedRuns { runs, timebase: shared.clone() }));
+        regions.push(RegionData { name: name.to_string(), calls, stats, open_calls, dropped_calls, ..Default::default() });
     }
     (regions, kept)
 }
@@ -436,6 +452,18 @@ mod tests {
         assert_eq!(c.starts, vec![1, 2]);
         assert_eq!(c.ends, vec![4, 3]);
         assert_eq!(regions[0].open_calls, 1);
+    }
+
+    #[test]
+    fn ids_of_one_name_are_one_region() {
+        let names = vec!["f".to_string(), "g".to_string(), "f".to_string()];
+        let t0 = thread(0, 100, &[(0, 1, 2), (2, 3, 4), (1, 5, 6)]);
+        let t1 = thread(1, 200, &[(2, 0, 9)]);
+        let (regions, _) = merge(&names, vec![t0, t1], &Timebase::monotonic());
+        assert_eq!(regions.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), vec!["f", "g"]);
+        let f = regions[0].columns();
+        assert_eq!((f.starts, f.ends, f.thread_ids), (vec![0, 1, 3], vec![9, 2, 4], vec![1, 0, 0]));
+        assert_eq!(regions[0].stats.iter().map(|(t, s)| (*t, s.count, s.total)).collect::<Vec<_>>(), vec![(0, 2, 2), (1, 1, 9)]);
     }
 
     #[test]

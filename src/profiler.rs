@@ -44,6 +44,10 @@ static SETUP_PID: AtomicU32 = AtomicU32::new(0);
 static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
 /// Set up without the program calling sp_setup (`setup_implicit`).
 static IMPLICIT: AtomicBool = AtomicBool::new(false);
+/// A setup is under way (its session lock held).
+static SETTING_UP: AtomicBool = AtomicBool::new(false);
+/// What set the run up implicitly (`ImplicitOrigin as u8 + 1`; 0: the program's sp_setup).
+static IMPLICIT_ORIGIN: AtomicU8 = AtomicU8::new(0);
 
 /// What setup fixed for the run.
 pub struct Session {
@@ -265,9 +269,23 @@ fn register_name_at(bytes: &[u8], location: Option<crate::model::SourceLocation>
 
 /// Start profiling with `options` over environment over defaults.
 pub fn setup(options: &Options) -> Result<Status> {
+    setup_with(options, true)
+}
+
+/// `setup`; `attach_mpi` false leaves MPI alone (an implicit setup at an arbitrary point of
+/// the program, where a collective could meet the ranks out of step: the run then gathers at
+/// its end, or writes rank files).
+fn setup_with(options: &Options, attach_mpi: bool) -> Result<Status> {
     let mut guard = session();
+    SETTING_UP.store(true, Ordering::Release);
+    let result = setup_locked(&mut guard, options, attach_mpi);
+    SETTING_UP.store(false, Ordering::Release);
+    result
+}
+
+fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Options, attach_mpi: bool) -> Result<Status> {
     match STATE.load(Ordering::Acquire) {
-        RUNNING | RUNNING_COUNTERS if IMPLICIT.swap(false, Ordering::AcqRel) => return adopt_explicit_setup(&mut guard, options),
+        RUNNING | RUNNING_COUNTERS if IMPLICIT.swap(false, Ordering::AcqRel) => return adopt_explicit_setup(guard, options),
         RUNNING | RUNNING_COUNTERS | DISABLED => return Ok(Status::AlreadySetUp),
         FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
         _ => {}
@@ -285,7 +303,7 @@ pub fn setup(options: &Options) -> Result<Status> {
         return Ok(Status::Ok);
     }
     // Collective when MPI is initialized: every rank calls sp_setup.
-    let mpi = crate::mpi_comm::attach(config.mpi_comm)?;
+    let mpi = if attach_mpi { crate::mpi_comm::attach(config.mpi_comm)? } else { None };
     if mpi.is_some() {
         crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
     }
@@ -303,8 +321,10 @@ pub fn setup(options: &Options) -> Result<Status> {
     let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
     // After the clock choice: the MPI wrappers may read the clock themselves.
     crate::mpi_calls::on_setup(config.mpi, register_name);
+    crate::functions::on_setup();
+    crate::openmp::on_setup();
     start_flight_recorder(&config, &facts, &info, &clock);
-    *guard = Some(Session { config, facts, info, mpi, clock });
+    **guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);
     SETUP_PID.store(std::process::id(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
@@ -353,6 +373,11 @@ pub enum ImplicitOrigin {
     MpiInitC,
     /// MPI_INIT or MPI_INIT_THREAD of a Fortran program.
     MpiInitFortran,
+    /// The OpenMP runtime started the library as its tool (OMPT): linked, preloaded, or
+    /// named by OMP_TOOL_LIBRARIES.
+    OpenMpTool,
+    /// The first call of a function compiled with -finstrument-functions.
+    InstrumentedFunction,
 }
 
 impl ImplicitOrigin {
@@ -360,23 +385,71 @@ impl ImplicitOrigin {
         match self {
             ImplicitOrigin::MpiInitC => "C",
             ImplicitOrigin::MpiInitFortran => "Fortran",
+            // The Fortran runtime is loaded in a Fortran program.
+            ImplicitOrigin::OpenMpTool | ImplicitOrigin::InstrumentedFunction => {
+                let fortran = crate::symbols::loaded_modules().iter().any(|m| m.path.rsplit('/').next().is_some_and(|f| f.starts_with("libgfortran.")));
+                if fortran { "Fortran" } else { "C" }
+            }
         }
+    }
+
+    fn is_mpi(self) -> bool {
+        matches!(self, ImplicitOrigin::MpiInitC | ImplicitOrigin::MpiInitFortran)
     }
 }
 
 /// Set up as `sp_setup(NULL)` would (the environment decides), unless the program did already.
 /// The program's own sp_setup later adopts the run (`adopt_explicit_setup`); a second one is
-/// SP_ALREADY_SET_UP as usual.
+/// SP_ALREADY_SET_UP as usual. Set up by the OpenMP tool or an instrumented function, the run
+/// leaves MPI alone (those come at any point of a program); a later MPI_Init through the MPI
+/// plugin (every rank is in it) attaches the run to MPI then.
 pub fn setup_implicit(origin: ImplicitOrigin) -> Result<Status> {
     if STATE.load(Ordering::Acquire) != UNINIT {
+        if origin.is_mpi() {
+            attach_after_implicit_setup(origin);
+        }
+        return Ok(Status::AlreadySetUp);
+    }
+    if !origin.is_mpi() && SETTING_UP.load(Ordering::Acquire) {
+        // A setup under way (on this thread: the instrumented code or OpenMP runtime it
+        // called) sets the run up.
         return Ok(Status::AlreadySetUp);
     }
     let options = Options { language: Some(origin.language().to_string()), ..Options::default() };
-    let status = setup(&options)?;
+    let status = setup_with(&options, origin.is_mpi())?;
     if status == Status::Ok && is_running(STATE.load(Ordering::Acquire)) {
         IMPLICIT.store(true, Ordering::Release);
+        IMPLICIT_ORIGIN.store(origin as u8 + 1, Ordering::Release);
     }
     Ok(status)
+}
+
+/// MPI_Init of a run the OpenMP tool or an instrumented function set up before: profile over
+/// MPI from now on (collective: every rank is inside MPI_Init), as an MPI_Init setup would.
+fn attach_after_implicit_setup(origin: ImplicitOrigin) {
+    let mut guard = session();
+    let from = IMPLICIT_ORIGIN.load(Ordering::Acquire);
+    let earlier_not_mpi = from == ImplicitOrigin::OpenMpTool as u8 + 1 || from == ImplicitOrigin::InstrumentedFunction as u8 + 1;
+    let Some(session) = guard.as_mut() else { return };
+    if !IMPLICIT.load(Ordering::Acquire) || !earlier_not_mpi || session.mpi.is_some() {
+        return;
+    }
+    match crate::mpi_comm::attach(session.config.mpi_comm) {
+        Ok(Some(ctx)) => {
+            session.mpi = Some(ctx);
+            crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
+            session.config.language = origin.language().to_string();
+            IMPLICIT_ORIGIN.store(origin as u8 + 1, Ordering::Release);
+        }
+        Ok(None) => {}
+        Err(e) => warn::once("implicit-attach", &format!("profiling over MPI from MPI_Init failed: {e}; the run is written at its end")),
+    }
+}
+
+/// Whether nothing has set the profiler up yet (a cheap check for implicit setups).
+#[inline(always)]
+pub fn is_uninitialized() -> bool {
+    STATE.load(Ordering::Relaxed) == UNINIT
 }
 
 /// An explicit sp_setup after an implicit one: the run keeps going with the program's options
@@ -432,18 +505,117 @@ fn adopt_explicit_setup(guard: &mut MutexGuard<'static, Option<Session>>, option
         let ctx = crate::mpi_comm::attach(new.mpi_comm)?;
         session.mpi = ctx;
         session.config.mpi_comm = new.mpi_comm;
+    } else if session.mpi.is_none() && crate::mpi_comm::is_usable() {
+        // Set up by the OpenMP tool or an instrumented function, before or without MPI: the
+        // program's sp_setup is collective, so attach now, as sp_setup does.
+        let ctx = crate::mpi_comm::attach(new.mpi_comm)?;
+        if ctx.is_some() {
+            crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
+        }
+        session.mpi = ctx;
     }
+    IMPLICIT_ORIGIN.store(0, Ordering::Release);
     if refused.is_empty() {
         return Ok(Status::Ok);
     }
     warn::once(
         "implicit-setup",
         &format!(
-            "sp_setup after MPI_Init had set profiling up already: its other options were taken, but not {} (set it in the environment, SCOPE_PROFILER_*)",
+            "sp_setup after profiling was set up without it (MPI_Init, the OpenMP tool or an instrumented function): its other options were taken, but not {} (set it in the environment, SCOPE_PROFILER_*)",
             refused.join(", ")
         ),
     );
     Ok(Status::AlreadySetUp)
+}
+
+/// A thread's recorder as the code that records regions by key sees it (the OpenMP tool,
+/// instrumented functions): starts and stops by id go through the counter sources like any
+/// region's.
+pub struct Recorder<'a> {
+    data: &'a mut ThreadData,
+    cs: Option<&'a Counters>,
+    /// The thread's `data.late`, taken out for the call (a borrow of its own).
+    late: &'a mut crate::late::ThreadLate,
+}
+
+impl crate::late::Recording for Recorder<'_> {
+    #[inline(always)]
+    fn start(&mut self, id: u32) -> bool {
+        open_call(self.data, id, self.cs).is_ok()
+    }
+
+    #[inline(always)]
+    fn stop(&mut self, id: u32, end: i64) -> bool {
+        close_call(self.data, id, end, self.cs).is_ok()
+    }
+
+    #[inline(always)]
+    fn innermost_start(&self, id: u32) -> Option<i64> {
+        self.data.open.last().filter(|c| c.id == id).map(|c| c.start)
+    }
+
+    #[inline(always)]
+    fn late(&mut self) -> &mut crate::late::ThreadLate {
+        self.late
+    }
+
+    fn register(&mut self, provisional: &str) -> Result<u32> {
+        REGISTRY.register_provisional(provisional, |id, name| {
+            crate::spill::region_registered(id, name);
+            if let Some(c) = counter_sources() {
+                c.region_created(id, name);
+            }
+        })
+    }
+}
+
+/// Run `f` on the calling thread's recorder while the profiler runs, inside the thread's
+/// quiescence window like a region start or stop. None when not running, and when the thread
+/// is inside a call already (a signal handler, or code the profiler runs, calling back in).
+#[inline(always)]
+pub fn with_recorder<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option<R> {
+    let p = current_thread();
+    if p.is_null() {
+        return with_recorder_new_thread(f);
+    }
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    let tb = unsafe { &*p };
+    if tb.seq.is_inside() {
+        return None;
+    }
+    let seq = tb.seq.enter();
+    let state = STATE.load(Ordering::Relaxed);
+    let result = if is_running(state) {
+        // SAFETY: owner thread, inside enter/leave.
+        let data = unsafe { tb.data() };
+        let cs = if state == RUNNING { None } else { counter_sources() };
+        let mut late = match data.late.take() {
+            Some(l) => l,
+            None => new_late(),
+        };
+        let r = f(&mut Recorder { data: &mut *data, cs, late: &mut late });
+        data.late = Some(late);
+        Some(r)
+    } else {
+        None
+    };
+    tb.seq.leave(seq);
+    result
+}
+
+#[cold]
+fn new_late() -> Box<crate::late::ThreadLate> {
+    Box::default()
+}
+
+/// The calling thread's first recording through `with_recorder`.
+#[cold]
+fn with_recorder_new_thread<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option<R> {
+    if !is_running(STATE.load(Ordering::Acquire)) {
+        return None;
+    }
+    new_thread_buffer();
+    with_recorder(f)
 }
 
 /// Run `f` on the calling thread's recorder while the profiler runs (None otherwise), inside
@@ -736,6 +908,8 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     // finalize is writing (or has written and removed); it only chains.
     crate::signals::disarm();
     crate::mpi_calls::stop();
+    crate::functions::stop();
+    crate::openmp::stop();
     STATE.store(FINALIZED, Ordering::SeqCst);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -745,7 +919,9 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     for tb in &buffers {
         if tb.seq.wait_idle(deadline) {
             // SAFETY: the owner is outside any call and will see FINALIZED on its next entry.
-            let data = std::mem::take(unsafe { tb.data() });
+            let mut data = std::mem::take(unsafe { tb.data() });
+            // A worker's part of an OpenMP parallel region that ended, not reported yet.
+            crate::openmp::close_ended(&mut data);
             records.push(ThreadRecord { index: tb.index, os_tid: tb.os_tid, data });
         } else {
             busy += 1;
@@ -754,11 +930,19 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     if busy > 0 {
         warn::always(&format!("{busy} thread(s) were still inside a start/stop call at finalize; their calls are not in the file"));
     }
-    let (likwid, finished) = {
+    let (mut likwid, finished) = {
         let p = COUNTERS.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: set by Box::into_raw in setup; no thread is inside a call any more.
         if p.is_null() { (crate::model::LikwidRun::default(), counters::Finished::default()) } else { unsafe { Box::from_raw(p) }.finish() }
     };
+    // Regions keyed by address (OpenMP constructs, instrumented functions) get their names;
+    // LIKWID knew them by their provisional ones.
+    let late = crate::late::name_all(&REGISTRY);
+    for r in likwid.regions.iter_mut() {
+        if let Some(name) = late.renamed.get(&r.tag) {
+            r.tag = name.clone();
+        }
+    }
     let names = REGISTRY.names();
     let taken: Vec<(u32, counters::ThreadCounters)> = records.iter_mut().map(|r| (r.index, std::mem::take(&mut r.data.counters))).collect();
     let mpi_taken: Vec<(u32, i64, Option<Box<crate::mpi_stats::ThreadMpi>>)> = records.iter_mut().map(|r| (r.index, r.os_tid, r.data.mpi.take())).collect();
@@ -772,9 +956,13 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         crate::spill::open_reader();
     }
     let (mut regions, kept) = crate::profile::merge(&names, records, &timebase);
+    let locations = REGISTRY.locations_by_name();
+    let throttled = crate::functions::throttled(&names);
     for r in regions.iter_mut() {
-        r.source = REGISTRY.location_of(&r.name);
+        r.source = locations.get(&r.name).cloned();
+        r.throttled = throttled.contains(&r.name);
     }
+    crate::openmp::at_finalize();
     let clock_report = timebase.report();
     if clock_report.status != "ok" {
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
@@ -790,7 +978,9 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         })
         .collect();
     let counters = counters::collect(&names, &finished, threads);
-    for r in regions.iter().filter(|r| r.open_calls > 0) {
+    // The instrumented functions open at finalize are its callers: counted, not a missing stop.
+    let functions: std::collections::HashSet<&str> = late.functions.iter().filter_map(|&id| names.get(id as usize)).map(String::as_str).collect();
+    for r in regions.iter().filter(|r| r.open_calls > 0 && !functions.contains(r.name.as_str())) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }
     info.thread_os_ids = kept.iter().map(|t| t.1).collect();
@@ -815,7 +1005,13 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
 extern "C" fn finalize_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if is_running(STATE.load(Ordering::Acquire)) && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
-            warn::always("sp_finalize was not called: writing the profile at exit");
+            // Set up by the OpenMP tool or an instrumented function, with no sp_setup: the end
+            // of the run is where such a profile is written.
+            let origin = IMPLICIT_ORIGIN.load(Ordering::Acquire);
+            let expected = origin == ImplicitOrigin::OpenMpTool as u8 + 1 || origin == ImplicitOrigin::InstrumentedFunction as u8 + 1;
+            if !expected {
+                warn::always("sp_finalize was not called: writing the profile at exit");
+            }
             // No collective at exit: a rank that exits on its own (an error path calling
             // exit()) would wait forever for ranks that never join.
             if let Err(e) = finalize_as(route::Gather::LocalOnly) {

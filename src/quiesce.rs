@@ -56,6 +56,13 @@ impl CallSeq {
         self.0.store(entered + 1, Ordering::Release);
     }
 
+    /// Owner thread: whether it is inside a call now (a signal handler, or code the profiler
+    /// itself runs, that calls back in).
+    #[inline(always)]
+    pub fn is_inside(&self) -> bool {
+        self.0.load(Ordering::Relaxed) % 2 == 1
+    }
+
     /// Finalizing thread, after `barrier()`: wait until the owner is outside any call.
     /// Returns false if it is still inside one at `deadline`.
     pub fn wait_idle(&self, deadline: Instant) -> bool {

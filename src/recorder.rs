@@ -82,6 +82,9 @@ pub struct ThreadData {
     pub thread: u32,
     /// Aggregates of the thread's MPI calls (none until its first recorded MPI call).
     pub mpi: Option<Box<crate::mpi_stats::ThreadMpi>>,
+    /// The thread's side of the regions named at finalize (OpenMP constructs, instrumented
+    /// functions): none until its first such region.
+    pub late: Option<Box<crate::late::ThreadLate>>,
 }
 
 impl Default for ThreadData {
@@ -99,6 +102,7 @@ impl Default for ThreadData {
             counters: Default::default(),
             thread: 0,
             mpi: None,
+            late: None,
         }
     }
 }

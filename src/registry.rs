@@ -43,6 +43,9 @@ struct Names {
     names: Vec<Box<str>>,
     /// Indexed by id, like `names`.
     locations: Vec<Option<SourceLocation>>,
+    /// Regions named at finalize (`register_provisional`), by id: their provisional name is
+    /// in `names` (not in `ids`) until `set_final_names` gives the real one.
+    provisional: Vec<u32>,
 }
 
 /// All region names of the process, indexed by id.
@@ -105,6 +108,55 @@ impl Registry {
         Ok(id)
     }
 
+    /// A new region whose real name is known only at finalize (an OpenMP construct or an
+    /// instrumented function, keyed by an address: `late`). `provisional` names it until then
+    /// (the live summary, the flight recorder's spill, counter sources); it is not a name other
+    /// calls can look up. `on_new` runs under the lock as for `register`.
+    pub fn register_provisional(&self, provisional: &str, on_new: impl FnOnce(u32, &str)) -> Result<u32> {
+        let name = validate_name(provisional.as_bytes())?;
+        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let names = guard.get_or_insert_with(Names::default);
+        let id = names.names.len() as u32;
+        if id >= MAX_REGIONS {
+            return Err(Error::new(Status::TooManyRegions, format!("more than {MAX_REGIONS} distinct region names")));
+        }
+        names.names.push(name.into());
+        names.locations.push(None);
+        names.provisional.push(id);
+        on_new(id, name);
+        self.count.store(id + 1, Ordering::Release);
+        Ok(id)
+    }
+
+    /// The real names of regions registered with `register_provisional` (at finalize), with
+    /// where they are defined. Two ids may get the same name: they are then one region
+    /// (`name_groups`). Ids that are not provisional are left alone.
+    pub fn set_final_names(&self, named: Vec<(u32, String, Option<SourceLocation>)>) {
+        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(names) = guard.as_mut() else { return };
+        for (id, name, location) in named {
+            let i = id as usize;
+            if i < names.names.len() && names.provisional.binary_search(&id).is_ok() {
+                names.names[i] = name.into();
+                names.locations[i] = location;
+            }
+        }
+    }
+
+    /// The first location of each name, in id order (regions named at finalize included).
+    pub fn locations_by_name(&self) -> HashMap<String, SourceLocation> {
+        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = HashMap::new();
+        if let Some(names) = guard.as_ref() {
+            for (name, at) in names.names.iter().zip(&names.locations) {
+                if let Some(at) = at {
+                    out.entry(name.to_string()).or_insert_with(|| at.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// The id of an already registered name.
     pub fn lookup(&self, name: &str) -> Option<u32> {
         let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
@@ -128,6 +180,24 @@ impl Registry {
         let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
         guard.as_ref().and_then(|n| n.names.get(id as usize)).map(|s| s.to_string())
     }
+}
+
+/// Ids grouped by name, in order of each name's first id: regions that share a name are one
+/// region (the ids of an OpenMP construct inlined in two places, of a function in two modules,
+/// or a function named like a region of the program). Each group: (name, its ids in order).
+pub fn name_groups(names: &[String]) -> Vec<(&str, Vec<u32>)> {
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(names.len());
+    let mut groups: Vec<(&str, Vec<u32>)> = Vec::with_capacity(names.len());
+    for (id, name) in names.iter().enumerate() {
+        match first.get(name.as_str()) {
+            Some(&g) => groups[g].1.push(id as u32),
+            None => {
+                first.insert(name, groups.len());
+                groups.push((name, vec![id as u32]));
+            }
+        }
+    }
+    groups
 }
 
 #[cfg(test)]
@@ -158,6 +228,28 @@ mod tests {
         assert_eq!((r.lookup("b"), r.lookup("zz")), (Some(1), None));
         assert!(r.register(b"", |_, _| {}).is_err());
         assert_eq!(r.count(), 2);
+    }
+
+    #[test]
+    fn provisional_names_are_replaced_at_finalize() {
+        let r = Registry::new();
+        assert_eq!(r.register(b"solve", |_, _| {}).unwrap(), 0);
+        let mut created = Vec::new();
+        assert_eq!(r.register_provisional("omp parallel @ a.out+0x10", |id, n| created.push((id, n.to_string()))).unwrap(), 1);
+        assert_eq!(r.register_provisional("omp parallel @ a.out+0x20", |_, _| {}).unwrap(), 2);
+        assert_eq!(created, vec![(1, "omp parallel @ a.out+0x10".to_string())]);
+        // Not a name to look up, and a program's region of the same text is another region.
+        assert_eq!(r.lookup("omp parallel @ a.out+0x10"), None);
+        assert_eq!(r.register(b"omp parallel @ a.out+0x10", |_, _| {}).unwrap(), 3);
+        assert!(r.register_provisional("", |_, _| {}).is_err());
+        let at = |line| Some(SourceLocation { file: "/src/a.c".into(), line });
+        // Only provisional ids are renamed; two of them may take the same name.
+        r.set_final_names(vec![(1, "omp parallel @ a.c:5".into(), at(5)), (2, "omp parallel @ a.c:5".into(), at(5)), (0, "x".into(), None)]);
+        let names = r.names();
+        assert_eq!(names, vec!["solve", "omp parallel @ a.c:5", "omp parallel @ a.c:5", "omp parallel @ a.out+0x10"]);
+        assert_eq!(r.locations_by_name().get("omp parallel @ a.c:5"), at(5).as_ref());
+        let groups = name_groups(&names);
+        assert_eq!(groups, vec![("solve", vec![0]), ("omp parallel @ a.c:5", vec![1, 2]), ("omp parallel @ a.out+0x10", vec![3])]);
     }
 
     #[test]

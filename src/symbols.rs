@@ -136,8 +136,18 @@ impl Symbolizer {
     }
 }
 
+impl Symbolizer {
+    /// The symbol-table entry covering the runtime address `addr` of module `path` loaded with
+    /// bias `base`: its raw (mangled) name and its runtime start address.
+    pub fn symbol(&mut self, path: &str, base: u64, addr: u64) -> Option<(String, u64)> {
+        let s = self.loader(path)?.find_symbol_info(addr.wrapping_sub(base))?;
+        Some((s.name().to_string(), s.address().wrapping_add(base)))
+    }
+}
+
 /// A function name as users write it: C++ and Rust demangled, gfortran's module procedures
-/// (`__mod_MOD_proc`) as `mod::proc`.
+/// (`__mod_MOD_proc`) as `mod::proc`, and a Fortran external procedure (`work_`, when the
+/// debug information says the code is Fortran) as `work`.
 pub fn pretty_function(raw: &str, language: Option<gimli_lang::DwLang>) -> String {
     if let Some(rest) = raw.strip_prefix("__") {
         if let Some((module, procedure)) = rest.split_once("_MOD_") {
@@ -146,7 +156,17 @@ pub fn pretty_function(raw: &str, language: Option<gimli_lang::DwLang>) -> Strin
             }
         }
     }
+    if language.is_some_and(is_fortran) {
+        if let Some(name) = raw.strip_suffix('_').filter(|n| !n.is_empty() && !n.ends_with('_')) {
+            return name.to_string();
+        }
+    }
     addr2line::demangle_auto(std::borrow::Cow::Borrowed(raw), language).into_owned()
+}
+
+fn is_fortran(language: gimli_lang::DwLang) -> bool {
+    use addr2line::gimli::*;
+    [DW_LANG_Fortran77, DW_LANG_Fortran90, DW_LANG_Fortran95, DW_LANG_Fortran03, DW_LANG_Fortran08].contains(&language)
 }
 
 /// `gimli`'s language constant, through `addr2line`'s re-export.
@@ -200,6 +220,8 @@ mod tests {
         assert_ne!(m.base, 0, "a shared library is loaded with a bias");
         let place = Symbolizer::new().resolve(&m.path, m.base, addr);
         assert!(place.function.as_deref().is_some_and(|f| f.contains("getpid")), "{place:?}");
+        let (raw, start) = Symbolizer::new().symbol(&m.path, m.base, addr + 1).expect("getpid has a symbol");
+        assert!(raw.contains("getpid") && start == addr, "{raw} at {start:#x}, getpid at {addr:#x}");
     }
 
     #[test]
@@ -208,6 +230,11 @@ mod tests {
         assert_eq!(pretty_function("_ZN6solver4stepEv", None), "solver::step()");
         assert_eq!(pretty_function("plain_c", None), "plain_c");
         assert_eq!(pretty_function("__", None), "__");
+        let fortran = Some(addr2line::gimli::DW_LANG_Fortran95);
+        assert_eq!(pretty_function("work_", fortran), "work");
+        assert_eq!(pretty_function("work_", None), "work_");
+        assert_eq!(pretty_function("MAIN__", fortran), "MAIN__");
+        assert_eq!(pretty_function("__physics_MOD_flux", fortran), "physics::flux");
         assert_eq!(fallback_name("/usr/lib/libfoo.so.1", 0x1000, 0x1234), "libfoo.so.1+0x234");
     }
 }

@@ -180,13 +180,14 @@ pub struct ThreadTake {
     pub counters: ThreadCounters,
 }
 
-/// Turn the threads' counter states into per-region results (regions in id order).
+/// Turn the threads' counter states into per-region results (regions in id order; ids that
+/// share a name are one region, see `registry::name_groups`).
 pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> RankCounters {
     let n = fin.event_names.len();
     let mut out = RankCounters { event_names: fin.event_names.clone(), formulas: fin.formulas.clone(), ..Default::default() };
-    for (id, name) in names.iter().enumerate() {
+    for (name, ids) in crate::registry::name_groups(names) {
         if n > 0 {
-            let mut r = PerfRegion { name: name.clone(), totals: vec![0.0; n], ..Default::default() };
+            let mut r = PerfRegion { name: name.to_string(), totals: vec![0.0; n], ..Default::default() };
             let (mut en, mut run) = (0.0, 0.0);
             for t in &threads {
                 let Some(p) = &t.counters.perf else { continue };
@@ -194,7 +195,14 @@ pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> Ra
                     continue;
                 }
                 let stride = n + 3;
-                let Some(v) = p.totals.get(id * stride..(id + 1) * stride) else { continue };
+                // The thread's values of the region, over its ids.
+                let mut v = vec![0.0; stride];
+                for &id in &ids {
+                    let id = id as usize;
+                    if let Some(x) = p.totals.get(id * stride..(id + 1) * stride) {
+                        v.iter_mut().zip(x).for_each(|(a, b)| *a += b);
+                    }
+                }
                 let calls = v[n + 2] as u64;
                 if calls == 0 {
                     continue;
@@ -230,9 +238,14 @@ pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> Ra
                 out.perf.push(r);
             }
         }
-        let mut a = AnnotatedRegion { name: name.clone(), ..Default::default() };
+        let mut a = AnnotatedRegion { name: name.to_string(), ..Default::default() };
         for t in &threads {
-            let Some(v) = t.counters.annotations.get(id) else { continue };
+            let mut v = [0.0; 4];
+            for &id in &ids {
+                if let Some(x) = t.counters.annotations.get(id as usize) {
+                    v.iter_mut().zip(x.iter()).for_each(|(a, b)| *a += b);
+                }
+            }
             if v[2] == 0.0 && v[3] == 0.0 {
                 continue;
             }

@@ -100,6 +100,9 @@ pub struct RegionData {
     pub dropped_calls: u64,
     /// Where the region is defined, when it was registered with a location.
     pub source: Option<SourceLocation>,
+    /// An instrumented function that stopped being recorded: called more often, at less time
+    /// per call, than the throttling allows (its calls up to then are kept).
+    pub throttled: bool,
 }
 
 impl RegionData {

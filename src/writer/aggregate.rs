@@ -3,7 +3,7 @@
 //! (`/rank_region_index/aggregate_*`, with `/region_table/names`).
 //!
 //! Ours, beside it (the Python reader ignores them), also written by the columnar layout:
-//! `rank_region_index/{open_calls,dropped_calls,histograms}` (histograms: one row of
+//! `rank_region_index/{open_calls,dropped_calls,throttled,histograms}` (histograms: one row of
 //! `HIST_BUCKETS` log2 buckets per (rank, region), see `stats::bucket`) and `/scope_profiler_threads/*`, the same
 //! statistics per recording thread (`rows` points into rank_region_index).
 
@@ -37,6 +37,8 @@ pub struct IndexRows {
     pooled: Vec<Stats>,
     open: Vec<i64>,
     dropped: Vec<i64>,
+    /// 1 for an instrumented function no longer recorded after the throttling's limit.
+    throttled: Vec<i8>,
     // Per thread: row, thread, stats.
     threads: Vec<(u64, i64, Stats)>,
     /// Where each row's region is defined: file ("" unknown) and line (-1 unknown).
@@ -57,6 +59,7 @@ impl IndexRows {
         self.pooled.push(row.stats);
         self.open.push(row.region.open_calls as i64);
         self.dropped.push(row.region.dropped_calls as i64);
+        self.throttled.push(row.region.throttled as i8);
         let at = row.region.source.as_ref();
         self.source_files.push(at.map(|a| a.file.clone()).unwrap_or_default());
         self.source_lines.push(at.map(|a| a.line).filter(|&l| l > 0).unwrap_or(-1));
@@ -80,6 +83,7 @@ impl IndexRows {
         index.new_dataset_builder().with_data(&self.ranks).create("ranks")?;
         index.new_dataset_builder().with_data(&self.open).create("open_calls")?;
         index.new_dataset_builder().with_data(&self.dropped).create("dropped_calls")?;
+        index.new_dataset_builder().with_data(&self.throttled).create("throttled")?;
         // Source locations as the Python package's schema 3 stores them (its columnar reader
         // shows them; in the aggregate layout they are our addition).
         index.new_dataset_builder().with_data(&self.source_lines).create("source_lines")?;

@@ -25,6 +25,8 @@ pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<Regio
     let ranks: Vec<u32> = col(&index, "ranks")?;
     let open: Vec<i64> = col(&index, "open_calls")?;
     let dropped: Vec<i64> = col(&index, "dropped_calls")?;
+    // Files written before the column have none.
+    let throttled: Vec<i8> = col(&index, "throttled").unwrap_or_default();
     let threads = file.group("scope_profiler_threads")?;
     let t_rows: Vec<u64> = col(&threads, "rows")?;
     let t_ids: Vec<i64> = col(&threads, "threads")?;
@@ -78,6 +80,7 @@ pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<Regio
             open_calls: open[row] as u64,
             dropped_calls: dropped[row] as u64,
             source: source(row),
+            throttled: throttled.get(row).is_some_and(|&t| t != 0),
         });
     }
     Ok(out)

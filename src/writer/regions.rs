@@ -39,6 +39,10 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     }
     put_int(&g, "open_calls", region.open_calls as i64)?;
     put_int(&g, "dropped_calls", region.dropped_calls as i64)?;
+    if region.throttled {
+        // An instrumented function no longer recorded after the throttling's limit.
+        put_int(&g, "throttled", 1)?;
+    }
     let n = region.calls();
     let starts = new_column::<i64>(&g, "start_times", n)?;
     let ends = new_column::<i64>(&g, "end_times", n)?;
