@@ -182,7 +182,10 @@ pub struct ThreadTake {
 
 /// Turn the threads' counter states into per-region results (regions in id order; ids that
 /// share a name are one region, see `registry::name_groups`).
-pub fn collect(names: &[String], fin: &Finished, threads: Vec<ThreadTake>) -> RankCounters {
+pub fn collect(names: &[String], fin: &Finished, mut threads: Vec<ThreadTake>) -> RankCounters {
+    // Rows by thread id, as the timings list their threads (threads are handed over in the
+    // order they ended, which differs from run to run).
+    threads.sort_by_key(|t| t.thread_id);
     let n = fin.event_names.len();
     let mut out = RankCounters { event_names: fin.event_names.clone(), formulas: fin.formulas.clone(), ..Default::default() };
     for (name, ids) in crate::registry::name_groups(names) {
