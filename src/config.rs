@@ -47,6 +47,8 @@ pub struct Config {
     pub layout: Layout,
     /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
     pub mpi: crate::mpi_stats::Settings,
+    /// Sampling (`SCOPE_PROFILER_SAMPLE_*`, docs/sampling.md).
+    pub sampling: crate::sampling::Settings,
 }
 
 /// How the file stores the regions (see docs/layouts.md).
@@ -194,6 +196,7 @@ impl Config {
             perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
             layout,
             mpi,
+            sampling: crate::sampling::Settings::from_env(&env),
         }
     }
 

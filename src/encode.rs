@@ -16,6 +16,9 @@ struct Header {
     /// The rank's MPI calls (`rank<N>/mpi/`).
     #[serde(default)]
     mpi: Option<crate::model::MpiProfile>,
+    /// The rank's samples (`rank<N>/sampling/`, `rank<N>/line_profile/`).
+    #[serde(default)]
+    samples: Option<crate::model::SampleProfile>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,6 +50,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
         likwid: p.likwid.clone(),
         counters: p.counters.clone(),
         mpi: p.mpi.clone(),
+        samples: p.samples.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
@@ -55,6 +59,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
             header.likwid = LikwidRun::default();
             header.counters = Default::default();
             header.mpi = None;
+            header.samples = None;
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -110,7 +115,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
             source: r.source,
         });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi, samples: header.samples })
 }
 
 #[cfg(test)]
