@@ -296,6 +296,20 @@ fn the_programs_own_real_time_signal_is_left_to_it_or_chained() {
 }
 
 #[test]
+fn a_forked_child_leaves_the_parents_sampling_alone() {
+    need_cpus(2, "two sampled threads");
+    let dir = scratch("sampling_fork");
+    let exe = build(&dir);
+    // The child inherits the parent's perf event descriptors: when it exits, its thread exit
+    // hook must not disable them (they are the parent's events).
+    let out = run_mode(&exe, &dir, "f.h5", "fork", &[("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.3")]);
+    assert_eq!(info(&text(&out.stdout), "child_status"), 0);
+    let h5 = dir.join("f.h5");
+    assert_eq!(sps_files(&dir), vec![dir.join("f_rank00000.sps")], "the child writes no file");
+    check_python(&h5, &sps_files(&dir), &["alpha", "beta", "outer", "inner"], Some("outside"), 60);
+}
+
+#[test]
 fn sampling_started_and_stopped_mid_run() {
     need_cpus(2, "two sampled threads");
     let dir = scratch("sampling_api");

@@ -26,7 +26,7 @@ use crate::model::samples::{SampleModule, SampleProfile, SampleRow};
 use crate::symbols::{Module, find_module, loaded_modules};
 use crate::warn;
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use thread::{Held, OUTSIDE, Source, ThreadSampler};
 
@@ -140,7 +140,6 @@ struct Control {
     used_timer: bool,
     started: bool,
     finalized: bool,
-    pid: u32,
     /// Modules seen when sampling started (one that is unloaded later still resolves).
     modules: Vec<Module>,
     taken: Vec<Taken>,
@@ -161,11 +160,21 @@ static CONTROL: Mutex<Control> = Mutex::new(Control {
     used_timer: false,
     started: false,
     finalized: false,
-    pid: 0,
     modules: Vec::new(),
     taken: Vec::new(),
     unreachable: 0,
 });
+
+/// The process whose threads joined (set with the first one). A forked child inherits the
+/// parent's samplers (and its perf descriptors, but not their ring buffers, which are not
+/// copied into a child): it must never touch them, nor take the control lock, which a parent
+/// thread may have held at the fork.
+static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+
+fn forked() -> bool {
+    let owner = OWNER_PID.load(Ordering::Acquire);
+    owner != 0 && owner != std::process::id()
+}
 
 fn control() -> std::sync::MutexGuard<'static, Control> {
     CONTROL.lock().unwrap_or_else(|e| e.into_inner())
@@ -205,6 +214,7 @@ fn ensure_current(c: &mut Control) -> &'static ThreadSampler {
         return unsafe { &*p };
     }
     let t: &'static ThreadSampler = Box::leak(Box::new(ThreadSampler::new(gettid())));
+    let _ = OWNER_PID.compare_exchange(0, std::process::id(), Ordering::AcqRel, Ordering::Acquire);
     c.threads.push(t);
     signal::set_current(t);
     // Registers the TLS destructor that disarms the thread's source when it ends.
@@ -312,6 +322,11 @@ fn thread_exited() {
     }
     // SAFETY: a leaked sampler.
     let t: &ThreadSampler = unsafe { &*t };
+    if forked() {
+        // The sources a forked child inherited are the parent's (the same perf events):
+        // stopping them here would stop the parent's sampling.
+        return;
+    }
     let c = control();
     let sig = c.signal;
     if let Some(s) = sig {
@@ -345,6 +360,10 @@ pub fn on_setup(settings: &Settings) {
 /// The calling thread just recorded its first call: it is sampled from now on while sampling
 /// runs, and until it ends.
 pub fn thread_started() {
+    if forked() {
+        // Sampling does not carry over into a forked child.
+        return;
+    }
     let mut c = control();
     if c.finalized {
         return;
@@ -381,13 +400,12 @@ pub fn start(hz: u32) -> Result<(), StartError> {
     if !(1..=MAX_HZ).contains(&hz) {
         return Err(StartError::BadRate(format!("sp_start_sampling({hz}): the rate must be 1 to {MAX_HZ} samples per second")));
     }
+    if forked() {
+        return Err(StartError::Unsupported("sampling does not carry over into a forked child".into()));
+    }
     let mut c = control();
     if c.finalized {
         return Err(StartError::Finalized);
-    }
-    let pid = std::process::id();
-    if c.started && c.pid != pid {
-        return Err(StartError::Unsupported("sampling does not carry over into a forked child".into()));
     }
     let period = 1_000_000_000 / hz as u64;
     let sig = match c.signal {
@@ -428,7 +446,6 @@ pub fn start(hz: u32) -> Result<(), StartError> {
     }
     c.hz = hz;
     c.started = true;
-    c.pid = pid;
     let mut now = loaded_modules();
     now.retain(|m| !c.modules.contains(m));
     c.modules.extend(now);
@@ -437,10 +454,10 @@ pub fn start(hz: u32) -> Result<(), StartError> {
 
 /// Stop sampling every thread; what was counted is kept for finalize. A no-op when not sampling.
 pub fn stop() {
-    let mut c = control();
-    if c.pid != std::process::id() {
+    if forked() {
         return;
     }
+    let mut c = control();
     if c.active.take().is_some() {
         c.disarm_all();
     }
@@ -450,13 +467,16 @@ pub fn stop() {
 /// handler no longer reads the recorder, whose data finalize is about to take); the tables
 /// are kept for `collect`.
 pub fn stop_for_finalize() {
+    if forked() {
+        return;
+    }
     let mut c = control();
     if c.finalized {
         return;
     }
     c.finalized = true;
     c.active = None;
-    if !c.started || c.pid != std::process::id() {
+    if !c.started {
         return;
     }
     let threads = c.threads.clone();
@@ -489,8 +509,11 @@ pub fn stop_for_finalize() {
 /// `names` are the regions by id; `thread_os_ids` the file's threads (their Linux ids, in
 /// `thread_ids` order).
 pub fn collect(names: &[String], thread_os_ids: &[i64]) -> Option<SampleProfile> {
+    if forked() {
+        return None;
+    }
     let mut c = control();
-    if !c.started || c.pid != std::process::id() {
+    if !c.started {
         return None;
     }
     let taken = std::mem::take(&mut c.taken);

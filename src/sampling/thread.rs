@@ -298,3 +298,41 @@ impl ThreadSampler {
         self.lock.store(FREE, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_counts_and_grows() {
+        let mut t = Table::empty();
+        for i in 0..5000u64 {
+            assert!(t.add(0x1000 + i % 1500, (i % 3) as u32, 10));
+        }
+        assert!(t.add(7, OUTSIDE, 1));
+        let mut rows = t.take();
+        rows.sort();
+        // 1500 addresses, each with the regions i % 3 it met.
+        let total: u64 = rows.iter().map(|r| r.2).sum();
+        assert_eq!(total, 5001);
+        assert_eq!(rows.iter().map(|r| r.3).sum::<u64>(), 50_001);
+        assert!(rows.iter().all(|r| r.0 == OUTSIDE || r.0 < 3));
+        assert!(rows.contains(&(OUTSIDE, 7, 1, 1)));
+        assert_eq!(rows.len(), 1501);
+        assert!(t.entries.is_null(), "the memory is given back");
+    }
+
+    #[test]
+    fn the_controller_waits_and_closed_is_final() {
+        let s = ThreadSampler::new(1);
+        let held = s.hold(Duration::from_millis(10)).unwrap();
+        assert!(s.hold(Duration::from_millis(10)).is_none(), "held by the controller");
+        drop(held);
+        let held = s.hold(Duration::from_millis(10)).unwrap();
+        held.close();
+        assert!(s.is_closed() && s.hold(Duration::from_millis(10)).is_none());
+        // A signal arriving now is ignored (and not counted: the sampler is closed).
+        unsafe { s.on_signal(|| 0, None, 0, 0x1234) };
+        assert_eq!(s.taken.load(Ordering::Relaxed), 0);
+    }
+}

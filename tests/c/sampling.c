@@ -17,6 +17,9 @@
  *             otherwise take first): the program raises it and counts its deliveries.
  *   seccomp   threads, with perf_event_open refused by a seccomp filter (EACCES), as under
  *             kernel.perf_event_paranoid = 3: the sampler falls back to per-thread timers.
+ *   fork      threads, after a child process forked while sampling ran has recorded a
+ *             region and exited (exit(), so its threads' exit hooks run): the parent's
+ *             sampling goes on.
  *   none      threads without sampling.
  * Built with -DUSE_MPI: every rank runs `threads` (MPI_Init first, sp_finalize gathers).
  *
@@ -40,6 +43,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,6 +232,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     print_sources("setup");
+    if (strcmp(mode, "fork") == 0) {
+        pid_t child = fork();
+        if (child == 0) {
+            region("child", hot_quiet, 0.1);
+            exit(0);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        printf("INFO\tchild_status\t%d\n", status);
+    }
     if (strcmp(mode, "api") == 0) {
         bad |= api_workload();
     } else {
