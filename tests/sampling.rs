@@ -402,3 +402,47 @@ fn fortran_and_cxx_start_and_stop_sampling() {
         assert!(py["h5"]["0"].get("unsampled").is_none(), "{name}: sampled after sp_stop_sampling: {py}");
     }
 }
+
+/// Run a Python (h5py) script on a copy of `from` written to `to`: `f` is the open copy.
+fn craft(from: &Path, to: &Path, script: &str) {
+    std::fs::copy(from, to).unwrap();
+    let code = format!("import sys, h5py\nwith h5py.File(sys.argv[1], 'r+') as f:\n{}\n", script.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n"));
+    let out = run(Command::new(python()).arg("-c").arg(&code).arg(to));
+    assert!(out.status.success(), "crafting {}: {}", to.display(), text(&out.stderr));
+}
+
+#[test]
+fn sptool_lines_refuses_damaged_records_in_one_line_and_never_opens_a_fifo() {
+    let dir = scratch("sampling_hostile");
+    let exe = build(&dir);
+    run_mode(&exe, &dir, "good.h5", "threads", &[("SCOPE_PROFILER_SAMPLE_HZ", "2000"), ("SAMPLING_TEST_SECONDS", "0.05")]);
+    let good = dir.join("good.h5");
+    let cases: [(&str, &str, &str); 4] = [
+        ("lengths.h5", "g = f['rank0/line_profile/0']\nv = g['hits'][()]\ndel g['hits']\ng['hits'] = list(v) + [1, 2]", "differ in length"),
+        ("negative.h5", "g = f['rank0/line_profile/0']\nv = g['hits'][()]\nv[0] = -5\ng['hits'][...] = v", "negative count"),
+        ("sparse.h5", "g = f['rank0/line_profile/0']\ndel g['line_numbers']\ng.create_dataset('line_numbers', shape=(2**40,), dtype='i8', chunks=(4096,))", "1099511627776"),
+        ("strings.h5", "g = f['rank0/line_profile/0']\ng.attrs['region'] = 5\ng.attrs['filename'] = b'\\xff\\xfe/x.c'", ""),
+    ];
+    for (name, script, needle) in cases {
+        let file = dir.join(name);
+        craft(&good, &file, script);
+        let out = sptool(&["lines", file.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        if needle.is_empty() {
+            // Odd attribute types and undecodable bytes: read as far as they go, no failure.
+            assert!(out.status.success(), "{name}: {stderr}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: one line: {stderr}");
+        assert!(stderr.starts_with("sptool: ") && stderr.contains(needle) && stderr.contains("line_profile/0"), "{name}: {stderr}");
+    }
+    // A source file that is a FIFO is never opened (opening it would block).
+    let fifo = dir.join("source.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let file = dir.join("fifo.h5");
+    craft(&good, &file, &format!("for g in f['rank0/line_profile'].values():\n    g.attrs['filename'] = '{}'", fifo.display()));
+    let out = sptool(&["lines", file.to_str().unwrap()]);
+    assert!(out.status.success() && text(&out.stdout).contains("source.fifo:"), "{}", text(&out.stderr));
+}
