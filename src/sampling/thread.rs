@@ -247,8 +247,9 @@ impl ThreadSampler {
 
     /// A sample signal arrived on this thread (called by the handler, on the thread).
     /// `region` is the thread's innermost open region (or `OUTSIDE`); `perf_fd` the descriptor
-    /// the signal names (perf), `overrun` the periods a timer missed, `context_ip` the
-    /// interrupted address from the signal context.
+    /// the signal names (perf: the samples are read from its ring buffer), `overrun` the
+    /// periods a timer missed, `context_ip` the interrupted address from the signal context
+    /// (timer).
     ///
     /// # Safety
     /// Only from the signal handler, on the thread this sampler belongs to.
@@ -279,14 +280,10 @@ impl ThreadSampler {
             Source::Perf(p) if perf_fd == Some(p.fd) => {
                 let period = p.period_ns;
                 // SAFETY: the ring is mapped while the source lives, and we hold the lock.
+                // (No record: an earlier signal's handler read this overflow's sample.)
                 let (samples, lost) = unsafe { p.drain(|ip| keep(ip, period)) };
-                if samples == 0 {
-                    // The overflow's record is not there (cannot happen with a working
-                    // ring): the interrupted address is the same moment.
-                    keep(context_ip, period);
-                }
                 self.lost.fetch_add(lost, Ordering::Relaxed);
-                p.rearm();
+                p.give_back(samples + lost);
             }
             Source::Timer(t) if perf_fd.is_none() => {
                 let weight = 1 + overrun.min(1_000_000);
