@@ -296,6 +296,21 @@ fn the_programs_own_real_time_signal_is_left_to_it_or_chained() {
 }
 
 #[test]
+fn many_short_threads_are_each_sampled_and_leave_nothing_behind() {
+    let dir = scratch("sampling_many");
+    let exe = build(&dir);
+    let out = run_mode(&exe, &dir, "m.h5", "many", &[("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_THREADS", "40")]);
+    let stdout = text(&out.stdout);
+    let h5 = dir.join("m.h5");
+    let s = sampling_group(&h5, 0);
+    assert_eq!(s.threads, 41, "every thread that recorded, and the one that set up");
+    assert!(s.thread_ids.len() >= 30, "samples from most of the 40 short threads: {:?}", s.thread_ids);
+    assert_eq!((info(&stdout, "perf_fds_after_join"), info(&stdout, "timers_after_join")), (1, 0), "only the main thread's event is left: {stdout}");
+    let py = python_samples(&h5, &sps_files(&dir));
+    check_region("region many", &py["h5"]["0"]["many"], "sampling.c", hot_lines("tests/c/sampling.c")["many"], 500);
+}
+
+#[test]
 fn a_forked_child_leaves_the_parents_sampling_alone() {
     need_cpus(2, "two sampled threads");
     let dir = scratch("sampling_fork");

@@ -189,9 +189,11 @@ fn gettid() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
-/// Errors whose meaning is "perf events are not allowed or not there", not "this thread".
-fn perf_refused(e: i32) -> bool {
-    matches!(e, libc::EACCES | libc::EPERM | libc::ENOSYS | libc::ENOENT | libc::EOPNOTSUPP | libc::EINVAL | libc::ENODEV)
+/// Errors of `perf_event_open` whose meaning is "perf events are not allowed or not there",
+/// not "not for this thread" (too many open files; a ring buffer beyond the locked-memory
+/// limit `perf_event_mlock_kb`, which many threads reach: `mmap` fails with EPERM).
+fn perf_refused(e: i32, what: &str) -> bool {
+    what == "perf_event_open" && matches!(e, libc::EACCES | libc::EPERM | libc::ENOSYS | libc::ENOENT | libc::EOPNOTSUPP | libc::EINVAL | libc::ENODEV)
 }
 
 struct ExitHook;
@@ -256,7 +258,7 @@ impl Control {
                         warn::once("sample-perf", &format!("a thread is not sampled: its perf event failed ({what}: {error}) and {}=perf asks for nothing else", env::SOURCE));
                         return false;
                     }
-                    if perf_refused(e) {
+                    if perf_refused(e, what) {
                         let why = format!("{what}: {error}; kernel.perf_event_paranoid = {}", paranoid());
                         warn::once("sample-perf", &format!("sampling with a timer on each thread's CPU-time clock: perf events are refused here ({why})"));
                         self.perf_refused = Some(why);

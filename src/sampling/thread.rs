@@ -173,6 +173,10 @@ pub struct ThreadSampler {
     pub exited: AtomicBool,
     source: UnsafeCell<Source>,
     table: UnsafeCell<Table>,
+    /// Perf signals that arrived while the controller held the lock word: their samples wait
+    /// in the ring buffer, and their overflows are given back to the event's budget when the
+    /// controller lets go.
+    held_signals: AtomicU64,
     /// Samples taken, of them outside every region, and samples lost.
     pub taken: AtomicU64,
     pub outside: AtomicU64,
@@ -209,6 +213,12 @@ impl Held<'_> {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
+        if !self.close {
+            let missed = self.t.held_signals.swap(0, Ordering::AcqRel);
+            if let (true, Source::Perf(p)) = (missed > 0, self.source()) {
+                p.give_back(missed);
+            }
+        }
         self.t.lock.store(if self.close { CLOSED } else { FREE }, Ordering::Release);
     }
 }
@@ -221,6 +231,7 @@ impl ThreadSampler {
             exited: AtomicBool::new(false),
             source: UnsafeCell::new(Source::None),
             table: UnsafeCell::new(Table::empty()),
+            held_signals: AtomicU64::new(0),
             taken: AtomicU64::new(0),
             outside: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -255,9 +266,11 @@ impl ThreadSampler {
     /// Only from the signal handler, on the thread this sampler belongs to.
     pub unsafe fn on_signal(&self, region: impl Fn() -> u32, perf_fd: Option<i32>, overrun: u64, context_ip: u64) {
         if self.lock.compare_exchange(FREE, HANDLER, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            // The controller is changing this thread's source, or finalize has closed it.
+            // The controller is changing this thread's source, or finalize has closed it. A
+            // perf sample stays in the ring buffer for the next signal; a timer's is lost.
             if self.lock.load(Ordering::Relaxed) == CONTROL {
-                self.lost.fetch_add(1, Ordering::Relaxed);
+                let counter = if perf_fd.is_some() { &self.held_signals } else { &self.lost };
+                counter.fetch_add(1, Ordering::Relaxed);
             }
             return;
         }

@@ -20,6 +20,8 @@
  *   fork      threads, after a child process forked while sampling ran has recorded a
  *             region and exited (exit(), so its threads' exit hooks run): the parent's
  *             sampling goes on.
+ *   many      $SAMPLING_TEST_THREADS threads (default 40) start, each records region `many`
+ *             for a tenth of the CPU seconds, and end; then the events and timers left.
  *   none      threads without sampling.
  * Built with -DUSE_MPI: every rank runs `threads` (MPI_Init first, sp_finalize gathers).
  *
@@ -64,6 +66,7 @@ __attribute__((noinline)) static double hot_inner(long n) { double x = 4.0; for 
 __attribute__((noinline)) static double hot_outside(long n) { double x = 5.0; for (long i = 0; i < n; i++) x = x * 1.0000003 - 2e-9; return x; } /* HOT:outside */
 __attribute__((noinline)) static double hot_during(long n) { double x = 6.0; for (long i = 0; i < n; i++) x = x * 0.9999997 + 4e-9; return x; } /* HOT:during */
 __attribute__((noinline)) static double hot_w_during(long n) { double x = 7.0; for (long i = 0; i < n; i++) x = x * 1.0000004 - 3e-9; return x; } /* HOT:w_during */
+__attribute__((noinline)) static double hot_many(long n) { double x = 9.0; for (long i = 0; i < n; i++) x = x * 1.0000005 - 4e-9; return x; } /* HOT:many */
 __attribute__((noinline)) static double hot_quiet(long n) { double x = 8.0; for (long i = 0; i < n; i++) x = x * 0.9999996 + 5e-9; return x; } /* HOT:quiet */
 
 /* Spend `s` seconds of this thread's CPU time in `f`. */
@@ -117,6 +120,21 @@ static void threads_workload(void) {
     sp_region_stop("outer");
     burn(hot_outside, seconds);
     pthread_join(t, NULL);
+    print_sources("after_join");
+}
+
+static void *many_thread(void *arg) {
+    (void)arg;
+    region("many", hot_many, seconds / 10);
+    return NULL;
+}
+
+static void many_workload(void) {
+    int n = getenv("SAMPLING_TEST_THREADS") ? atoi(getenv("SAMPLING_TEST_THREADS")) : 40;
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, many_thread, NULL);
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    free(t);
     print_sources("after_join");
 }
 
@@ -244,6 +262,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "api") == 0) {
         bad |= api_workload();
+    } else if (strcmp(mode, "many") == 0) {
+        many_workload();
     } else {
         threads_workload();
     }
