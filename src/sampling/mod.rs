@@ -126,8 +126,6 @@ struct Taken {
 struct Control {
     /// Every thread that joined (never removed: a queued signal may still reach its sampler).
     threads: Vec<&'static ThreadSampler>,
-    /// Threads whose source was ever armed, by the sampler's address.
-    armed: Vec<usize>,
     source: SourceChoice,
     signal_wanted: Option<i32>,
     signal: Option<libc::c_int>,
@@ -149,7 +147,6 @@ struct Control {
 
 static CONTROL: Mutex<Control> = Mutex::new(Control {
     threads: Vec::new(),
-    armed: Vec::new(),
     source: SourceChoice::Auto,
     signal_wanted: None,
     signal: None,
@@ -284,10 +281,7 @@ impl Control {
     }
 
     fn note_armed(&mut self, t: &'static ThreadSampler) {
-        let key = t as *const ThreadSampler as usize;
-        if !self.armed.contains(&key) {
-            self.armed.push(key);
-        }
+        t.armed_once.store(true, Ordering::Relaxed);
     }
 
     fn disarm_all(&mut self) {
@@ -487,7 +481,7 @@ pub fn stop_for_finalize() {
             Some(mut held) => {
                 disarm(&mut held, t);
                 let table = held.take_table();
-                let sampled = c.armed.contains(&(t as *const ThreadSampler as usize));
+                let sampled = t.armed_once.load(Ordering::Relaxed);
                 c.taken.push(Taken {
                     tid: t.tid,
                     table,

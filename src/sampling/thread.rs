@@ -171,6 +171,8 @@ pub struct ThreadSampler {
     pub tid: i32,
     /// The thread ended (its exit hook ran): never armed again.
     pub exited: AtomicBool,
+    /// A source was armed for it at some point (it counts among the sampled threads).
+    pub armed_once: AtomicBool,
     source: UnsafeCell<Source>,
     table: UnsafeCell<Table>,
     /// Perf signals that arrived while the controller held the lock word: their samples wait
@@ -229,6 +231,7 @@ impl ThreadSampler {
             lock: AtomicU32::new(FREE),
             tid,
             exited: AtomicBool::new(false),
+            armed_once: AtomicBool::new(false),
             source: UnsafeCell::new(Source::None),
             table: UnsafeCell::new(Table::empty()),
             held_signals: AtomicU64::new(0),
