@@ -34,6 +34,7 @@ module scope_profiler
    public :: sp_last_error, sp_status_string, sp_version
    public :: sp_region_add_flops, sp_region_add_bytes
    public :: sp_stats_t, sp_region_get_stats, sp_print_summary
+   public :: sp_start_sampling, sp_stop_sampling
 
    !> .true. here; .false. in scope_profiler_disabled.f90, the same module with every call a
    !> no-op (profiling compiled out). `if (SP_ENABLED) ...` is removed by the compiler there.
@@ -57,6 +58,7 @@ module scope_profiler
    integer, parameter, public :: SP_ERR_NOT_INNERMOST = -12
    integer, parameter, public :: SP_ERR_WRITE_FAILED = -13
    integer, parameter, public :: SP_ERR_MPI = -14
+   integer, parameter, public :: SP_ERR_UNSUPPORTED = -15
    integer, parameter, public :: SP_ERR_INTERNAL = -99
    !> Limits.
    integer, parameter, public :: SP_MAX_NAME_LEN = 1024
@@ -170,6 +172,17 @@ module scope_profiler
          import :: c_int
          integer(c_int) :: rc
       end function c_sp_print_summary
+
+      function c_sp_start_sampling(hz) bind(C, name="sp_start_sampling") result(rc)
+         import :: c_int
+         integer(c_int), value :: hz
+         integer(c_int) :: rc
+      end function c_sp_start_sampling
+
+      function c_sp_stop_sampling() bind(C, name="sp_stop_sampling") result(rc)
+         import :: c_int
+         integer(c_int) :: rc
+      end function c_sp_stop_sampling
 
       function c_sp_finalize() bind(C, name="sp_finalize") result(rc)
          import :: c_int
@@ -308,6 +321,25 @@ contains
       rc = c_sp_print_summary()
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_print_summary
+
+   !> Start sampling every recording thread `hz` times per second of its CPU time (1 to
+   !> 10000): the source lines inside each region (docs/sampling.md). While sampling runs, a
+   !> new rate replaces the old one. SP_ERR_UNSUPPORTED where no way to sample exists.
+   subroutine sp_start_sampling(hz, ierr)
+      integer, intent(in) :: hz
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      rc = c_sp_start_sampling(int(hz, c_int))
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_start_sampling
+
+   !> Stop sampling; the samples so far are written at sp_finalize.
+   subroutine sp_stop_sampling(ierr)
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      rc = c_sp_stop_sampling()
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_stop_sampling
 
    !> Stop profiling and write the file (SP_ALREADY_FINALIZED if called twice).
    subroutine sp_finalize(ierr)

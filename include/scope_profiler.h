@@ -138,6 +138,12 @@
 #define SP_ERR_MPI -14
 
 /**
+ * Error: not possible on this machine or in this process (sampling: neither a perf event nor
+ * a per-thread timer could be set up); sp_last_error says why.
+ */
+#define SP_ERR_UNSUPPORTED -15
+
+/**
  * Error: an internal error was caught; the host program is unaffected.
  */
 #define SP_ERR_INTERNAL -99
@@ -372,6 +378,27 @@ int sp_region_stop_padded(const char *name, size_t len);
  * SP_ALREADY_FINALIZED. If never called, the file is written at process exit.
  */
 int sp_finalize(void);
+
+/**
+ * Start sampling: `hz` times per second of each thread's CPU time, every recording thread
+ * (and the calling one) is interrupted and the interrupted source line is counted under the
+ * thread's innermost open region (samples outside every region are counted as such).
+ * `sp_finalize` writes them into the profile (rank<N>/line_profile, read by `sptool lines`
+ * and `scope-profiler line-profile`) and to `<prefix>_rank<NNNNN>.sps` beside it (read by
+ * `scope-profiler native-lines`). Each thread is sampled by its own CPU-time clock: a perf
+ * `task-clock` event, or a per-thread timer where perf events are refused; the signal is a
+ * free real-time signal, never SIGPROF. `SCOPE_PROFILER_SAMPLE_HZ` starts it at sp_setup.
+ * Calling it while sampling runs changes the rate. Returns SP_OK, SP_ERR_INVALID_ARGUMENT (hz
+ * outside 1..10000), SP_ERR_UNSUPPORTED (no way to sample here: sp_last_error says why),
+ * SP_ERR_NOT_INITIALIZED or SP_ERR_FINALIZED. A no-op returning SP_OK when profiling is disabled.
+ */
+int sp_start_sampling(int hz);
+
+/**
+ * Stop sampling every thread, keeping the samples for sp_finalize. A no-op when not sampling.
+ * Returns SP_OK, SP_ERR_NOT_INITIALIZED or SP_ERR_FINALIZED.
+ */
+int sp_stop_sampling(void);
 
 /**
  * Statistics of region `handle` over every thread's completed calls so far: count, total,

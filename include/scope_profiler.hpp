@@ -176,6 +176,13 @@ inline sp_stats stats(const Region& region, int* status = nullptr) noexcept {
 /** Print this process's summary table so far to stdout (sp_print_summary). */
 inline int print_summary() noexcept { return sp_print_summary(); }
 
+/** Sample every recording thread `hz` times per second of its CPU time (sp_start_sampling):
+ *  the hottest source lines inside each region (docs/sampling.md). Returns the status. */
+inline int start_sampling(int hz) noexcept { return sp_start_sampling(hz); }
+
+/** Stop sampling, keeping the samples for finalize (sp_stop_sampling). */
+inline int stop_sampling() noexcept { return sp_stop_sampling(); }
+
 /** Times one call of a region from construction to destruction (or stop()). */
 class Scope {
 public:

@@ -51,6 +51,8 @@ pub struct Config {
     pub layout: Layout,
     /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
     pub mpi: crate::mpi_stats::Settings,
+    /// Sampling (`SCOPE_PROFILER_SAMPLE_*`, docs/sampling.md).
+    pub sampling: crate::sampling::Settings,
 }
 
 /// How the file stores the regions (see docs/layouts.md).
@@ -212,6 +214,7 @@ impl Config {
             perf_regions: options.perf_regions.clone().or_else(|| env(env::PERF_REGIONS)).unwrap_or_default(),
             layout,
             mpi,
+            sampling: crate::sampling::Settings::from_env(&env),
         }
     }
 

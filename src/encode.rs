@@ -16,6 +16,9 @@ struct Header {
     /// The rank's MPI calls (`rank<N>/mpi/`).
     #[serde(default)]
     mpi: Option<crate::model::MpiProfile>,
+    /// The rank's samples (`rank<N>/sampling/`, `rank<N>/line_profile/`).
+    #[serde(default)]
+    samples: Option<crate::model::SampleProfile>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -52,6 +55,7 @@ pub fn encode(p: &RankProfile) -> PageVec<u8> {
         likwid: p.likwid.clone(),
         counters: p.counters.clone(),
         mpi: p.mpi.clone(),
+        samples: p.samples.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
@@ -60,6 +64,7 @@ pub fn encode(p: &RankProfile) -> PageVec<u8> {
             header.likwid = LikwidRun::default();
             header.counters = Default::default();
             header.mpi = None;
+            header.samples = None;
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -116,7 +121,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
             throttled: r.throttled,
         });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi, samples: header.samples })
 }
 
 #[cfg(test)]
@@ -148,6 +153,16 @@ mod tests {
         mpi.routines.push(crate::model::mpi::RoutineRow { routine: "MPI_Send".into(), thread: 1, comm: 1, comm_size: 4, comm_kind: 1, stats: Default::default() });
         mpi.peers.push(crate::model::mpi::PeerRow { world_rank: 3, stats: crate::model::mpi::PeerStats { messages_sent: 2, bytes_sent: 16, ..Default::default() } });
         p.mpi = Some(mpi);
+        p.samples = Some(crate::model::SampleProfile {
+            hz: 1000,
+            mechanism: "perf task-clock".into(),
+            ticks: 3,
+            regions: vec!["a/β".into()],
+            modules: vec![crate::model::samples::SampleModule { path: "/bin/x".into(), base: 0x5000 }],
+            rows: vec![crate::model::samples::SampleRow { thread: 1, region: 0, module: 0, address: 0x5123, count: 3, time_ns: 3_000_000 }],
+            lines: vec![crate::model::samples::LineRecord { region: "a/β".into(), filename: "x.c".into(), function: "f".into(), first_lineno: 3, line_numbers: vec![4], hits: vec![3], times: vec![3e6], ..Default::default() }],
+            ..Default::default()
+        });
         let q = decode(&encode(&p)).unwrap();
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions.len(), 2);
@@ -159,6 +174,7 @@ mod tests {
         }
         assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
         assert_eq!(q.mpi, p.mpi, "the MPI calls travel to rank 0");
+        assert_eq!(q.samples, p.samples, "the samples travel to rank 0");
         assert!(decode(&encode(&p)[..20]).is_err());
         assert!(decode(b"garbage").is_err());
     }

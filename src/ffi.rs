@@ -48,6 +48,9 @@ pub const SP_ERR_NOT_INNERMOST: c_int = -12;
 pub const SP_ERR_WRITE_FAILED: c_int = -13;
 /// Error: an MPI operation failed.
 pub const SP_ERR_MPI: c_int = -14;
+/// Error: not possible on this machine or in this process (sampling: neither a perf event nor
+/// a per-thread timer could be set up); sp_last_error says why.
+pub const SP_ERR_UNSUPPORTED: c_int = -15;
 /// Error: an internal error was caught; the host program is unaffected.
 pub const SP_ERR_INTERNAL: c_int = -99;
 
@@ -654,6 +657,29 @@ pub extern "C" fn sp_finalize() -> c_int {
     })
 }
 
+/// Start sampling: `hz` times per second of each thread's CPU time, every recording thread
+/// (and the calling one) is interrupted and the interrupted source line is counted under the
+/// thread's innermost open region (samples outside every region are counted as such).
+/// `sp_finalize` writes them into the profile (rank<N>/line_profile, read by `sptool lines`
+/// and `scope-profiler line-profile`) and to `<prefix>_rank<NNNNN>.sps` beside it (read by
+/// `scope-profiler native-lines`). Each thread is sampled by its own CPU-time clock: a perf
+/// `task-clock` event, or a per-thread timer where perf events are refused; the signal is a
+/// free real-time signal, never SIGPROF. `SCOPE_PROFILER_SAMPLE_HZ` starts it at sp_setup.
+/// Calling it while sampling runs changes the rate. Returns SP_OK, SP_ERR_INVALID_ARGUMENT (hz
+/// outside 1..10000), SP_ERR_UNSUPPORTED (no way to sample here: sp_last_error says why),
+/// SP_ERR_NOT_INITIALIZED or SP_ERR_FINALIZED. A no-op returning SP_OK when profiling is disabled.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_start_sampling(hz: c_int) -> c_int {
+    guard(|| code(profiler::start_sampling(hz)))
+}
+
+/// Stop sampling every thread, keeping the samples for sp_finalize. A no-op when not sampling.
+/// Returns SP_OK, SP_ERR_NOT_INITIALIZED or SP_ERR_FINALIZED.
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_stop_sampling() -> c_int {
+    guard(|| code(profiler::stop_sampling()))
+}
+
 /// Statistics of region `handle` over every thread's completed calls so far: count, total,
 /// minimum, maximum and exclusive time. Does not stop or slow the recording threads (no lock
 /// on their path); a call completing meanwhile may be counted in some fields and not yet in
@@ -739,6 +765,7 @@ pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
             Status::NotInnermost => c"stop of a region that is not the innermost open one; inner regions were closed unrecorded",
             Status::WriteFailed => c"the profile file could not be written",
             Status::Mpi => c"an MPI operation failed",
+            Status::Unsupported => c"not possible on this machine or in this process (see sp_last_error)",
             Status::Panic => c"internal error (a panic was caught); the host program is unaffected",
         }
     }
@@ -796,7 +823,8 @@ mod tests {
             (SP_ERR_INVALID_UTF8, Status::InvalidUtf8), (SP_ERR_INVALID_HANDLE, Status::InvalidHandle),
             (SP_ERR_TOO_MANY_REGIONS, Status::TooManyRegions), (SP_ERR_NESTING_TOO_DEEP, Status::NestingTooDeep),
             (SP_ERR_UNMATCHED_STOP, Status::UnmatchedStop), (SP_ERR_NOT_INNERMOST, Status::NotInnermost),
-            (SP_ERR_WRITE_FAILED, Status::WriteFailed), (SP_ERR_MPI, Status::Mpi), (SP_ERR_INTERNAL, Status::Panic),
+            (SP_ERR_WRITE_FAILED, Status::WriteFailed), (SP_ERR_MPI, Status::Mpi), (SP_ERR_UNSUPPORTED, Status::Unsupported),
+            (SP_ERR_INTERNAL, Status::Panic),
         ];
         assert_eq!(pairs.len(), Status::ALL.len());
         for (c, s) in pairs {

@@ -65,6 +65,8 @@ pub mod registry;
 /// cbindgen:ignore
 pub mod route;
 /// cbindgen:ignore
+pub mod sampling;
+/// cbindgen:ignore
 pub mod signals;
 /// cbindgen:ignore
 pub mod spill;

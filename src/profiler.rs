@@ -85,6 +85,8 @@ fn new_thread_buffer() -> &'static ThreadBuffer {
     THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(tb);
     // SAFETY: writes this thread's own TLS slot.
     unsafe { scope_profiler_tls_set(p.cast()) };
+    // Sampled from now on while sampling runs (and its sampler goes when the thread ends).
+    crate::sampling::thread_started();
     // SAFETY: THREADS keeps the Arc alive for the rest of the process.
     unsafe { &*p }
 }
@@ -324,8 +326,10 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
     crate::functions::on_setup();
     crate::openmp::on_setup();
     start_flight_recorder(&config, &facts, &info, &clock);
+    let sampling = config.sampling;
     **guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);
+    crate::sampling::on_setup(&sampling);
     SETUP_PID.store(std::process::id(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
@@ -797,6 +801,61 @@ pub fn live_summary() -> Result<String> {
     Ok(crate::summary::render(rows, 1))
 }
 
+/// Start sampling every recording thread at `hz` samples per second of its CPU time
+/// (`sampling`), or change the rate.
+pub fn start_sampling(hz: i32) -> Result<()> {
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_COUNTERS => {}
+        s => return inactive(s),
+    }
+    if hz <= 0 || hz as u32 > crate::sampling::MAX_HZ {
+        return Err(Error::new(Status::InvalidArgument, format!("sp_start_sampling({hz}): the rate must be 1 to {} samples per second", crate::sampling::MAX_HZ)));
+    }
+    crate::sampling::start(hz as u32).map_err(|e| match e {
+        crate::sampling::StartError::BadRate(m) => Error::new(Status::InvalidArgument, m),
+        crate::sampling::StartError::Unsupported(m) => Error::new(Status::Unsupported, format!("sampling cannot start: {m}")),
+        crate::sampling::StartError::Finalized => Status::Finalized.into(),
+    })
+}
+
+/// Stop sampling; the samples so far are kept for finalize.
+pub fn stop_sampling() -> Result<()> {
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_COUNTERS => {}
+        s => return inactive(s),
+    }
+    crate::sampling::stop();
+    Ok(())
+}
+
+/// The sampler's `.sps` file beside the profile (`writer::sps`), when sampling ran. The
+/// samples are in the profile too, so a failure here warns and finalize goes on.
+fn write_sample_file(config: &Config, profile: &RankProfile) {
+    let Some(samples) = &profile.samples else { return };
+    let rank = crate::mpi_comm::world_rank_size().or_else(crate::mpi_comm::launcher_rank).map_or(0, |(r, _)| r);
+    match crate::writer::sps::write(&config.file_path, samples, rank) {
+        Ok(w) => {
+            if let Some(why) = &w.fallback_reason {
+                warn::always(&format!("{why}; samples written to {} instead", w.path.display()));
+            }
+            if config.verbosity >= 1 && rank == 0 {
+                use std::io::Write;
+                let outside = if samples.ticks > 0 { 100.0 * samples.outside as f64 / samples.ticks as f64 } else { 0.0 };
+                let _ = writeln!(
+                    std::io::stdout().lock(),
+                    "samples: {} at {} Hz on {} thread(s) ({}), {outside:.1}% outside regions; written to {} (see `sptool lines`)",
+                    samples.ticks,
+                    samples.hz,
+                    samples.threads,
+                    samples.mechanism,
+                    w.path.display()
+                );
+            }
+        }
+        Err(e) => warn::always(&format!("samples NOT written to a .sps file: {e}; they are in the profile (rank<N>/sampling, rank<N>/line_profile)")),
+    }
+}
+
 /// Stop recording, merge, write the file, print the summary.
 pub fn finalize() -> Result<Status> {
     finalize_as(route::Gather::Collective)
@@ -816,6 +875,7 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
     let mut session = guard.take().expect("a running profiler has a session");
     let t0 = Instant::now();
     let profile = take_local_profile(session.info.clone(), &session.clock);
+    write_sample_file(&session.config, &profile);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
     let verbosity = session.config.verbosity;
@@ -907,6 +967,8 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     // A termination signal from here on must not start the recovery helper on a run that
     // finalize is writing (or has written and removed); it only chains.
     crate::signals::disarm();
+    // Before the threads' data is taken: the sampling handler reads their open calls.
+    crate::sampling::stop_for_finalize();
     crate::mpi_calls::stop();
     crate::functions::stop();
     crate::openmp::stop();
@@ -998,7 +1060,8 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         mpi_threads.push((id, m));
     }
     let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
-    RankProfile { info, regions, likwid, counters, mpi }
+    let samples = crate::sampling::collect(&names, &info.thread_os_ids);
+    RankProfile { info, regions, likwid, counters, mpi, samples }
 }
 
 /// A program that set up profiling but never finalized still gets its file.

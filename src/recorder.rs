@@ -10,6 +10,7 @@ use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;
 use std::cell::UnsafeCell;
 use std::sync::Arc;
+use std::sync::atomic::{Ordering, compiler_fence};
 
 /// Deepest nesting accepted per thread; a start beyond it is refused (a stop is missing
 /// somewhere, and the stack must not grow without bound in a loop).
@@ -70,6 +71,9 @@ pub struct ThreadData {
     /// Calls discarded by a stop of an outer region, indexed by region id.
     pub dropped: Vec<u64>,
     pub open: Vec<OpenCall>,
+    /// True while `open` is being moved to a larger allocation (the sampler's handler then
+    /// does not read it).
+    open_moving: bool,
     /// Name -> id cache in front of the shared registry, for the name-based calls.
     pub names: FxHashMap<Box<[u8]>, u32>,
     /// Token-keyed cache in front of `names` (empty until the first name-based call).
@@ -96,6 +100,7 @@ impl Default for ThreadData {
             cells: Vec::new(),
             dropped: Vec::new(),
             open: Vec::new(),
+            open_moving: false,
             names: FxHashMap::default(),
             slots: Vec::new(),
             known_regions: 0,
@@ -121,7 +126,13 @@ impl ThreadData {
         if len >= MAX_DEPTH {
             return false;
         }
+        // The sampler's signal handler reads the open calls on this thread (`innermost_from_signal`):
+        // while the stack moves to new memory it must not follow the old pointer.
+        self.open_moving = true;
+        compiler_fence(Ordering::SeqCst);
         self.open.reserve_exact(len.max(64).min(MAX_DEPTH - len));
+        compiler_fence(Ordering::SeqCst);
+        self.open_moving = false;
         true
     }
 
@@ -294,6 +305,35 @@ impl ThreadBuffer {
         crate::spill::thread_started(index, os_tid);
         let stats = data.stats().clone();
         ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, data: UnsafeCell::new(data) }
+    }
+
+    /// The innermost open region on this thread, read by the sampler's signal handler while
+    /// it interrupts the owning thread (async-signal-safe: plain loads, no lock, no
+    /// allocation). `None` outside any region, and while the open-call stack is being moved
+    /// to a larger allocation (a sample then counts as outside). The owner's last store may
+    /// not have reached memory when the signal lands: a sample taken inside a start or stop
+    /// call can go to the region on either side of it.
+    ///
+    /// # Safety
+    /// Call only from a signal handler running on the owning thread (or from the owner), and
+    /// never while finalize takes the thread's data (the sampler is stopped first).
+    #[inline]
+    pub unsafe fn innermost_from_signal(&self) -> Option<u32> {
+        let d = self.data.get();
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: the owner is suspended in this handler; `open` and `open_moving` are only
+        // written by it (see above).
+        unsafe {
+            if std::ptr::read_volatile(std::ptr::addr_of!((*d).open_moving)) {
+                return None;
+            }
+            let open: &Vec<OpenCall> = &*std::ptr::addr_of!((*d).open);
+            let len = open.len();
+            if len == 0 || len > open.capacity() {
+                return None;
+            }
+            Some(std::ptr::read_volatile(std::ptr::addr_of!((*open.as_ptr().add(len - 1)).id)))
+        }
     }
 
     /// The owner's data.

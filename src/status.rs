@@ -25,11 +25,14 @@ pub enum Status {
     NotInnermost,
     WriteFailed,
     Mpi,
+    /// A feature this machine, kernel or process cannot provide (sampling without perf
+    /// events or timers).
+    Unsupported,
     Panic,
 }
 
 impl Status {
-    pub const ALL: [Status; 18] = [
+    pub const ALL: [Status; 19] = [
         Status::Ok,
         Status::AlreadySetUp,
         Status::AlreadyFinalized,
@@ -47,6 +50,7 @@ impl Status {
         Status::NotInnermost,
         Status::WriteFailed,
         Status::Mpi,
+        Status::Unsupported,
         Status::Panic,
     ];
 
@@ -70,6 +74,7 @@ impl Status {
             Status::NotInnermost => -12,
             Status::WriteFailed => -13,
             Status::Mpi => -14,
+            Status::Unsupported => -15,
             Status::Panic => -99,
         }
     }
@@ -102,6 +107,7 @@ impl Status {
             Status::NotInnermost => "stop of a region that is not the innermost open one; inner regions were closed unrecorded",
             Status::WriteFailed => "the profile file could not be written",
             Status::Mpi => "an MPI operation failed",
+            Status::Unsupported => "not possible on this machine or in this process (see sp_last_error)",
             Status::Panic => "internal error (a panic was caught); the host program is unaffected",
         }
     }

@@ -143,6 +143,16 @@ impl Symbolizer {
         let s = self.loader(path)?.find_symbol_info(addr.wrapping_sub(base))?;
         Some((s.name().to_string(), s.address().wrapping_add(base)))
     }
+
+    /// Where the function holding `addr` (runtime address in module `path`, loaded with bias
+    /// `base`) starts: the file and line of its symbol's first instruction (its opening line),
+    /// when the symbol table and the line table know them.
+    pub fn function_start(&mut self, path: &str, base: u64, addr: u64) -> Option<(String, u32)> {
+        let loader = self.loader(path)?;
+        let start = loader.find_symbol_info(addr.wrapping_sub(base))?.address();
+        let loc = loader.find_location(start).ok()??;
+        Some((loc.file?.to_string(), loc.line.filter(|&l| l > 0)?))
+    }
 }
 
 /// A function name as users write it: C++ and Rust demangled, gfortran's module procedures

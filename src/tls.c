@@ -9,3 +9,11 @@ static __thread void *current_thread_buffer __attribute__((tls_model("initial-ex
 __attribute__((visibility("hidden"))) void *scope_profiler_tls_get(void) { return current_thread_buffer; }
 
 __attribute__((visibility("hidden"))) void scope_profiler_tls_set(void *p) { current_thread_buffer = p; }
+
+/* The calling thread's sampler state (src/sampling), read by the sampling signal handler:
+ * an initial-exec load is async-signal-safe, where __tls_get_addr may allocate. */
+static __thread void *current_thread_sampler __attribute__((tls_model("initial-exec")));
+
+__attribute__((visibility("hidden"))) void *scope_profiler_sampler_tls_get(void) { return current_thread_sampler; }
+
+__attribute__((visibility("hidden"))) void scope_profiler_sampler_tls_set(void *p) { current_thread_sampler = p; }

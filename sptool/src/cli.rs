@@ -51,6 +51,29 @@ pub enum Command {
     Check(CheckArgs),
     /// Report the program's MPI calls (recorded by the MPI plugin), in the spirit of mpiP
     Mpi(MpiArgs),
+    /// The hottest source lines of each region, from the samples (SCOPE_PROFILER_SAMPLE_HZ)
+    Lines(LinesArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LinesArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Only this region (its exact name; `(outside regions)` for the samples outside every region)
+    #[arg(long, value_name = "NAME")]
+    pub region: Option<String>,
+    /// Show at most this many lines per region
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Only these ranks, e.g. 0,2-3
+    #[arg(long, value_name = "LIST")]
+    pub ranks: Option<String>,
+    /// One table per rank instead of the ranks pooled
+    #[arg(long)]
+    pub per_rank: bool,
+    /// Do not print the source text of the lines
+    #[arg(long)]
+    pub no_source: bool,
 }
 
 #[derive(Args, Debug)]
@@ -251,6 +274,7 @@ impl Cli {
             Command::Diff(a) => (vec![a.a.clone(), a.b.clone()], true),
             Command::Check(a) => (vec![a.base.clone(), a.candidate.clone()], true),
             Command::Mpi(a) => (vec![a.file.clone()], true),
+            Command::Lines(a) => (vec![a.file.clone()], true),
             Command::Recover(a) => (a.target.clone().into_iter().collect(), false),
         };
         crate::guard::Plan { inputs, limited }
@@ -336,6 +360,25 @@ fn run(command: Command) -> Result<()> {
             }
             let options = crate::mpi::Options { top: args.top, sites: args.sites, ranks: Some(selected) };
             print(&crate::mpi::render(&args.file, &ranks, &options))
+        }
+        Command::Lines(args) => {
+            if args.top == 0 {
+                return Err(Error::new("--top must be at least 1"));
+            }
+            let filter = Filter::new(&[], &[], args.ranks.as_deref()).map_err(|e| e.or_file(&args.file))?;
+            let mut ranks = crate::lines::read(&args.file)?;
+            if ranks.is_empty() {
+                return Err(Error::in_file(
+                    &args.file,
+                    "holds no samples (rank<N>/line_profile): run the program with SCOPE_PROFILER_SAMPLE_HZ=<rate> or sp_start_sampling (docs/sampling.md)",
+                ));
+            }
+            ranks.retain(|r| filter.rank(r.rank));
+            if ranks.is_empty() {
+                return Err(Error::in_file(&args.file, "no rank with samples matches --ranks"));
+            }
+            let options = crate::lines::Options { region: args.region, top: args.top, per_rank: args.per_rank, source: !args.no_source };
+            print(&crate::lines::render(&args.file, &ranks, &options)?)
         }
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;

@@ -20,6 +20,7 @@ mod guard;
 mod h5util;
 mod inspect;
 mod likwid;
+mod lines;
 mod model;
 mod mpi;
 mod plot;

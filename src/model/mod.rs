@@ -12,6 +12,7 @@ pub mod counters;
 pub mod likwid;
 pub mod mpi;
 pub mod pages;
+pub mod samples;
 mod slabs;
 pub mod stats;
 
@@ -19,6 +20,7 @@ pub use counters::{AnnotatedRegion, FlopsFormula, PerfRegion, RankCounters};
 pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
 pub use pages::PageVec;
+pub use samples::SampleProfile;
 pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource};
 pub use stats::{HIST_BUCKETS, Stats, bucket, bucket_floor};
 
@@ -160,6 +162,8 @@ pub struct RankProfile {
     pub counters: RankCounters,
     /// The program's MPI calls, when they were recorded (`rank<N>/mpi/`).
     pub mpi: Option<MpiProfile>,
+    /// The sampler's samples, when sampling ran (`rank<N>/sampling/`, `rank<N>/line_profile/`).
+    pub samples: Option<SampleProfile>,
 }
 
 impl RankProfile {

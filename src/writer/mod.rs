@@ -11,6 +11,8 @@ pub mod likwid;
 pub mod mpi;
 pub mod read3;
 pub mod regions;
+pub mod samples;
+pub mod sps;
 
 use crate::config::Layout;
 use crate::model::{AttrValue, RankProfile};
@@ -331,6 +333,9 @@ impl ProfileFile {
         counters::write(&g, &profile.counters)?;
         if let Some(m) = &profile.mpi {
             mpi::write(&g, m)?;
+        }
+        if let Some(s) = &profile.samples {
+            samples::write(&g, s)?;
         }
         Ok(())
     }

@@ -69,6 +69,7 @@ fn make() -> Corpus {
     let layouts_exe = compile("tests/c/layouts.c", &dir);
     let perf_exe = compile("tests/c/perf_events.c", &dir);
     let flight_exe = compile("tests/c/flight_loop.c", &dir);
+    let sampling_exe = compile("tests/c/sampling.c", &dir);
     let mut profiles = Vec::new();
     for layout in LAYOUTS {
         for (exe, name) in [(&layouts_exe, "threads"), (&perf_exe, "perf")] {
@@ -80,6 +81,19 @@ fn make() -> Corpus {
             profiles.push(file);
         }
     }
+    // Sampled (rank0/sampling, rank0/line_profile): what `sptool lines` reads.
+    let sampled = dir.join("sampled.h5");
+    run(
+        clean(&mut Command::new(&sampling_exe))
+            .arg(&sampled)
+            .arg("threads")
+            .current_dir(&dir)
+            .env("SCOPE_PROFILER_SAMPLE_HZ", "2000")
+            .env("SCOPE_PROFILER_VERBOSE", "0")
+            .env("SAMPLING_TEST_SECONDS", "0.05"),
+        &format!("{} (sampled)", sampling_exe.display()),
+    );
+    profiles.push(sampled);
     // The Python package's own writer: schema 3, event columns gzip-compressed (>= 16384 calls).
     let py = dir.join("python.h5");
     let script = "import sys\nimport scope_profiler as sp\nwith sp.session(file_path=sys.argv[1]):\n    for i in range(20000):\n        with sp.region('solve'):\n            with sp.region('inner/step'):\n                pass\n";

@@ -357,6 +357,7 @@ fn profile_case(shared: &Shared, case: usize, rng: &mut Rng, dir: &Path) {
         (vec!["plot", "regions", "in.h5", "-o", plot_b], vec![plot_b]),
         (vec!["diff", good, "in.h5"], vec![]),
         (vec!["check", "in.h5", good], vec![]),
+        (vec!["lines", "in.h5", "--per-rank"], vec![]),
     ];
     for (args, outputs) in &runs {
         if Instant::now() >= shared.deadline {
