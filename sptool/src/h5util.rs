@@ -664,6 +664,15 @@ struct Extent {
 
 impl Dataset {
     fn error(&self, what: impl std::fmt::Display) -> Error {
+        let what = what.to_string();
+        // HDF5 reports its own failed allocations (a filter's output buffer, a chunk cache)
+        // as an error, not through our allocator: the same one line as any allocation.
+        if what.contains("memory allocation failed") || what.contains("can't allocate") || what.contains("unable to allocate") {
+            return Error::new(format!(
+                "out of memory: HDF5 could not allocate what reading {} needs ({what}); set SPTOOL_MAX_MEMORY to allow more",
+                self.path
+            ));
+        }
         Error::new(format!("cannot read {}: {what}", self.path))
     }
 

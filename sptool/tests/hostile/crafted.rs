@@ -212,7 +212,9 @@ fn memory_limit_reached_ends_with_one_line() {
     assert_eq!(o.code, Some(1), "{}", o.describe());
     assert!(!o.stderr.contains("backtrace") && !o.stderr.contains("panicked"), "{}", o.describe());
     assert_eq!(lines.len(), 1, "{}", o.describe());
-    assert!(lines[0].starts_with("sptool: names.h5: out of memory: an allocation of ") && lines[0].contains("SPTOOL_MAX_MEMORY"), "{}", o.describe());
+    // Our allocator's failure, or HDF5's own (its deflate buffer): which one comes first
+    // depends on how much the process had mapped before; both end in the same one line.
+    assert!(lines[0].starts_with("sptool: names.h5: out of memory: ") && lines[0].contains("SPTOOL_MAX_MEMORY"), "{}", o.describe());
 }
 
 #[test]
