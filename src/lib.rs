@@ -21,6 +21,10 @@ pub mod ffi;
 /// cbindgen:ignore
 pub mod gather;
 /// cbindgen:ignore
+pub mod guard;
+/// cbindgen:ignore
+pub mod h5read;
+/// cbindgen:ignore
 pub mod likwid;
 /// cbindgen:ignore
 pub mod merge;

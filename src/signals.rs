@@ -136,6 +136,22 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
     }
 }
 
+/// Put the host's actions back where ours is installed (the library is being unloaded:
+/// nothing may point into it afterwards).
+pub fn restore() {
+    HANDLING.store(true, Ordering::Release);
+    for sig in 1..MAX_SIG {
+        // SAFETY: reading OLD (written at setup only) and setting signal actions.
+        unsafe {
+            let Some(old) = (*std::ptr::addr_of!(OLD))[sig] else { continue };
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig as c_int, std::ptr::null(), &mut current) == 0 && current.sa_sigaction == on_signal as *const () as usize {
+                libc::sigaction(sig as c_int, &old, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 /// From now on a signal only chains (finalize has begun: it writes the profile itself).
 pub fn disarm() {
     HANDLING.store(true, Ordering::Release);

@@ -26,7 +26,7 @@ use crate::corpus::{copy_dir, corpus, spill_dir_in};
 
 /// Whether failures of the library's readers (`scope_profiler_merge`, `sptool recover`) fail
 /// this test. False until the library's hostile-input fixes land; then set it to true.
-const LIBRARY_TOOLS_MUST_PASS: bool = false;
+const LIBRARY_TOOLS_MUST_PASS: bool = true;
 
 const DEFAULT_SECONDS: u64 = 50;
 const WORKERS: usize = 2;
