@@ -69,6 +69,9 @@ static NOTE_FD: AtomicI32 = AtomicI32::new(-1);
 /// The input being read (leaked bytes), for the out-of-memory line.
 static INPUT_PTR: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 static INPUT_LEN: AtomicUsize = AtomicUsize::new(0);
+/// A spawned reading child: its out-of-memory line goes to the parent as a note (`E`), which
+/// the parent reports as its error, instead of to standard error.
+static ERRORS_TO_PARENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The address-space limit in force (0: none), for the out-of-memory line.
 static LIMIT: AtomicU64 = AtomicU64::new(0);
 
@@ -143,37 +146,77 @@ pub fn note_result(text: &str) {
 pub struct Alloc;
 
 fn out_of_memory(size: usize) -> ! {
-    // No allocation here: everything goes through stack buffers and write(2).
+    // No allocation here: everything goes through a stack buffer and write(2).
     let t = tool();
+    let mut line = Line { buf: [0; 4096], len: 0 };
+    let to_parent = ERRORS_TO_PARENT.load(Ordering::Relaxed) && NOTE_FD.load(Ordering::Relaxed) >= 0;
+    if to_parent {
+        line.push(b"E"); // a note: the parent says it, as its error
+    } else {
+        line.push(t.prefix.as_bytes());
+    }
     let input_len = INPUT_LEN.load(Ordering::SeqCst);
     let input_ptr = INPUT_PTR.load(Ordering::SeqCst);
-    write_all(2, t.prefix.as_bytes());
     if !input_ptr.is_null() && input_len > 0 {
         // SAFETY: leaked bytes of this length, never freed.
-        write_all(2, unsafe { std::slice::from_raw_parts(input_ptr, input_len) });
-        write_all(2, b": ");
+        line.push(unsafe { std::slice::from_raw_parts(input_ptr, input_len) });
+        line.push(b": ");
     }
-    write_all(2, b"out of memory: an allocation of ");
+    line.push(b"out of memory: an allocation of ");
     let mut digits = [0u8; 20];
-    write_all(2, decimal(size as u64, &mut digits));
-    write_all(2, b" bytes failed");
+    line.push(decimal(size as u64, &mut digits));
+    line.push(b" bytes failed");
     let limit = LIMIT.load(Ordering::Relaxed);
     if limit > 0 {
-        write_all(2, b" (");
-        write_all(2, t.name.as_bytes());
-        write_all(2, b" limits itself to ");
-        write_all(2, decimal(limit >> 20, &mut digits));
-        write_all(2, b" MiB here");
+        line.push(b" (");
+        line.push(t.name.as_bytes());
+        line.push(b" limits itself to ");
+        line.push(decimal(limit >> 20, &mut digits));
+        line.push(b" MiB here");
         if !t.memory_env.is_empty() {
-            write_all(2, b"; set ");
-            write_all(2, t.memory_env.as_bytes());
-            write_all(2, b" to change that");
+            line.push(b"; set ");
+            line.push(t.memory_env.as_bytes());
+            line.push(b" to change that");
         }
-        write_all(2, b")");
+        line.push(b")");
     }
-    write_all(2, b"\n");
+    if to_parent {
+        line.end(0);
+        write_all(NOTE_FD.load(Ordering::Relaxed), line.bytes());
+    } else {
+        line.end(b'\n');
+        write_all(2, line.bytes());
+    }
     // SAFETY: ends the process without running anything else.
     unsafe { libc::_exit(1) }
+}
+
+/// A line built without allocating (the out-of-memory line); what does not fit is cut.
+struct Line {
+    buf: [u8; 4096],
+    len: usize,
+}
+
+impl Line {
+    /// Append `bytes` (NUL bytes left out: they would end a note), keeping room for the end.
+    fn push(&mut self, bytes: &[u8]) {
+        for &b in bytes.iter().filter(|&&b| b != 0) {
+            if self.len + 1 < self.buf.len() {
+                self.buf[self.len] = b;
+                self.len += 1;
+            }
+        }
+    }
+
+    /// End the line with `last` (a newline, or the NUL that ends a note).
+    fn end(&mut self, last: u8) {
+        self.buf[self.len] = last;
+        self.len += 1;
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 pub fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
@@ -449,6 +492,8 @@ pub struct Notes {
     pub inputs: Vec<PathBuf>,
     pub temps: Vec<PathBuf>,
     pub results: Vec<String>,
+    /// Errors the child could only say this way (out of memory).
+    pub errors: Vec<String>,
 }
 
 pub fn parse_notes(notes: &[u8]) -> Notes {
@@ -459,6 +504,7 @@ pub fn parse_notes(notes: &[u8]) -> Notes {
             b'I' => out.inputs.push(PathBuf::from(OsString::from_vec(bytes))),
             b'T' => out.temps.push(PathBuf::from(OsString::from_vec(bytes))),
             b'R' => out.results.push(String::from_utf8_lossy(&bytes).into_owned()),
+            b'E' => out.errors.push(String::from_utf8_lossy(&bytes).into_owned()),
             _ => {}
         }
     }
@@ -688,6 +734,7 @@ pub fn enter_spawned_child(memory: Option<u64>, cpu: Option<u64>) {
         // SAFETY: marks our own descriptor close-on-exec.
         unsafe { libc::fcntl(CHILD_NOTE_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
         set_note_fd(CHILD_NOTE_FD);
+        ERRORS_TO_PARENT.store(true, Ordering::Relaxed);
     }
     // SAFETY: asking to be killed when the parent goes; no preconditions.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };

@@ -107,7 +107,14 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
     let tool = guard::MERGE_TOOL;
     let cpu = guard::cpu_limit(&tool, inputs);
     let wall = cpu.map(|s| std::time::Duration::from_secs(s.saturating_mul(WALL_FACTOR).saturating_add(60)));
-    let env = crate::likwid::helper_spawn::child_env();
+    // The environment of the other helpers (no launcher variables: the helper never joins an
+    // MPI job), but with LD_PRELOAD: a tool the user preloads (a tracer, an I/O shim) sees the
+    // helper's reads as it would have seen ours.
+    let mut env = crate::likwid::helper_spawn::child_env();
+    if let Some(p) = std::env::var_os("LD_PRELOAD") {
+        use std::os::unix::ffi::OsStrExt;
+        env.extend(std::ffi::CString::new([b"LD_PRELOAD=", p.as_bytes()].concat()).ok());
+    }
     let f = guard::spawn_and_wait(&helper, &args, &env, &["[scope_profiler]", tool.prefix], wall).map_err(|e| fail(format!("cannot merge: {e}")))?;
     // The helper's result, whatever its exit status: it is sent before anything can go wrong.
     if let Some(r) = f.notes.results.last() {
@@ -119,6 +126,9 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         }
     }
     guard::remove_temps(&f.notes.temps);
+    if let Some(e) = f.notes.errors.last() {
+        return Err(fail(e.clone()));
+    }
     let input = f.notes.inputs.last().map(PathBuf::as_path);
     let what = "nothing was merged";
     let msg = match f.ended {

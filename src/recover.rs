@@ -348,11 +348,11 @@ pub const MAX_SIZE: i64 = 1 << 24;
 /// what the killed process itself held for the same calls is far below that.
 const TABLES_FLOOR: u64 = 512 << 20;
 const TABLES_PER_SPILL_BYTE: u64 = 64;
-/// What recovery's tables cost, for that budget: per thread, per (thread, region) call log and
-/// per (thread, 64 regions) block of statistics (overestimates).
+/// What recovery's tables cost, for that budget (overestimates): per thread, and per region id
+/// up to the highest a thread has calls of (a thread's call logs and statistics are tables
+/// indexed by region id, as in the recording process: a call log and a statistics cell each).
 const PER_THREAD: u64 = 256 << 10;
-const PER_LOG: u64 = 128;
-const PER_STATS_BLOCK: u64 = 64 << 10;
+const PER_REGION_SLOT: u64 = 768;
 
 /// A run directory, opened and checked (see above): its descriptor is what every file in it is
 /// opened through.
@@ -662,6 +662,7 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
 
 fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     let dir = run_dir.path.clone();
+    crate::guard::note_input(&dir);
     let mut notes = Vec::new();
     let meta = read_meta(&run_dir, &mut notes)?;
     let path = dir.join(CALLS_FILE);
@@ -682,7 +683,6 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     // but its entry here (at most one per page of the file).
     let mut chunks: Vec<ChunkAt> = Vec::new();
     let mut threads_seen: BTreeMap<u32, u32> = BTreeMap::new(); // thread -> highest region
-    let mut blocks: BTreeSet<(u32, u32)> = BTreeSet::new();
     let budget = (map.len as u64).saturating_mul(TABLES_PER_SPILL_BYTE).max(TABLES_FLOOR);
     let (mut need, mut over_budget) = (0u64, 0u64);
     let mut word = (HEADER_BYTES / 8) as usize;
@@ -722,10 +722,9 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         torn_words += (scan.torn + missing) as u64;
         // What reading it back adds to the tables, against what a run with a spill file of
         // this size can have needed: a chunk beyond that has a damaged header.
-        let cost = {
-            let grow = |m: u32| (region.saturating_sub(m)) as u64 * PER_LOG;
-            let log = threads_seen.get(&thread).map_or(PER_THREAD + (region as u64 + 1) * PER_LOG, |&m| grow(m));
-            log + if blocks.contains(&(thread, region / 64)) { 0 } else { PER_STATS_BLOCK }
+        let cost = match threads_seen.get(&thread) {
+            Some(&m) => region.saturating_sub(m) as u64 * PER_REGION_SLOT,
+            None => PER_THREAD + (region as u64 + 1) * PER_REGION_SLOT,
         };
         if !plausible {
             dropped_calls += scan.calls as u64;
@@ -735,7 +734,6 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
             need += cost;
             let m = threads_seen.entry(thread).or_insert(0);
             *m = (*m).max(region);
-            blocks.insert((thread, region / 64));
             chunks.push(ChunkAt { word, region, thread, cap, used: scan.used, calls: scan.calls });
         }
         word += cap;
