@@ -268,6 +268,7 @@ unsafe impl GlobalAlloc for Alloc {
 
 /// Parse a memory limit: bytes, with an optional K, M, G or T (binary) suffix; `none`,
 /// `unlimited` or 0 for no limit. `Err` for a value that is none of these.
+#[allow(clippy::result_unit_err)] // the one way it fails: not a size
 pub fn parse_limit(text: &str) -> Result<Option<u64>, ()> {
     let t = text.trim().to_ascii_lowercase();
     if t == "none" || t == "unlimited" || t == "0" {

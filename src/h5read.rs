@@ -95,10 +95,6 @@ pub fn h5(err: &hdf5::Error) -> String {
     one_line(&String::from_utf8_lossy(err.to_string().as_bytes()))
 }
 
-mod error {
-    pub use super::{h5, one_line};
-}
-
 /// An HDF5 attribute value, decoded.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttrValue {
@@ -230,7 +226,7 @@ fn last_error() -> String {
         [(func, desc)] => format!("{func}(): {desc}"),
         [(func, desc), .., (_, last)] => format!("{func}(): {desc}: {last}"),
     };
-    error::one_line(&text)
+    one_line(&text)
 }
 
 /// Text from bytes a file gave us: invalid UTF-8 replaced, never trusted.
@@ -373,7 +369,7 @@ fn open_noted(path: &Path) -> Result<(File, u64)> {
         return Err(Error::in_file(path, format!("{what}: {detail}")));
     }
     // SAFETY: a file id we own; the Location closes it.
-    let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::in_file(path, error::h5(&e)))?;
+    let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::in_file(path, h5(&e)))?;
     let state = Rc::new(FileState {
         size,
         gapl: access_plist(*H5P_CLS_GROUP_ACCESS).map_err(|e| e.or_file(path))?,
@@ -422,7 +418,7 @@ impl Group {
         if depth > MAX_TREE_DEPTH {
             return Err(damaged(&self.path, format_args!("nests groups more than {MAX_TREE_DEPTH} deep")));
         }
-        let key = format!("{:?}", self.inner.loc_info().map(|i| i.token).map_err(|e| Error::new(error::h5(&e)))?);
+        let key = format!("{:?}", self.inner.loc_info().map(|i| i.token).map_err(|e| Error::new(h5(&e)))?);
         if !seen.insert(key) {
             return Err(damaged(&self.path, "is reached twice (a group linked into itself or twice)"));
         }
@@ -508,7 +504,7 @@ impl Group {
             let member = Member { name, raw };
             // Open to learn whether it is a group (a soft link may dangle: skipped).
             let Ok(group) = self.open_member(&member) else { continue };
-            let key = format!("{:?}", group.inner.loc_info().map(|i| i.token).map_err(|e| Error::new(error::h5(&e)))?);
+            let key = format!("{:?}", group.inner.loc_info().map(|i| i.token).map_err(|e| Error::new(h5(&e)))?);
             if let Some(first) = seen.insert(key, member.name.clone()) {
                 return Err(damaged(&join(&self.path, &member.name), format_args!("is the same group as {}", join(&self.path, &first))));
             }
@@ -543,7 +539,7 @@ impl Group {
             return Err(self.open_error(raw, &path));
         }
         // SAFETY: a group id we own.
-        let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::new(format!("cannot open {path}: {}", error::h5(&e))))?;
+        let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::new(format!("cannot open {path}: {}", h5(&e))))?;
         Ok(Group { inner, path, state: self.state.clone() })
     }
 
@@ -578,8 +574,8 @@ impl Group {
             return Err(self.open_error(c, &path));
         }
         // SAFETY: a dataset id we own.
-        let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::new(format!("cannot open {path}: {}", error::h5(&e))))?;
-        let token = inner.loc_info().map(|i| format!("{:?}", i.token)).map_err(|e| Error::new(format!("cannot open {path}: {}", error::h5(&e))))?;
+        let inner = unsafe { hdf5::from_id::<hdf5::Location>(id) }.map_err(|e| Error::new(format!("cannot open {path}: {}", h5(&e))))?;
+        let token = inner.loc_info().map(|i| format!("{:?}", i.token)).map_err(|e| Error::new(format!("cannot open {path}: {}", h5(&e))))?;
         {
             let mut seen = self.state.datasets.borrow_mut();
             match seen.get(&token) {

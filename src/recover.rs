@@ -614,8 +614,8 @@ fn read_meta(dir: &RunDir, notes: &mut Vec<String>) -> Result<SpillMeta, String>
         return Err(format!("{}: unknown clock {:?} (damaged)", shown.display(), meta.clock));
     }
     let before = meta.metadata.len() + meta.info.extra.len();
-    clean_attrs(&mut meta.metadata);
-    clean_attrs(&mut meta.info.extra);
+    clean_attrs(&mut meta.metadata, WRITTEN_METADATA);
+    clean_attrs(&mut meta.info.extra, WRITTEN_RANK_ATTRS);
     let dropped = before - meta.metadata.len() - meta.info.extra.len();
     if dropped > 0 {
         notes.push(format!("{dropped} metadata attribute(s) of {} with names that cannot be stored were left out", shown.display()));
@@ -623,10 +623,30 @@ fn read_meta(dir: &RunDir, notes: &mut Vec<String>) -> Result<SpillMeta, String>
     Ok(meta)
 }
 
-/// Keep the attributes whose names HDF5 can store (non-empty, no NUL, not `.`), each once.
-fn clean_attrs(attrs: &mut Vec<(String, AttrValue)>) {
+/// `metadata/` attributes recovery and the writer set themselves (the spill's own are taken
+/// out: written twice, HDF5 would refuse the file).
+const WRITTEN_METADATA: &[&str] = &[
+    "recovered",
+    "recovered_calls",
+    "recovered_from",
+    "recovered_missing_ranks",
+    "recovered_missing_ranks_count",
+    "partial_rank_file",
+    "merged_from_rank_files",
+    "clock",
+    "clock_error_bound_ns",
+    "clock_tsc_hz",
+    "clock_status",
+];
+/// Rank attributes the writer and recovery's clock set themselves.
+const WRITTEN_RANK_ATTRS: &[&str] =
+    &["hostname", "pid", "cpus", "num_threads", "thread_os_ids", "clock", "clock_error_bound_ns", "clock_status", "clock_tsc_hz", "clock_anchors", "clock_note"];
+
+/// Keep the attributes whose names HDF5 can store (non-empty, no NUL, not `.`) and that are not
+/// among `written` (set by the writer), each once.
+fn clean_attrs(attrs: &mut Vec<(String, AttrValue)>, written: &[&str]) {
     let mut seen = BTreeSet::new();
-    attrs.retain(|(k, _)| !k.is_empty() && k != "." && !k.contains('\0') && k.len() <= 1024 && seen.insert(k.clone()));
+    attrs.retain(|(k, _)| !k.is_empty() && k != "." && !k.contains('\0') && k.len() <= 1024 && !written.contains(&k.as_str()) && seen.insert(k.clone()));
 }
 
 /// A chunk header that passed the checks.
