@@ -352,6 +352,10 @@ fn a_file_that_crashes_the_hdf5_library_does_not_take_the_caller_down() {
 /// A run of the flight recorder program that crashes itself, leaving its spill directory in
 /// `dir`; returns that spill directory.
 fn killed_run(dir: &Path) -> PathBuf {
+    killed_run_in(dir, "regions")
+}
+
+fn killed_run_in(dir: &Path, layout: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let exe = compile("tests/c/flight_loop.c", dir, &[]);
     let r = run(clean(&mut Command::new(&exe))
@@ -359,6 +363,7 @@ fn killed_run(dir: &Path) -> PathBuf {
         .arg(dir.join("side"))
         .args(["2", "segv", "40000"])
         .current_dir(dir)
+        .env("SCOPE_PROFILER_LAYOUT", layout)
         .env("SCOPE_PROFILER_SPILL", "1"));
     assert_eq!(r.out.status.signal(), Some(libc::SIGSEGV), "flight_loop crashes itself: {}", r.describe());
     spill_dir(dir)
@@ -494,6 +499,32 @@ fn damaged_spills_are_recovered_within_bounds_and_counted_exactly() {
         }
         assert!(std::fs::read_dir(&dir).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().contains(".spill.")), "{name}: the spill data is removed once written");
     }
+}
+
+/// Calls whose times are each possible but whose durations add up past 2^63 ns (a chunk of a
+/// columnar run rewritten to hold eight calls of 2^62 ticks): recovered, counted, never a
+/// panic in the writer's sums.
+#[test]
+fn calls_whose_durations_overflow_the_sums_are_recovered_without_a_panic() {
+    let base = scratch("hostile_lib_long_calls");
+    let run_dir = killed_run_in(&base, "columnar");
+    let mut b = std::fs::read(run_dir.join("calls.spill")).unwrap();
+    let fill = |b: &[u8], c: usize| u64::from_le_bytes(b[c + 8..c + 16].try_into().unwrap()) as usize;
+    let c = *chunk_headers(&b).iter().find(|&&c| fill(&b, c) >= 24).expect("a sealed chunk with room for eight escaped calls");
+    for k in 0..8 {
+        let at = c + 32 + k * 24;
+        set_u64(&mut b, at, 0xFFFF_FFFF);
+        set_u64(&mut b, at + 8, 1 + k as u64);
+        set_u64(&mut b, at + 16, (1 << 62) - 1);
+    }
+    std::fs::write(run_dir.join("calls.spill"), b).unwrap();
+    let r = recover(&base);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert!(r.stdout().starts_with("recovered"), "{}", r.describe());
+    let v = support::python_view(&base.join("out.h5"));
+    let said: i64 = r.stdout().split("recovered ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let written: u64 = v["regions"].as_object().unwrap().values().flat_map(|ranks| ranks.as_object().unwrap().values()).map(|x| x["calls"].as_u64().unwrap()).sum();
+    assert_eq!(said as u64, written, "{}", r.describe());
 }
 
 fn copy_dir(from: &Path, to: &Path) {
