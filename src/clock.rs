@@ -85,6 +85,9 @@ pub const MAX_RATE_DEVIATION: f64 = 1000e-6;
 const SHIFT: u32 = 48;
 /// Largest slope the fixed point holds (ns per tick; a counter of at least 1 MHz).
 const MAX_SLOPE: f64 = 1000.0;
+/// Converted times lie within +-this (146 years of ns): whatever the ticks, the difference of
+/// two converted times fits an i64.
+const NS_LIMIT: i128 = 1 << 62;
 
 /// What the hot path reads, on one cache line that is written only at setup, at finalize and
 /// once per anchor segment.
@@ -596,7 +599,7 @@ impl Converter<'_> {
         let span = end.saturating_sub(base_tick).min(Timebase::split_span(mul));
         (self.base_tick, self.base_ns, self.mul_hi, self.mul_lo) = (base_tick, base_ns, mul >> 16, mul & 0xFFFF);
         self.hi = base_tick.saturating_add(span);
-        base_ns + Timebase::scale(tick - base_tick, mul)
+        Timebase::project(base_ns, base_tick, tick, mul)
     }
 }
 
@@ -785,10 +788,19 @@ impl Timebase {
         i
     }
 
-    /// `ticks` times a fixed-point slope, rounded to the nearest ns.
+    /// `ticks` times a fixed-point slope, rounded to the nearest ns (within +-[`NS_LIMIT`]).
     #[inline(always)]
     fn scale(ticks: i64, mul: i64) -> i64 {
-        ((ticks as i128 * mul as i128 + (1i128 << (SHIFT - 1))) >> SHIFT) as i64
+        ((ticks as i128 * mul as i128 + (1i128 << (SHIFT - 1))) >> SHIFT).clamp(-NS_LIMIT, NS_LIMIT) as i64
+    }
+
+    /// The time of `tick` on the line through (`base_tick`, `base_ns`) with slope `mul`, within
+    /// +-[`NS_LIMIT`]: ticks and anchors read back from a damaged spill may be anything, and
+    /// the differences of two converted times must fit an i64.
+    #[inline(always)]
+    fn project(base_ns: i64, base_tick: i64, tick: i64, mul: i64) -> i64 {
+        let d = tick as i128 - base_tick as i128;
+        (base_ns as i128 + ((d * mul as i128 + (1i128 << (SHIFT - 1))) >> SHIFT)).clamp(-NS_LIMIT, NS_LIMIT) as i64
     }
 
     /// `scale(d, mul)` for `0 <= d < split_span(mul)`, with two 64-bit multiplies instead of
@@ -815,7 +827,7 @@ impl Timebase {
         *outside += (tick < self.lo || tick > self.hi) as u64;
         // `segment` returns i < muls.len() <= anchors.len().
         let a = &self.anchors[i];
-        a.ns + Self::scale(tick - a.tick, self.muls[i])
+        Self::project(a.ns, a.tick, tick, self.muls[i])
     }
 
     /// A converter for a column of ticks in (mostly) increasing order, such as one thread's

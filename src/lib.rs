@@ -29,6 +29,10 @@ pub mod functions;
 /// cbindgen:ignore
 pub mod gather;
 /// cbindgen:ignore
+pub mod guard;
+/// cbindgen:ignore
+pub mod h5read;
+/// cbindgen:ignore
 pub mod late;
 /// cbindgen:ignore
 pub mod likwid;

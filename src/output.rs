@@ -95,11 +95,38 @@ pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, mut profile: RankPro
     Ok(written)
 }
 
+/// Whether a failed write is the place's fault (the file system refused to store more: full,
+/// over quota, an I/O error), so that another directory may take the file; or the data's (an
+/// attribute HDF5 cannot store, a count that does not add up), which no other directory
+/// changes. Errors of the HDF5 library say which layer failed; our own direct column writes
+/// say "writing a column"; anything unknown counts as the place's (trying elsewhere loses
+/// nothing).
+pub fn is_place_error(e: &hdf5::Error) -> bool {
+    use hdf5::{MajorErrorCode as Major, MinorErrorCode as Minor};
+    match e.stack() {
+        Some(stack) => {
+            stack.contains_major(Major::Io)
+                || [Minor::WriteError, Minor::SeekError, Minor::ReadError, Minor::Truncated, Minor::CantFlush, Minor::SysErrStr, Minor::CantCloseFile, Minor::FileOpen]
+                    .into_iter()
+                    .any(|m| stack.contains_minor(m))
+        }
+        None => {
+            let text = e.to_string();
+            text.starts_with("writing a column") || !DATA_ERRORS.iter().any(|d| text.contains(d))
+        }
+    }
+}
+
+/// Our own errors that are about the data, not the place (see the layout writers).
+const DATA_ERRORS: &[&str] = &["more calls than announced", "calls encoded", "calls written of", "column write past its end", "is damaged"];
+
 /// Create the file (or its fallback), fill it with `fill`, move it into place.
 ///
-/// When writing fails (a full file system, a quota), the file is written again from the start
-/// in a fallback directory ($TMPDIR, /tmp, $HOME; the next one if that fails too): `fill` is
-/// called once per attempt and must write everything each time.
+/// When writing fails because of the place (a full file system, a quota: `is_place_error`),
+/// the file is written again from the start in a fallback directory ($TMPDIR, /tmp, $HOME;
+/// the next one if that fails too): `fill` is called once per attempt and must write
+/// everything each time. When it fails because of the data, nothing is retried: the message
+/// says what HDF5 refused.
 pub fn write_file(target: &Path, mut fill: impl FnMut(&ProfileFile) -> hdf5::Result<()>) -> Result<Written> {
     let mut file = ProfileFile::create(target).inspect_err(|e| warn::always(&format!("profile NOT written: {e}")))?;
     let mut tried = Vec::new();
@@ -107,6 +134,15 @@ pub fn write_file(target: &Path, mut fill: impl FnMut(&ProfileFile) -> hdf5::Res
     // caught here too.
     while let Err(e) = fill(&file).and_then(|_| file.file().flush()) {
         let (dest, dir) = file.destination();
+        if !is_place_error(&e) {
+            let msg = format!(
+                "profile NOT written: the data could not be stored in {} (HDF5: {e}); this is not a problem of the directory, so no other one was tried",
+                dest.display()
+            );
+            file.abandon();
+            warn::always(&msg);
+            return Err(Error::new(Status::WriteFailed, msg));
+        }
         let reason = format!("writing {} failed (HDF5: {e})", dest.display());
         tried.push(dir);
         file.abandon();
@@ -140,4 +176,32 @@ pub fn report(verbosity: u32, written: &Written, stats: Vec<RegionStats>, ranks:
     }
     let _ = writeln!(out, "profile written to {}", written.path.display());
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An attribute HDF5 cannot store (an empty name) is the data's fault: written once, not
+    /// again in a fallback directory, and the message says what was refused; nothing is left.
+    /// A full disk (our direct column writes say so) is the place's.
+    #[test]
+    fn data_errors_are_not_retried_elsewhere() {
+        let dir = std::env::temp_dir().join(format!("sp_output_test_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut attempts = 0;
+        let err = write_file(&dir.join("bad.h5"), |f| {
+            attempts += 1;
+            crate::writer::put_int(f.file(), "", 1)
+        })
+        .unwrap_err();
+        assert_eq!(attempts, 1, "a data error is not retried in a fallback directory");
+        assert_eq!(err.status, Status::WriteFailed);
+        assert!(err.message.contains("the data could not be stored") && err.message.contains("not a problem of the directory"), "{}", err.message);
+        assert!(!err.message.contains("fallback directory"), "{}", err.message);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing is left");
+        assert!(!is_place_error(&hdf5::Error::from("rank 3 has more calls than announced (5 > 4)")));
+        assert!(is_place_error(&hdf5::Error::from("writing a column at byte 4096: No space left on device (os error 28)")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -61,6 +61,8 @@ fn fallback_dirs() -> Vec<PathBuf> {
 fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
     safe_file::check_replaceable(dest)?;
     let dir = PrivateDir::create(dest)?;
+    // A reading child (the merge helper) that dies here leaves it to its parent to remove.
+    crate::guard::note_temp(dir.path());
     let name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| crate::config::DEFAULT_FILE.into());
     let file = match hdf5::File::create_excl(dir.path().join(&name)) {
         Ok(f) => f,
@@ -77,6 +79,15 @@ fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
         return Err(e);
     }
     Ok((file, dir, name))
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn shorten(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 fn describe_create_error(dest: &Path, e: &io::Error) -> String {
@@ -111,8 +122,12 @@ impl Placement {
     /// works; `reason` says why the target (or the directories tried) did not do.
     pub fn create_h5_fallback(target: &Path, reason: String, tried: &[PathBuf]) -> Result<(hdf5::File, Placement)> {
         let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profiling_data".into());
+        let tail = format!(".{}.{}.h5", crate::metadata::hostname(), std::process::id());
+        // A name longer than a file system takes (the target's own may be why it failed) is
+        // shortened: the fallback name must fit.
+        let stem = shorten(&stem, safe_file::NAME_MAX.saturating_sub(tail.len()).max(16));
         for d in fallback_dirs().into_iter().filter(|d| !tried.contains(d)) {
-            let alt = d.join(format!("{stem}.{}.{}.h5", crate::metadata::hostname(), std::process::id()));
+            let alt = d.join(format!("{stem}{tail}"));
             if let Ok((file, dir, name)) = create_in(&alt) {
                 let (mode, note) = if safe_file::is_world_writable(&d) {
                     (0o600, Some(format!("mode 0600, readable only by you: {} is writable by everyone", d.display())))
@@ -151,7 +166,7 @@ impl Placement {
         // A fresh name beside `dest` that never replaces anything.
         let beside = |dest: &Path| -> Result<PathBuf> {
             let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let alt = dest.with_file_name(format!("{stem}.{}.h5", &safe_file::random_suffix()[..8]));
+            let alt = dest.with_file_name(format!("{}.{}.h5", shorten(&stem, safe_file::NAME_MAX - 12), &safe_file::random_suffix()[..8]));
             self.dir.move_out_new(&self.name, &alt).map_err(|e| fail(e, &alt))?;
             Ok(alt)
         };

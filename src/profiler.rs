@@ -308,6 +308,7 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
     let mpi = if attach_mpi { crate::mpi_comm::attach(config.mpi_comm)? } else { None };
     if mpi.is_some() {
         crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
+        stay_loaded();
     }
     quiesce::prepare();
     KEEP_CALLS.store(config.layout != crate::config::Layout::Aggregate, Ordering::Relaxed);
@@ -670,6 +671,15 @@ pub fn annotate(id: u32, which: usize, value: f64) -> Result<()> {
     with_thread(|data, _| {
         if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
+        }
+        // The sum must stay a number too: 1e308 twice is refused, not stored as infinity.
+        let sum = data.counters.annotations.get(id as usize).map_or(0.0, |a| a[which]) + value;
+        if !sum.is_finite() {
+            let what = if which == 0 { "flops" } else { "bytes" };
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("sp_region_add_{what}: adding {value} to region '{}' would make its total on this thread infinite: ignored", region_name(id)),
+            ));
         }
         data.counters.annotate(id, which, value);
         Ok(())
@@ -1066,20 +1076,58 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
 
 /// A program that set up profiling but never finalized still gets its file.
 extern "C" fn finalize_at_exit() {
+    let _ = std::panic::catch_unwind(|| finalize_unfinished("sp_finalize was not called: writing the profile at exit"));
+}
+
+/// Runs when the library is unloaded (`dlclose`), before the handlers registered with `atexit`
+/// (which `dlclose` runs too), and at process exit after them. A run still going is written
+/// here, and nothing may point into the library once it is gone: the signal handlers of the
+/// flight recorder are put back to the host's.
+extern "C" fn on_unload() {
     let _ = std::panic::catch_unwind(|| {
-        if is_running(STATE.load(Ordering::Acquire)) && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
-            // Set up by the OpenMP tool or an instrumented function, with no sp_setup: the end
-            // of the run is where such a profile is written.
-            let origin = IMPLICIT_ORIGIN.load(Ordering::Acquire);
-            let expected = origin == ImplicitOrigin::OpenMpTool as u8 + 1 || origin == ImplicitOrigin::InstrumentedFunction as u8 + 1;
-            if !expected {
-                warn::always("sp_finalize was not called: writing the profile at exit");
-            }
-            // No collective at exit: a rank that exits on its own (an error path calling
-            // exit()) would wait forever for ranks that never join.
-            if let Err(e) = finalize_as(route::Gather::LocalOnly) {
-                warn::always(&format!("writing the profile at exit failed: {e}"));
-            }
-        }
+        finalize_unfinished("the library is being unloaded (dlclose) before sp_finalize: writing the profile now");
+        crate::signals::restore();
     });
+}
+
+// The library's destructor: `.fini_array` entries run when the object is unloaded or the
+// process exits (in reverse order, so before the C runtime's entry that runs the `atexit`
+// handlers of a shared object inside `dlclose`).
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static ON_UNLOAD: extern "C" fn() = on_unload;
+
+/// The MPI library now holds a callback into this library until MPI_Finalize, which cannot be
+/// taken back: keep the library mapped (`RTLD_NODELETE`), so that a `dlclose` before that
+/// leaves no dangling callback. The run is then written inside MPI_Finalize or at exit, as
+/// without the `dlclose`.
+fn stay_loaded() {
+    // SAFETY: dladdr on an address of our code; dlopen of the object it names, which is loaded
+    // already (RTLD_NOLOAD: never loads anything), to mark it not to be unloaded.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(stay_loaded as *const std::ffi::c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+            libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE);
+        }
+    }
+}
+
+/// Write a run that was never finalized, on the calling thread alone: at exit or inside
+/// `dlclose`, where the dynamic loader holds its lock and a thread started now could never
+/// end. No collective at exit: a rank that exits on its own (an error path calling exit())
+/// would wait forever for ranks that never join.
+fn finalize_unfinished(why: &str) {
+    if is_running(STATE.load(Ordering::Acquire)) && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
+        // Set up by the OpenMP tool or an instrumented function, with no sp_setup: the end of
+        // the run is where such a profile is written, nothing to warn about.
+        let origin = IMPLICIT_ORIGIN.load(Ordering::Acquire);
+        let expected = origin == ImplicitOrigin::OpenMpTool as u8 + 1 || origin == ImplicitOrigin::InstrumentedFunction as u8 + 1;
+        if !expected {
+            warn::always(why);
+        }
+        crate::model::forbid_helper_threads();
+        if let Err(e) = finalize_as(route::Gather::LocalOnly) {
+            warn::always(&format!("writing the profile failed: {e}"));
+        }
+    }
 }

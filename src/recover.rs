@@ -28,23 +28,51 @@ pub struct Recovery {
     pub written: Option<PathBuf>,
 }
 
-/// Does `target` hold a profile already recovered from all of `dirs`?
+/// Does `target` hold a profile already recovered from all of `dirs`? (Read as any file a
+/// user names is: `h5read`.)
 fn already_recovered(target: &Path, dirs: &[PathBuf]) -> bool {
-    let Ok(f) = hdf5::File::open(target) else { return false };
-    let Ok(a) = f.group("metadata").and_then(|m| m.attr("recovered_from")) else { return false };
-    let Ok(v) = a.read_raw::<hdf5::types::VarLenUnicode>() else { return false };
-    let have: BTreeSet<String> = v.iter().map(|s| s.as_str().to_string()).collect();
+    let Ok((f, _)) = crate::h5read::open(target) else { return false };
+    let Some(have) = f.group("metadata").ok().and_then(|m| m.attr_strings("recovered_from")) else { return false };
+    let have: BTreeSet<String> = have.into_iter().collect();
     dirs.iter().all(|d| d.file_name().is_some_and(|n| have.contains(&*n.to_string_lossy())))
 }
 
 fn is_profile(target: &Path) -> bool {
-    hdf5::File::open(target).is_ok_and(|f| f.group("metadata").is_ok())
+    crate::h5read::open(target).is_ok_and(|(f, _)| f.has("metadata"))
 }
 
 /// Recover the spill directories of `target` into `target`. A complete profile there is never
-/// touched.
+/// touched, nor are run directories of other users (said in the message).
 pub fn recover(target: &Path) -> Result<Recovery, String> {
-    recover_dirs(target, &find_runs(target), false)
+    let (dirs, passed) = scan_runs(target);
+    let mut r = recover_dirs(target, &dirs, false);
+    if !passed.is_empty() {
+        let said = format!("; passed over {}", passed.join("; "));
+        match &mut r {
+            Ok(r) => r.message.push_str(&said),
+            Err(e) => e.push_str(&said),
+        }
+    }
+    r
+}
+
+/// Ranks listed one by one in `recovered_missing_ranks`, at most (beyond, only their count).
+const MAX_LISTED_RANKS: i64 = 4096;
+
+/// The ranks of `0..size` not in `have`, as inclusive ranges.
+fn missing_ranges(size: i64, have: &BTreeSet<i64>) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut next = 0i64;
+    for &r in have.iter().filter(|&&r| r < size) {
+        if r > next {
+            out.push((next, r - 1));
+        }
+        next = r + 1;
+    }
+    if next < size {
+        out.push((next, size - 1));
+    }
+    out
 }
 
 /// Per-rank files `<stem>.rank<N>.h5` next to `target` (written by ranks that could not
@@ -60,7 +88,7 @@ fn rank_files(target: &Path) -> BTreeMap<i64, PathBuf> {
         .into_iter()
         .filter_map(|f| {
             let name = f.path.file_name()?.to_str()?.to_string();
-            let rank = name.strip_prefix(&prefix)?.strip_suffix(".h5")?.parse::<i64>().ok()?;
+            let rank = name.strip_prefix(&prefix)?.strip_suffix(".h5")?.parse::<i64>().ok().filter(|r| (0..=MAX_RANK).contains(r))?;
             Some((rank, f.path.clone()))
         })
         .collect()
@@ -103,7 +131,9 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     if target.exists() && !overwrite {
         if already_recovered(target, dirs) {
             for d in dirs {
-                let _ = std::fs::remove_dir_all(d);
+                if let Ok(d) = RunDir::open(d) {
+                    d.remove();
+                }
             }
             return Ok(Recovery {
                 message: format!("nothing to recover: {} already holds the calls of {} spill director(y/ies); removed them", target.display(), dirs.len()),
@@ -154,21 +184,52 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     let last_rank = by_rank.keys().chain(extra_files.keys()).max().copied().unwrap_or(0);
     let size = by_rank.values().filter_map(|r| r.meta.size).max().unwrap_or(1).max(last_rank + 1);
     let hosts: BTreeSet<&str> = by_rank.values().map(|r| r.meta.info.hostname.as_str()).collect();
-    let calls: u64 = by_rank.values().map(|r| r.calls).sum();
-    let torn: u64 = by_rank.values().map(|r| r.torn_words).sum();
-    let bad: u64 = by_rank.values().map(|r| r.bad_chunks).sum();
-    let dropped = if torn == 0 && bad == 0 { "nothing dropped".to_string() } else { format!("dropped {torn} word(s) of torn calls and {bad} damaged chunk(s)") };
+    let sum = |f: fn(&RecoveredRun) -> u64| by_rank.values().map(f).sum::<u64>();
+    let calls = sum(|r| r.calls);
+    let (torn, bad, impossible, excess) = (sum(|r| r.torn_words), sum(|r| r.bad_chunks), sum(|r| r.dropped_calls), sum(|r| r.excess_calls));
+    let dropped = if torn == 0 && bad == 0 && impossible == 0 && excess == 0 {
+        "nothing dropped".to_string()
+    } else {
+        let mut parts = Vec::new();
+        if impossible > 0 {
+            parts.push(format!("{impossible} call(s) of chunks holding impossible times"));
+        }
+        if excess > 0 {
+            parts.push(format!("{excess} call(s) of chunks whose headers claim more threads and regions than the run can have had"));
+        }
+        if torn > 0 {
+            parts.push(format!("{torn} word(s) of torn calls"));
+        }
+        if bad > 0 {
+            parts.push(format!("{bad} damaged chunk(s)"));
+        }
+        format!("dropped {}", parts.join(", "))
+    };
+    let (unnamed_regions, unnamed_calls) = (sum(|r| r.unnamed_regions), sum(|r| r.unnamed_calls));
+    let mut remarks: Vec<String> = Vec::new();
+    if unnamed_regions > 0 {
+        remarks.push(format!("{unnamed_calls} call(s) of {unnamed_regions} region(s) whose names were not saved are kept as #<id>"));
+    }
+    let bad_fill = sum(|r| r.bad_fill);
+    if bad_fill > 0 {
+        remarks.push(format!("{bad_fill} chunk header(s) had an impossible fill count (their calls were read up to the first empty word)"));
+    }
+    remarks.extend(by_rank.values().flat_map(|r| r.notes.iter().cloned()));
     let extrapolated = by_rank.values().any(|r| r.extrapolated);
     let when = crate::metadata::iso8601_utc(std::time::SystemTime::now());
     let names: Vec<String> = by_rank.values().map(|r| r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).collect();
     let first = by_rank.values().next().unwrap();
     let started = first.meta.started.clone();
     let mut meta = first.meta.metadata.clone();
-    let omp = meta.iter().find_map(|(k, v)| if let (true, AttrValue::Int(n)) = (k == "omp_num_threads", v) { Some(*n) } else { None }).unwrap_or(1);
+    let omp = meta
+        .iter()
+        .find_map(|(k, v)| if let (true, AttrValue::Int(n)) = (k == "omp_num_threads", v) { Some(*n) } else { None })
+        .filter(|n| (1..=1 << 20).contains(n))
+        .unwrap_or(1);
     meta.retain(|(k, _)| !matches!(k.as_str(), "mpi_size" | "num_nodes" | "total_cores"));
     meta.push(("mpi_size".into(), AttrValue::Int(size)));
     meta.push(("num_nodes".into(), AttrValue::Int(hosts.len().max(1) as i64)));
-    meta.push(("total_cores".into(), AttrValue::Int(size * omp)));
+    meta.push(("total_cores".into(), AttrValue::Int(size.saturating_mul(omp))));
     let note = format!(
         "recovered at {when} from the spill data of {} process(es) ({}) of a run started at {started}: {calls} calls, {dropped}{}",
         by_rank.len(),
@@ -178,49 +239,74 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     meta.push(("recovered".into(), AttrValue::Str(note)));
     meta.push(("recovered_calls".into(), AttrValue::Int(calls as i64)));
     meta.push(("recovered_from".into(), AttrValue::StrList(names)));
-    let missing: Vec<i64> = (0..size).filter(|r| !by_rank.contains_key(r) && !extra_files.contains_key(r)).collect();
-    if !missing.is_empty() {
-        meta.push(("recovered_missing_ranks".into(), AttrValue::IntList(missing.clone())));
+    // Ranks without data, as ranges (a job of millions of ranks may have lost most of them).
+    let have: BTreeSet<i64> = by_rank.keys().chain(extra_files.keys()).copied().collect();
+    let missing = missing_ranges(size, &have);
+    let n_missing: i64 = missing.iter().map(|(a, b)| b - a + 1).sum();
+    if n_missing > 0 {
+        meta.push(("recovered_missing_ranks_count".into(), AttrValue::Int(n_missing)));
+        if n_missing <= MAX_LISTED_RANKS {
+            meta.push(("recovered_missing_ranks".into(), AttrValue::IntList(missing.iter().flat_map(|&(a, b)| a..=b).collect())));
+        }
     }
     let config = config_of(first, target);
     let facts = RunFacts { timestamp: started, omp_num_threads: omp };
     let run = RunContext { config: &config, facts: &facts };
     let n_ranks = by_rank.len();
-    let dirs_done: Vec<PathBuf> = by_rank.values().map(|r| r.dir.clone()).collect();
+    let mut dirs_done: Vec<RunDir> = Vec::new();
     let written = if n_ranks == 1 && extra_files.is_empty() && size == 1 {
         let (_, r) = by_rank.into_iter().next().unwrap();
         r.open_reader();
         let result = crate::output::write_single_with(run, r.profile, meta);
         crate::spill::close_reader();
         result.map_err(|e| e.to_string())?;
+        dirs_done.push(r.run_dir);
         target.to_path_buf()
     } else {
         // One file per rank through the normal writer, then the normal merge of rank files.
         let mut inputs: Vec<PathBuf> = extra_files.values().cloned().collect();
         let mut ours = Vec::new();
+        let mut failed = None;
         for (rank, r) in by_rank {
             r.open_reader();
             let result = crate::output::write_rank_file_with(run, rank, r.profile, None, meta.clone());
             crate::spill::close_reader();
-            let w = result.map_err(|e| e.to_string())?;
-            ours.push(w.path.clone());
-            inputs.push(w.path);
+            dirs_done.push(r.run_dir);
+            match result {
+                Ok(w) => {
+                    ours.push(w.path.clone());
+                    inputs.push(w.path);
+                }
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
+            }
         }
-        let merged = crate::merge::merge_rank_files(target, &inputs).map_err(|e| e.to_string());
+        let merged = match failed {
+            Some(e) => Err(e),
+            None => crate::merge::merge_rank_files(target, &inputs).map_err(|e| e.to_string()),
+        };
         for p in &ours {
             let _ = std::fs::remove_file(p);
         }
         merged?.path
     };
-    for d in &dirs_done {
-        let _ = std::fs::remove_dir_all(d);
+    for d in dirs_done {
+        d.remove();
     }
     let mut message = format!("recovered {calls} calls of {n_ranks} rank(s) from {n_ranks} spill director(y/ies) into {}; {dropped}", written.display());
+    for r in &remarks {
+        message.push_str("; ");
+        message.push_str(r);
+    }
     if !extra_files.is_empty() {
         message.push_str(&format!("; rank(s) {:?} from their own files", extra_files.keys().collect::<Vec<_>>()));
     }
-    if !missing.is_empty() {
-        message.push_str(&format!("; no data of rank(s) {missing:?}"));
+    if n_missing > 0 {
+        let shown: Vec<String> = missing.iter().take(20).map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+        let more = if missing.len() > 20 { ", ..." } else { "" };
+        message.push_str(&format!("; no data of {n_missing} rank(s): {}{more}", shown.join(", ")));
     }
     if !unreadable.is_empty() {
         message.push_str(&format!("; skipped: {}", unreadable.join("; ")));
@@ -239,20 +325,196 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
 
 // ---------------------------------------------------------------------------------------
 // The reader: one run directory back into a rank's profile.
+//
+// Nothing in a run directory is believed before it is checked: the directory must be the
+// user's own and writable by nobody else (checked on its open descriptor, never followed
+// through a symlink), every file in it a regular file of the user's (opened with O_NOFOLLOW and
+// O_NONBLOCK, so a FIFO or device in its place is refused, never waited on), every size and
+// count is checked against the file's real size or a bound stated below before anything is
+// allocated, and a chunk whose calls have impossible times is dropped whole and counted.
+
+/// `meta.json` holds the run's metadata: never more than this.
+pub const MAX_META_BYTES: u64 = 64 << 20;
+/// Anchors kept, at most: beyond, every other one is dropped (the conversion stays piecewise
+/// linear, over longer segments); at the default 100 ms that is 4.8 days of anchors.
+pub const MAX_ANCHORS: usize = 1 << 22;
+/// Ticks (TSC cycles or `CLOCK_MONOTONIC` ns) at or beyond this, or negative, are damage:
+/// 2^62 ns is 146 years, 2^62 cycles at 5 GHz 29 years of uptime.
+pub const TICK_LIMIT: i64 = 1 << 62;
+/// A rank number above this (an MPI rank is an `int`) or a job size above [`MAX_SIZE`] is damage.
+pub const MAX_RANK: i64 = i32::MAX as i64;
+pub const MAX_SIZE: i64 = 1 << 24;
+/// Memory the tables of the recovered threads may take, at least, and per byte of spill file:
+/// what the killed process itself held for the same calls is far below that.
+const TABLES_FLOOR: u64 = 512 << 20;
+const TABLES_PER_SPILL_BYTE: u64 = 64;
+/// What recovery's tables cost, for that budget (overestimates): per thread, and per region id
+/// up to the highest a thread has calls of (a thread's call logs and statistics are tables
+/// indexed by region id, as in the recording process: a call log and a statistics cell each).
+const PER_THREAD: u64 = 256 << 10;
+const PER_REGION_SLOT: u64 = 768;
+
+/// A run directory, opened and checked (see above): its descriptor is what every file in it is
+/// opened through.
+pub struct RunDir {
+    pub path: PathBuf,
+    fd: std::os::fd::OwnedFd,
+}
+
+fn cpath(p: &Path) -> Result<std::ffi::CString, String> {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| format!("{}: the name contains a NUL byte", p.display()))
+}
+
+/// The current user's effective id.
+fn euid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+fn fstat(fd: i32) -> std::io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid out-buffer for fstat on a descriptor we hold.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+impl RunDir {
+    /// Open `path` as a run directory: a real directory (not a symlink), owned by the user
+    /// running this and not writable by group or others. `Err` says why not.
+    pub fn open(path: &Path) -> Result<RunDir, String> {
+        use std::os::fd::FromRawFd;
+        let c = cpath(path)?;
+        // SAFETY: a valid path; the descriptor is owned below.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if fd < 0 {
+            return Err(format!("{}: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        // SAFETY: a descriptor we just opened.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let st = fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).map_err(|e| format!("{}: {e}", path.display()))?;
+        if st.st_uid != euid() {
+            return Err(format!("{}: owned by user id {}, not by you (id {}): not touched", path.display(), st.st_uid, euid()));
+        }
+        if st.st_mode & 0o022 != 0 {
+            return Err(format!("{}: writable by others (mode {:o}): not touched", path.display(), st.st_mode & 0o7777));
+        }
+        Ok(RunDir { path: path.to_path_buf(), fd })
+    }
+
+    fn raw(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+
+    /// Open `name` in the directory: a regular file of the user's, or `Ok(None)` if there is
+    /// none. Anything else (a symlink, FIFO, device, directory, someone else's file) is refused
+    /// without waiting on it.
+    fn file(&self, name: &str) -> Result<Option<File>, String> {
+        use std::os::fd::FromRawFd;
+        let shown = self.path.join(name);
+        let c = std::ffi::CString::new(name).expect("our own names");
+        // SAFETY: a valid descriptor and name; owned below.
+        let fd = unsafe { libc::openat(self.raw(), c.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOENT) => Ok(None),
+                Some(libc::ELOOP) => Err(format!("{}: is a symlink, not a spill file", shown.display())),
+                _ => Err(format!("{}: {e}", shown.display())),
+            };
+        }
+        // SAFETY: a descriptor we just opened.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let st = fstat(fd).map_err(|e| format!("{}: {e}", shown.display()))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(format!("{}: is not a regular file (a FIFO, device or directory), not a spill file", shown.display()));
+        }
+        if st.st_uid != euid() {
+            return Err(format!("{}: owned by user id {}, not by you", shown.display(), st.st_uid));
+        }
+        Ok(Some(file))
+    }
+
+    /// The whole of `name` (empty if missing), refused if longer than `max` bytes.
+    fn read_small(&self, name: &str, max: u64) -> Result<Vec<u8>, String> {
+        use std::io::Read;
+        let Some(f) = self.file(name)? else { return Ok(Vec::new()) };
+        let len = f.metadata().map(|m| m.len()).map_err(|e| format!("{}: {e}", self.path.join(name).display()))?;
+        if len > max {
+            return Err(format!("{}: {len} bytes, more than the {max} such a file can hold (damaged)", self.path.join(name).display()));
+        }
+        let mut out = Vec::with_capacity(len as usize);
+        f.take(max).read_to_end(&mut out).map_err(|e| format!("{}: {e}", self.path.join(name).display()))?;
+        Ok(out)
+    }
+
+    /// Records of `size` bytes from `name`, streamed (a missing file has none).
+    fn records(&self, name: &str, size: usize, notes: &mut Vec<String>, mut each: impl FnMut(&[u8])) -> Result<(), String> {
+        use std::io::Read;
+        let f = match self.file(name) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                notes.push(format!("{e}: not read"));
+                return Ok(());
+            }
+        };
+        let mut r = std::io::BufReader::with_capacity(1 << 16, f);
+        let mut rec = vec![0u8; size];
+        loop {
+            match r.read_exact(&mut rec) {
+                Ok(()) => each(&rec),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(format!("{}: {e}", self.path.join(name).display())),
+            }
+        }
+    }
+
+    /// Remove the directory: its entries through its descriptor, then the directory itself
+    /// (which fails, leaving it, if something else was put in its place meanwhile).
+    pub fn remove(self) {
+        let names: Vec<std::ffi::OsString> =
+            std::fs::read_dir(format!("/proc/self/fd/{}", self.raw())).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+        for n in names {
+            if let Ok(c) = std::ffi::CString::new(n.as_encoded_bytes()) {
+                // SAFETY: a valid descriptor and name.
+                unsafe { libc::unlinkat(self.raw(), c.as_ptr(), 0) };
+            }
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
 
 /// What a run directory held, as the profile of its process; its logs' chunks stay in the
 /// spill file, read through `open_reader_of` while it is written.
 pub struct RecoveredRun {
     pub dir: PathBuf,
+    pub run_dir: RunDir,
     pub meta: SpillMeta,
     pub file: File,
     pub profile: RankProfile,
+    /// Calls in the profile: exactly what is written.
     pub calls: u64,
-    /// Chunks whose header was unreadable or cut off, and words of torn calls at chunk ends.
+    /// Chunks whose header was unreadable, and words of torn calls at chunk ends or cut off by
+    /// the end of the file.
     pub bad_chunks: u64,
     pub torn_words: u64,
+    /// Calls of chunks dropped whole because some call in them had impossible times.
+    pub dropped_calls: u64,
+    /// Calls of chunks dropped because their headers claimed more threads and regions than a
+    /// run with a spill file of this size can have had (the tables would not fit).
+    pub excess_calls: u64,
+    /// Chunks with a fill count past their end (their calls were read up to their first
+    /// zero word, as for a chunk still being filled).
+    pub bad_fill: u64,
+    /// Regions with calls but no saved name (kept as `#<id>`), and their calls.
+    pub unnamed_regions: u64,
+    pub unnamed_calls: u64,
     /// Calls after the last saved clock anchor (their times are extrapolated).
     pub extrapolated: bool,
+    /// What else was wrong (skipped records, dropped metadata), for the message.
+    pub notes: Vec<String>,
 }
 
 impl RecoveredRun {
@@ -262,47 +524,169 @@ impl RecoveredRun {
     }
 }
 
-fn read_names(dir: &Path) -> Vec<String> {
-    let bytes = std::fs::read(dir.join(NAMES_FILE)).unwrap_or_default();
+/// Region names by id (records `id u32, len u32, bytes`): only ids a registry can give and
+/// names it can hold; a record cut off by the end of the file ends the list.
+fn read_names(dir: &RunDir, notes: &mut Vec<String>) -> Result<BTreeMap<u32, String>, String> {
+    use std::io::Read;
     let mut names: BTreeMap<u32, String> = BTreeMap::new();
-    let mut rest = &bytes[..];
-    while rest.len() >= 8 {
-        let id = u32::from_le_bytes(rest[..4].try_into().unwrap());
-        let len = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
-        let Some(name) = rest.get(8..8 + len) else { break };
-        names.insert(id, String::from_utf8_lossy(name).into_owned());
-        rest = &rest[8 + len..];
+    let f = match dir.file(NAMES_FILE) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(names),
+        Err(e) => {
+            notes.push(format!("{e}: no region names read"));
+            return Ok(names);
+        }
+    };
+    let mut r = std::io::BufReader::with_capacity(1 << 16, f);
+    let (mut bad, mut head) = (0u64, [0u8; 8]);
+    let mut name = vec![0u8; crate::registry::MAX_NAME_LEN];
+    while r.read_exact(&mut head).is_ok() {
+        let id = u32::from_le_bytes(head[..4].try_into().unwrap());
+        let len = u32::from_le_bytes(head[4..].try_into().unwrap()) as usize;
+        if len > crate::registry::MAX_NAME_LEN || len == 0 {
+            // The records after it cannot be found: the rest of the file is lost.
+            bad += 1;
+            break;
+        }
+        if r.read_exact(&mut name[..len]).is_err() {
+            bad += 1;
+            break;
+        }
+        if id >= crate::registry::MAX_REGIONS {
+            bad += 1;
+            continue;
+        }
+        names.entry(id).or_insert_with(|| String::from_utf8_lossy(&name[..len]).into_owned());
     }
-    let n = names.keys().next_back().map_or(0, |&m| m as usize + 1);
-    (0..n).map(|i| names.get(&(i as u32)).cloned().unwrap_or_else(|| format!("#{i}"))).collect()
+    if bad > 0 {
+        notes.push(format!("{} has damaged record(s)", dir.path.join(NAMES_FILE).display()));
+    }
+    Ok(names)
 }
 
-fn read_threads(dir: &Path) -> BTreeMap<u32, i64> {
-    let bytes = std::fs::read(dir.join(THREADS_FILE)).unwrap_or_default();
-    bytes
-        .chunks_exact(16)
-        .map(|r| (u32::from_le_bytes(r[..4].try_into().unwrap()), i64::from_le_bytes(r[8..].try_into().unwrap())))
-        .collect()
-}
-
-fn read_anchors(dir: &Path) -> Vec<Anchor> {
-    let bytes = std::fs::read(dir.join(ANCHORS_FILE)).unwrap_or_default();
+/// Anchors that can be real (ticks and times in range, increasing, brackets under a minute),
+/// at most [`MAX_ANCHORS`].
+fn read_anchors(dir: &RunDir, notes: &mut Vec<String>) -> Result<Vec<Anchor>, String> {
+    let mut out: Vec<Anchor> = Vec::new();
+    let mut skipped = 0u64;
     let w = |b: &[u8]| i64::from_le_bytes(b.try_into().unwrap());
-    bytes.chunks_exact(24).map(|r| Anchor { tick: w(&r[..8]), ns: w(&r[8..16]), half_width: w(&r[16..]) }).collect()
+    let mut skipped_notes = Vec::new();
+    dir.records(ANCHORS_FILE, 24, &mut skipped_notes, |r| {
+        let a = Anchor { tick: w(&r[..8]), ns: w(&r[8..16]), half_width: w(&r[16..]) };
+        let sane = (0..TICK_LIMIT).contains(&a.tick) && (0..TICK_LIMIT).contains(&a.ns) && (0..60_000_000_000).contains(&a.half_width);
+        if !sane || out.last().is_some_and(|p| a.tick <= p.tick || a.ns < p.ns) {
+            skipped += 1;
+            return;
+        }
+        if out.len() >= MAX_ANCHORS {
+            let mut i = 0;
+            out.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+        }
+        out.push(a);
+    })?;
+    notes.extend(skipped_notes);
+    if skipped > 0 {
+        notes.push(format!("{} impossible or out-of-order clock anchor(s) skipped", skipped));
+    }
+    Ok(out)
+}
+
+/// `meta.json`, checked: a rank and size that can be, attribute names that can be written.
+fn read_meta(dir: &RunDir, notes: &mut Vec<String>) -> Result<SpillMeta, String> {
+    let shown = dir.path.join(META_FILE);
+    let bytes = dir.read_small(META_FILE, MAX_META_BYTES)?;
+    if bytes.is_empty() {
+        return Err(format!("{}: missing or empty", shown.display()));
+    }
+    let mut meta: SpillMeta = serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", shown.display()))?;
+    if let Some(r) = meta.rank.filter(|r| !(0..=MAX_RANK).contains(r)) {
+        notes.push(format!("{}: rank {r} is out of range (damaged): the run is taken as a process of its own", shown.display()));
+        (meta.rank, meta.size) = (None, None);
+    }
+    if let Some(s) = meta.size.filter(|&s| !(1..=MAX_SIZE).contains(&s) || meta.rank.is_some_and(|r| r >= s)) {
+        notes.push(format!("{}: job size {s} is out of range (damaged): the size is taken from the ranks found", shown.display()));
+        meta.size = None;
+    }
+    if !matches!(meta.clock.as_str(), "tsc" | "monotonic") {
+        return Err(format!("{}: unknown clock {:?} (damaged)", shown.display(), meta.clock));
+    }
+    let before = meta.metadata.len() + meta.info.extra.len();
+    clean_attrs(&mut meta.metadata, WRITTEN_METADATA);
+    clean_attrs(&mut meta.info.extra, WRITTEN_RANK_ATTRS);
+    let dropped = before - meta.metadata.len() - meta.info.extra.len();
+    if dropped > 0 {
+        notes.push(format!("{dropped} metadata attribute(s) of {} with names that cannot be stored were left out", shown.display()));
+    }
+    Ok(meta)
+}
+
+/// `metadata/` attributes recovery and the writer set themselves (the spill's own are taken
+/// out: written twice, HDF5 would refuse the file).
+const WRITTEN_METADATA: &[&str] = &[
+    "recovered",
+    "recovered_calls",
+    "recovered_from",
+    "recovered_missing_ranks",
+    "recovered_missing_ranks_count",
+    "partial_rank_file",
+    "merged_from_rank_files",
+    "clock",
+    "clock_error_bound_ns",
+    "clock_tsc_hz",
+    "clock_status",
+];
+/// Rank attributes the writer and recovery's clock set themselves.
+const WRITTEN_RANK_ATTRS: &[&str] =
+    &["hostname", "pid", "cpus", "num_threads", "thread_os_ids", "clock", "clock_error_bound_ns", "clock_status", "clock_tsc_hz", "clock_anchors", "clock_note"];
+
+/// Keep the attributes whose names HDF5 can store (non-empty, no NUL, not `.`) and that are not
+/// among `written` (set by the writer), each once.
+fn clean_attrs(attrs: &mut Vec<(String, AttrValue)>, written: &[&str]) {
+    let mut seen = BTreeSet::new();
+    attrs.retain(|(k, _)| !k.is_empty() && k != "." && !k.contains('\0') && k.len() <= 1024 && !written.contains(&k.as_str()) && seen.insert(k.clone()));
+}
+
+/// A chunk header that passed the checks.
+struct ChunkAt {
+    word: usize,
+    region: u32,
+    thread: u32,
+    cap: usize,
+    /// Data words holding calls (read up to the first zero word when the fill is unknown).
+    used: usize,
+    calls: usize,
+}
+
+/// The first word at or after `word` of the spill file that may hold data (holes of a sparse
+/// file are skipped without reading them).
+fn next_data(file: &File, word: usize) -> usize {
+    use std::os::fd::AsRawFd;
+    // SAFETY: lseek on a descriptor we hold.
+    let at = unsafe { libc::lseek(file.as_raw_fd(), (word * 8) as libc::off_t, libc::SEEK_DATA) };
+    if at < 0 {
+        // ENXIO: no data from here on; anything else (no SEEK_DATA here): read on.
+        return if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) { usize::MAX / 2 } else { word };
+    }
+    (at as usize / 8 / PAGE_WORDS * PAGE_WORDS).max(word)
 }
 
 /// Read a run directory back into the profile of its process: per-thread logs over the spill
 /// file's chunks and per-thread statistics from one pass over the calls, merged by
 /// `profile::merge` with the timebase fitted to the saved anchors.
 pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
-    let meta: SpillMeta = std::fs::read(dir.join(META_FILE))
-        .map_err(|e| format!("{}: {e}", dir.join(META_FILE).display()))
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", dir.join(META_FILE).display())))?;
+    read_run_in(RunDir::open(dir)?)
+}
+
+fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
+    let dir = run_dir.path.clone();
+    crate::guard::note_input(&dir);
+    let mut notes = Vec::new();
+    let meta = read_meta(&run_dir, &mut notes)?;
     let path = dir.join(CALLS_FILE);
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path).map_err(|e| format!("{}: {e}", path.display()))?
-    };
+    let file = run_dir.file(CALLS_FILE)?.ok_or_else(|| format!("{}: missing", path.display()))?;
     let mut magic = [0u8; 8];
     if file.read_exact_at(&mut magic, 0).is_err() || &magic != FILE_MAGIC {
         return Err(format!("{}: not a spill file (or of another version)", path.display()));
@@ -314,64 +698,129 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
         // SAFETY: the whole mapping, 8-byte aligned; `map` outlives this function's use.
         unsafe { std::slice::from_raw_parts(map.base as *const u64, map.len / 8) }
     };
-    let names = read_names(dir);
-    let os_tids = read_threads(dir);
-    let mut threads: BTreeMap<u32, ThreadData> = os_tids.keys().map(|&i| (i, ThreadData::for_thread(i, true))).collect();
-    let (mut bad_chunks, mut torn_words, mut calls) = (0u64, 0u64, 0u64);
-    let mut last_tick = i64::MIN;
+    let (mut bad_chunks, mut torn_words, mut dropped_calls, mut bad_fill) = (0u64, 0u64, 0u64, 0u64);
+    // First pass: the chunks, each checked (header, calls' times), nothing allocated per chunk
+    // but its entry here (at most one per page of the file).
+    let mut chunks: Vec<ChunkAt> = Vec::new();
+    let mut threads_seen: BTreeMap<u32, u32> = BTreeMap::new(); // thread -> highest region
+    let budget = (map.len as u64).saturating_mul(TABLES_PER_SPILL_BYTE).max(TABLES_FLOOR);
+    let (mut need, mut over_budget) = (0u64, 0u64);
     let mut word = (HEADER_BYTES / 8) as usize;
     while word + HDR <= all.len() {
-        // A region id no registry can give is a damaged header too (it would size tables by it).
         let header = parse_header(&all[word..word + HDR])
             .filter(|&(region, _, _, cap)| region < crate::registry::MAX_REGIONS && cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
         let Some((region, fill, thread, cap)) = header else {
             // Past the last chunk (blocks allocated but never used) or a damaged header:
             // chunk sizes are pages, so look for the next header a page further.
-            if all[word..(word + PAGE_WORDS).min(all.len())].iter().any(|&w| w != 0) {
+            let page = &all[word..(word + PAGE_WORDS).min(all.len())];
+            if page.iter().any(|&w| w != 0) {
                 bad_chunks += 1;
+                word += PAGE_WORDS;
+            } else {
+                word = next_data(&file, word + PAGE_WORDS);
             }
-            word += PAGE_WORDS;
             continue;
         };
         let end = (word + cap).min(all.len());
+        let room = cap - HDR;
         let mut data = &all[word + HDR..end];
+        // A fill count past the chunk's end is damage in the header: the calls are read as in
+        // a chunk still being filled, up to the first zero word.
+        let fill = if fill > room {
+            bad_fill += 1;
+            0
+        } else {
+            fill
+        };
         if fill > 0 {
             data = &data[..fill.min(data.len())];
         }
-        // A file cut short (a truncated copy): the published calls that are missing.
-        let missing = if fill > 0 && fill > data.len() { fill - data.len() } else { 0 };
-        let t = threads.entry(thread).or_insert_with(|| ThreadData::for_thread(thread, true));
-        let cell = t.stats().cell(region);
+        // A file cut short (a truncated copy): the published words that are missing.
+        let missing = if fill > data.len() { fill - data.len() } else { 0 };
+        let mut plausible = true;
+        let scan = scan_chunk(data, |c| plausible &= (0..TICK_LIMIT).contains(&c.start) && (0..TICK_LIMIT).contains(&c.end));
+        torn_words += (scan.torn + missing) as u64;
+        // What reading it back adds to the tables, against what a run with a spill file of
+        // this size can have needed: a chunk beyond that has a damaged header.
+        let cost = match threads_seen.get(&thread) {
+            Some(&m) => region.saturating_sub(m) as u64 * PER_REGION_SLOT,
+            None => PER_THREAD + (region as u64 + 1) * PER_REGION_SLOT,
+        };
+        if !plausible {
+            dropped_calls += scan.calls as u64;
+        } else if need + cost > budget {
+            over_budget += scan.calls as u64;
+        } else {
+            need += cost;
+            let m = threads_seen.entry(thread).or_insert(0);
+            *m = (*m).max(region);
+            chunks.push(ChunkAt { word, region, thread, cap, used: scan.used, calls: scan.calls });
+        }
+        word += cap;
+    }
+    // Second pass: the calls into per-thread statistics, the chunks adopted by the logs.
+    let mut threads: BTreeMap<u32, ThreadData> = BTreeMap::new();
+    let (mut calls, mut last_tick) = (0u64, i64::MIN);
+    let mut per_region: BTreeMap<u32, u64> = BTreeMap::new();
+    for c in &chunks {
+        let data = &all[c.word + HDR..c.word + HDR + c.used];
+        let t = threads.entry(c.thread).or_insert_with(|| ThreadData::for_thread(c.thread, true));
+        let cell = t.stats().cell(c.region);
         let (mut first, mut last) = (None, 0i64);
-        let scan = scan_chunk(data, |c| {
-            first.get_or_insert(c.start);
-            last = c.start;
-            last_tick = last_tick.max(c.end);
-            let d = c.end.wrapping_sub(c.start);
+        let scan = scan_chunk(data, |call| {
+            first.get_or_insert(call.start);
+            last = call.start;
+            last_tick = last_tick.max(call.end);
+            let d = call.end.wrapping_sub(call.start);
             // Exclusive time needs the nesting, which the calls of one region do not show:
             // a recovered call's exclusive time is its whole duration. No histogram: the
             // layouts that keep calls build it from the converted calls.
             cell.record(d, d);
         });
-        torn_words += (scan.torn + missing) as u64;
         calls += scan.calls as u64;
-        t.log_mut(region).adopt_spilled((word * 8) as u64, cap, &scan, first, last);
+        *per_region.entry(c.region).or_insert(0) += scan.calls as u64;
+        t.log_mut(c.region).adopt_spilled((c.word * 8) as u64, c.cap, &scan, first, last);
+        debug_assert_eq!(scan.calls, c.calls);
         // Read once: let its pages go from this process (the helper's memory stays bounded).
+        let end = (c.word + c.cap).min(all.len());
         // SAFETY: a page-aligned range inside the read-only mapping `map`.
-        unsafe { libc::madvise(map.base.add(word * 8) as *mut libc::c_void, (end - word) * 8, libc::MADV_DONTNEED) };
-        word += cap;
+        unsafe { libc::madvise(map.base.add(c.word * 8) as *mut libc::c_void, (end - c.word) * 8, libc::MADV_DONTNEED) };
     }
     drop(map);
+    // Thread ids of the OS, for the threads that recorded (records `index u32, 0 u32, tid i64`).
+    let mut os_tids: BTreeMap<u32, i64> = BTreeMap::new();
+    run_dir.records(THREADS_FILE, 16, &mut notes, |r| {
+        let index = u32::from_le_bytes(r[..4].try_into().unwrap());
+        if threads.contains_key(&index) {
+            os_tids.entry(index).or_insert(i64::from_le_bytes(r[8..].try_into().unwrap()));
+        }
+    })?;
+    let saved = read_names(&run_dir, &mut notes)?;
+    // Every region with calls gets its saved name, or `#<id>` when none was saved: no call
+    // the profile counts is left out of it.
+    let top = per_region.keys().next_back().map_or(0, |&m| m as usize + 1);
+    let mut names: Vec<String> = vec![String::new(); top];
+    let (mut unnamed_regions, mut unnamed_calls) = (0u64, 0u64);
+    for (&id, &n) in &per_region {
+        names[id as usize] = match saved.get(&id) {
+            Some(name) => name.clone(),
+            None => {
+                unnamed_regions += 1;
+                unnamed_calls += n;
+                format!("#{id}")
+            }
+        };
+    }
     let records: Vec<ThreadRecord> =
         threads.into_iter().map(|(index, data)| ThreadRecord { index, os_tid: os_tids.get(&index).copied().unwrap_or(0), data }).collect();
     // The clock: the identity, or a fit through the saved anchors (plus one taken now when
     // this is the killed run's node and boot, so that no call lies after the last anchor).
     let (timebase, extrapolated) = if meta.clock == "tsc" {
-        let mut anchors = read_anchors(dir);
+        let mut anchors = read_anchors(&run_dir, &mut notes)?;
         if !meta.boot_id.is_empty() && meta.boot_id == boot_id() {
             anchors.extend(crate::clock::anchor_now());
         }
-        let beyond = anchors.last().is_none_or(|a| last_tick > a.tick + a.half_width);
+        let beyond = calls > 0 && anchors.last().is_none_or(|a| last_tick > a.tick.saturating_add(a.half_width));
         let problems = if beyond {
             vec!["recovered: calls after the last saved clock anchor have extrapolated times".to_string()]
         } else {
@@ -386,29 +835,56 @@ pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
     info.thread_os_ids = kept.iter().map(|t| t.1).collect();
     info.extra.extend(crate::metadata::clock_attrs(&timebase.report(), meta.clock_note.as_deref()));
     let profile = RankProfile { info, regions, ..Default::default() };
-    Ok(RecoveredRun { dir: dir.to_path_buf(), meta, file, profile, calls, bad_chunks, torn_words, extrapolated })
+    Ok(RecoveredRun {
+        dir,
+        run_dir,
+        meta,
+        file,
+        profile,
+        calls,
+        bad_chunks,
+        torn_words,
+        dropped_calls,
+        excess_calls: over_budget,
+        bad_fill,
+        unnamed_regions,
+        unnamed_calls,
+        extrapolated,
+        notes,
+    })
 }
 
-/// Run directories of `target` left behind (real directories only: links are not followed).
-pub fn find_runs(target: &Path) -> Vec<PathBuf> {
+/// Run directories of `target` left behind that this user may recover (real directories of
+/// the user's own, not writable by others), and what was passed over, with why.
+pub fn scan_runs(target: &Path) -> (Vec<PathBuf>, Vec<String>) {
     let prefix = dir_prefix(target);
     let mut parents = vec![target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()];
     let p = spill_parent(target);
     if !parents.contains(&p) {
         parents.push(p);
     }
-    let mut out = Vec::new();
+    let (mut out, mut passed) = (Vec::new(), Vec::new());
     for parent in parents {
         let Ok(rd) = std::fs::read_dir(&parent) else { continue };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) && e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join(META_FILE).is_file() {
-                out.push(e.path());
+            if !name.starts_with(&prefix) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            match RunDir::open(&e.path()) {
+                Ok(_) => out.push(e.path()),
+                Err(why) => passed.push(why),
             }
         }
     }
     out.sort();
-    out
+    passed.sort();
+    (out, passed)
+}
+
+/// Run directories of `target` left behind that this user may recover (see [`scan_runs`]).
+pub fn find_runs(target: &Path) -> Vec<PathBuf> {
+    scan_runs(target).0
 }
 
 #[cfg(test)]

@@ -79,6 +79,39 @@ fn helper_path() -> Result<std::path::PathBuf, String> {
     })
 }
 
+/// Default of `SCOPE_PROFILER_SIGNAL_TIMEOUT`, in seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 5.0;
+
+/// `SCOPE_PROFILER_SIGNAL_TIMEOUT` in seconds: a number of seconds (0 or more, at most a day),
+/// else the default, with a warning naming both.
+fn helper_timeout() -> f64 {
+    let Some(v) = std::env::var_os(ENV_TIMEOUT) else { return DEFAULT_TIMEOUT_S };
+    let text = v.to_string_lossy();
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => s,
+        _ => {
+            crate::warn::once(
+                "env:signal-timeout",
+                &format!("ignoring {ENV_TIMEOUT}={text:?}: not a number of seconds (0 to 86400); using the default of {DEFAULT_TIMEOUT_S} s"),
+            );
+            DEFAULT_TIMEOUT_S
+        }
+    }
+}
+
+/// The helper must be a program this process can start: checked at setup, so that a wrong
+/// `SCOPE_PROFILER_RECOVER_HELPER` is said then, not discovered at the signal.
+fn check_helper(path: std::path::PathBuf) -> Result<std::path::PathBuf, String> {
+    let executable = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        // SAFETY: access(2) on a NUL-terminated path.
+        .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0);
+    if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) && executable {
+        return Ok(path);
+    }
+    let from = if std::env::var_os(ENV_HELPER).is_some_and(|p| !p.is_empty()) { format!(" ({ENV_HELPER})") } else { String::new() };
+    Err(format!("the recovery helper {}{from} is not an executable file", path.display()))
+}
+
 /// Install the handlers (called at setup once the spill is running). `run_dir` is this
 /// process's spill directory; `target` the profile to write; `helper` false under MPI.
 pub fn install(target: &Path, run_dir: &Path, helper: bool) {
@@ -93,9 +126,9 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
         return;
     }
     if helper && PREPARED.load(Ordering::Acquire).is_null() {
-        match helper_path() {
+        let timeout_s = helper_timeout();
+        match helper_path().and_then(check_helper) {
             Ok(path) => {
-                let timeout_s: f64 = std::env::var(ENV_TIMEOUT).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(5.0);
                 let args: Vec<CString> = [path.as_os_str(), "--signal".as_ref(), run_dir.as_os_str(), target.as_os_str()]
                     .iter()
                     .filter_map(|a| CString::new(a.as_encoded_bytes()).ok())
@@ -132,6 +165,22 @@ pub fn install(target: &Path, run_dir: &Path, helper: bool) {
             new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
             libc::sigemptyset(&mut new.sa_mask);
             libc::sigaction(sig, &new, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Put the host's actions back where ours is installed (the library is being unloaded:
+/// nothing may point into it afterwards).
+pub fn restore() {
+    HANDLING.store(true, Ordering::Release);
+    for sig in 1..MAX_SIG {
+        // SAFETY: reading OLD (written at setup only) and setting signal actions.
+        unsafe {
+            let Some(old) = (*std::ptr::addr_of!(OLD))[sig] else { continue };
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig as c_int, std::ptr::null(), &mut current) == 0 && current.sa_sigaction == on_signal as *const () as usize {
+                libc::sigaction(sig as c_int, &old, std::ptr::null_mut());
+            }
         }
     }
 }

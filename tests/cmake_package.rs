@@ -229,6 +229,7 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     for (helper, usage) in [
         ("scope_profiler_likwid_helper", "scope_profiler_likwid_helper: missing --mode"),
         ("scope_profiler_recover", "usage: scope_profiler_recover"),
+        ("scope_profiler_merge", "scope_profiler_merge: missing -o OUTPUT.h5"),
     ] {
         let path = prefix.join("lib/scope_profiler").join(helper);
         assert!(path.is_file(), "{helper} is not installed in lib/scope_profiler/");

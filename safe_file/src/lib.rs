@@ -94,11 +94,20 @@ pub fn parent_dir(dest: &Path) -> &Path {
 /// `.<file name>.<random>.<kind>`: hidden, so that a wildcard over finished files never
 /// picks up an unfinished one.
 fn hidden_name(dest: &Path, kind: &str) -> OsString {
-    let mut name = OsString::from(".");
-    name.push(dest.file_name().unwrap_or(OsStr::new("file")));
-    name.push(format!(".{}.{kind}", random_suffix()));
-    name
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let suffix = format!(".{}.{kind}", random_suffix());
+    // A name may have NAME_MAX (255) bytes: a long destination name is shortened here (the
+    // name is only seen while the file is unfinished).
+    let base = dest.file_name().unwrap_or(OsStr::new("file")).as_bytes();
+    let keep = base.len().min(NAME_MAX - 1 - suffix.len());
+    let mut name = b".".to_vec();
+    name.extend_from_slice(&base[..keep]);
+    name.extend_from_slice(suffix.as_bytes());
+    OsString::from_vec(name)
 }
+
+/// The longest file name (bytes) the file systems we write to take.
+pub const NAME_MAX: usize = 255;
 
 /// Whether a finished file may be renamed onto `dest`: nothing there, a regular file, or a
 /// symlink to a regular file or to nothing (the link itself is replaced). A directory, device,

@@ -55,6 +55,7 @@ fn install_panic_hook() {
 static ALLOC: guard::Alloc = guard::Alloc;
 
 fn main() -> ExitCode {
+    scope_profiler::guard::set_tool(guard::TOOL);
     install_panic_hook();
     let cli = cli::Cli::parse();
     let plan = cli.plan();

@@ -6,88 +6,8 @@ use std::path::PathBuf;
 
 use crate::stats::Stats;
 
-/// An HDF5 attribute value, decoded.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AttrValue {
-    Int(i64),
-    UInt(u64),
-    Float(f64),
-    Bool(bool),
-    Str(String),
-    IntArray(Vec<i64>),
-    UIntArray(Vec<u64>),
-    FloatArray(Vec<f64>),
-    BoolArray(Vec<bool>),
-    StrArray(Vec<String>),
-    /// A type sptool does not decode; the text names the type.
-    Other(String),
-}
+pub use scope_profiler::h5read::{AttrValue, Attrs};
 
-impl AttrValue {
-    pub fn as_i64(&self) -> Option<i64> {
-        match self {
-            Self::Int(v) => Some(*v),
-            Self::UInt(v) => i64::try_from(*v).ok(),
-            Self::IntArray(v) if v.len() == 1 => Some(v[0]),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Self::Str(s) => Some(s),
-            Self::StrArray(v) if v.len() == 1 => Some(&v[0]),
-            _ => None,
-        }
-    }
-
-    pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::Value;
-        let float = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
-        match self {
-            Self::Int(v) => Value::from(*v),
-            Self::UInt(v) => Value::from(*v),
-            Self::Float(v) => float(*v),
-            Self::Bool(v) => Value::from(*v),
-            Self::Str(v) | Self::Other(v) => Value::from(v.as_str()),
-            Self::IntArray(v) => Value::from(v.clone()),
-            Self::UIntArray(v) => Value::from(v.clone()),
-            Self::FloatArray(v) => Value::Array(v.iter().map(|x| float(*x)).collect()),
-            Self::BoolArray(v) => Value::from(v.clone()),
-            Self::StrArray(v) => Value::from(v.clone()),
-        }
-    }
-}
-
-fn join<T: fmt::Display>(f: &mut fmt::Formatter<'_>, values: &[T]) -> fmt::Result {
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            f.write_str(", ")?;
-        }
-        write!(f, "{v}")?;
-    }
-    Ok(())
-}
-
-impl fmt::Display for AttrValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Int(v) => write!(f, "{v}"),
-            Self::UInt(v) => write!(f, "{v}"),
-            Self::Float(v) => write!(f, "{v}"),
-            Self::Bool(v) => write!(f, "{v}"),
-            Self::Str(v) => f.write_str(v),
-            Self::Other(v) => write!(f, "<{v}>"),
-            Self::IntArray(v) => join(f, v),
-            Self::UIntArray(v) => join(f, v),
-            Self::FloatArray(v) => join(f, v),
-            Self::BoolArray(v) => join(f, v),
-            Self::StrArray(v) => join(f, v),
-        }
-    }
-}
-
-pub type Attrs = Vec<(String, AttrValue)>;
 
 /// How the regions are stored in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -262,7 +262,16 @@ pub fn collect(names: &[String], fin: &Finished, mut threads: Vec<ThreadTake>) -
             a.thread_flops.push(v[0]);
             a.thread_bytes.push(v[1]);
         }
-        if a.flops.is_some() || a.bytes.is_some() {
+        // Each thread's total is finite (`sp_region_add_*` refuses what would not be); their sum
+        // may still not be: then the rank's total is left out, with a warning, and the
+        // threads' totals are kept.
+        for (total, what) in [(&mut a.flops, "FLOP"), (&mut a.bytes, "byte")] {
+            if total.is_some_and(|t| !t.is_finite()) {
+                crate::warn::once(&format!("annotation-overflow:{name}"), &format!("region '{name}': the {what} counts of its threads add up to more than a double holds; the rank's total is left out (each thread's is kept)"));
+                *total = None;
+            }
+        }
+        if a.flops.is_some() || a.bytes.is_some() || !a.thread_ids.is_empty() {
             out.annotated.push(a);
         }
     }

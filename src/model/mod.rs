@@ -21,7 +21,7 @@ pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
 pub use pages::PageVec;
 pub use samples::SampleProfile;
-pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource};
+pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource, forbid_helper_threads, helper_threads_allowed};
 pub use stats::{HIST_BUCKETS, Stats, bucket, bucket_floor};
 
 /// An HDF5 attribute value as we write it.
@@ -186,7 +186,7 @@ impl RankProfile {
                 Calls::Columns(c) => 8 * (c.starts.capacity() + c.ends.capacity() + c.thread_ids.capacity()),
             })
             .sum();
-        if heap >= IN_BACKGROUND {
+        if heap >= IN_BACKGROUND && helper_threads_allowed() {
             // On error the closure, and the profile in it, is dropped right here.
             let _ = std::thread::Builder::new().name("sp-release".into()).spawn(move || drop(self));
         }

@@ -3,6 +3,24 @@
 //! one, two or more threads, so that merging and writing overlap.
 
 use super::{Call, Calls, Columns, PageVec, RegionData};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether handing out slabs (and freeing a written profile) may start helper threads. Off for
+/// good once the library is being unloaded or the process exits without `sp_finalize`: the
+/// dynamic loader may hold its lock then (a write inside `dlclose`), and a thread started
+/// while it does can never end (its exit waits for that lock), so the write is done on the
+/// calling thread alone.
+static HELPER_THREADS: AtomicBool = AtomicBool::new(true);
+
+/// No helper threads from now on (see [`HELPER_THREADS`]).
+pub fn forbid_helper_threads() {
+    HELPER_THREADS.store(false, Ordering::SeqCst);
+}
+
+/// Whether helper threads may be started.
+pub fn helper_threads_allowed() -> bool {
+    HELPER_THREADS.load(Ordering::SeqCst)
+}
 
 /// A piece of a region's calls in start order: what the layout writers consume.
 #[derive(Clone, Copy)]
@@ -138,7 +156,7 @@ impl RegionData {
         init: impl Fn() -> W + Sync,
         f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
     ) -> Result<Vec<W>, E> {
-        let Some(packed) = self.packed_and_large().filter(|_| workers >= 2) else {
+        let Some(packed) = self.packed_and_large().filter(|_| workers >= 2 && helper_threads_allowed()) else {
             let (mut w, mut place) = (init(), SlabPlace::default());
             self.for_each_slab(|s| {
                 place.first.get_or_insert(Call { start: s.starts[0], end: s.ends[0] });
@@ -216,6 +234,9 @@ fn pipeline<T: Send, E>(
     mut produce: impl FnMut(&mut T) -> bool + Send,
     mut consume: impl FnMut(&T) -> Result<(), E>,
 ) -> Option<Result<(), E>> {
+    if !helper_threads_allowed() {
+        return None;
+    }
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<T>(2);
     let (empty_tx, empty_rx) = std::sync::mpsc::channel::<T>();
     for _ in 0..3 {

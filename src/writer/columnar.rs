@@ -121,13 +121,13 @@ impl Partial {
             (self.minimum, self.maximum, self.start_minimum, self.end_maximum) = (o.minimum, o.maximum, o.start_minimum, o.end_maximum);
         }
         self.count += o.count;
-        self.total += o.total;
+        self.total = self.total.wrapping_add(o.total);
         self.minimum = self.minimum.min(o.minimum);
         self.maximum = self.maximum.max(o.maximum);
         self.start_minimum = self.start_minimum.min(o.start_minimum);
         self.end_maximum = self.end_maximum.max(o.end_maximum);
-        self.s1 += o.s1;
-        self.s2 += o.s2;
+        self.s1 = self.s1.wrapping_add(o.s1);
+        self.s2 = self.s2.wrapping_add(o.s2);
         self.last = self.last.max(o.last);
         self.first = self.first.or(o.first);
         if self.hists.len() < o.hists.len() {
@@ -143,7 +143,7 @@ impl Partial {
     }
 
     fn summary(&self) -> Summary {
-        let first = self.first.map_or(0, |c| c.end - c.start);
+        let first = self.first.map_or(0, |c| c.end.wrapping_sub(c.start));
         let mut s = Summary {
             total: self.total,
             minimum: self.minimum,
@@ -178,7 +178,7 @@ fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &
         _ => e.t32.extend(slab.thread_ids.iter().map(|&t| t as u32)),
     }
     p.first = p.first.or(place.first);
-    let shift = place.first.map_or(0, |c| c.end - c.start);
+    let shift = place.first.map_or(0, |c| c.end.wrapping_sub(c.start));
     let mut prev = place.prev_start.unwrap_or(0);
     if p.count == 0 && !slab.starts.is_empty() {
         let d = slab.ends[0] - slab.starts[0];
@@ -192,19 +192,22 @@ fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &
     }
     p.hists.iter_mut().filter(|h| h.is_empty()).for_each(|h| *h = vec![0; HIST_BUCKETS]);
     for ((&a, &b), &t) in slab.starts.iter().zip(slab.ends).zip(slab.thread_ids) {
-        let dur = b - a;
+        // Wrapping: the times of a recovered run come from a spill file that may be damaged (in
+        // range, each, but not necessarily with differences and sums that fit); wrong
+        // statistics for impossible calls, never a panic. Same instructions in a release build.
+        let dur = b.wrapping_sub(a);
         p.hists[t.max(0) as usize][bucket(dur)] += 1;
-        e.d.push(a - prev);
+        e.d.push(a.wrapping_sub(prev));
         e.u.push(dur);
         prev = a;
-        p.total += dur;
+        p.total = p.total.wrapping_add(dur);
         p.minimum = p.minimum.min(dur);
         p.maximum = p.maximum.max(dur);
         p.start_minimum = p.start_minimum.min(a);
         p.end_maximum = p.end_maximum.max(b);
-        let x = (dur - shift) as i128;
-        p.s1 += x;
-        p.s2 += x * x;
+        let x = dur as i128 - shift as i128;
+        p.s1 = p.s1.wrapping_add(x);
+        p.s2 = p.s2.wrapping_add(x.wrapping_mul(x));
     }
     p.count += slab.starts.len() as u64;
     if let Some(&d) = e.u.last() {

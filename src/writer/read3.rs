@@ -1,84 +1,190 @@
 //! Reading back our own schema-3 files (columnar and aggregate) into per-rank region data, so
 //! `scope_profiler_merge` can combine per-rank files of those layouts through the same layout
 //! writers.
+//!
+//! The files are read as hostile (`h5read`: names as bytes, sizes checked against the file
+//! before anything is allocated), and everything the layout writers will compute from them is
+//! checked first: every index lies inside its table, every table of a kind has the same
+//! length, the rows' events lie inside the event columns and claim no event twice in total,
+//! thread ids are below the number of per-thread rows, times stay within +-2^62 ns, and a row's
+//! durations, their sums and the sums of their squares fit the writers' integers. A file that
+//! fails a check is refused as damaged, naming what is wrong.
 
 use crate::config::Layout;
+use crate::h5read::{self, Group};
 use crate::model::{Calls, Columns, HIST_BUCKETS, RegionData, SourceLocation, Stats};
-use hdf5::types::VarLenUnicode;
 use std::collections::BTreeMap;
 
+/// What is wrong with a file, as one line.
+pub type Result<T> = std::result::Result<T, String>;
+
+/// Times (ns) beyond this, either way, are damage: differences of two of them fit an i64.
+pub const TIME_LIMIT: i64 = 1 << 62;
+/// Counts summed over a row's threads stay below this.
+const COUNT_LIMIT: u64 = 1 << 62;
+/// Ranks are MPI ranks (an `int`).
+pub const MAX_RANK: u64 = i32::MAX as u64;
+
 /// The layout of a file: `None` for schema 1 (regions), else columnar or aggregate.
-pub fn layout_of(file: &hdf5::File) -> Option<Layout> {
-    let a = file.attr("storage_layout").ok()?.read_scalar::<VarLenUnicode>().ok()?;
-    Layout::parse(a.as_str()).filter(|l| *l != Layout::Regions)
+pub fn layout_of(file: &Group) -> Option<Layout> {
+    Layout::parse(&file.attr_string("storage_layout")?).filter(|l| *l != Layout::Regions)
 }
 
-fn col<T: hdf5::H5Type>(g: &hdf5::Group, name: &str) -> hdf5::Result<Vec<T>> {
-    g.dataset(name)?.read_raw::<T>()
+fn damaged(what: impl std::fmt::Display) -> String {
+    format!("is damaged: {what}")
 }
 
-/// Every rank's regions in `file`: rank -> regions, in row order.
-pub fn read_regions(file: &hdf5::File) -> hdf5::Result<BTreeMap<usize, Vec<RegionData>>> {
-    let names: Vec<String> = col::<VarLenUnicode>(&file.group("region_table")?, "names")?.iter().map(|s| s.to_string()).collect();
-    let index = file.group("rank_region_index")?;
-    let ids: Vec<u32> = col(&index, "region_ids")?;
-    let ranks: Vec<u32> = col(&index, "ranks")?;
-    let open: Vec<i64> = col(&index, "open_calls")?;
-    let dropped: Vec<i64> = col(&index, "dropped_calls")?;
-    // Files written before the column have none.
-    let throttled: Vec<i8> = col(&index, "throttled").unwrap_or_default();
-    let threads = file.group("scope_profiler_threads")?;
-    let t_rows: Vec<u64> = col(&threads, "rows")?;
-    let t_ids: Vec<i64> = col(&threads, "threads")?;
-    let counts: Vec<u64> = col(&threads, "counts")?;
-    let [totals, mins, maxs, excls]: [Vec<i64>; 4] =
-        [col(&threads, "totals")?, col(&threads, "minimums")?, col(&threads, "maximums")?, col(&threads, "exclusives")?];
-    let hist: Vec<u64> = col(&threads, "histograms")?;
-    let mut per_row: Vec<Vec<(i64, Stats)>> = vec![Vec::new(); ids.len()];
-    for i in 0..t_rows.len() {
-        let h = hist.get(i * HIST_BUCKETS..(i + 1) * HIST_BUCKETS).map(<[u64]>::to_vec).unwrap_or_default();
-        let s = Stats { count: counts[i], total: totals[i], min: mins[i], max: maxs[i], exclusive: excls[i], hist: h };
-        if let Some(r) = per_row.get_mut(t_rows[i] as usize) {
-            r.push((t_ids[i], s));
-        }
+fn e(err: h5read::Error) -> String {
+    err.to_string()
+}
+
+fn ints(g: &Group, name: &str) -> Result<Vec<i64>> {
+    g.read_i64(name).map_err(e)
+}
+
+fn uints(g: &Group, name: &str) -> Result<Vec<u64>> {
+    g.dataset(name).and_then(|d| d.read_u64()).map_err(e)
+}
+
+fn same_len(what: &str, lens: &[(&str, usize)]) -> Result<usize> {
+    let n = lens[0].1;
+    if let Some((name, len)) = lens.iter().find(|(_, l)| *l != n) {
+        return Err(damaged(format_args!("{what}: {name} has {len} entries, {} has {n}", lens[0].0)));
     }
-    let events = if layout_of(file) == Some(Layout::Columnar) {
-        let ev = file.group("events")?;
-        let offsets: Vec<u64> = col(&index, "event_offsets")?;
-        let n: Vec<u64> = col(&index, "event_counts")?;
-        let deltas: Vec<i64> = col(&ev, "start_deltas")?;
-        let durations: Vec<i64> = col(&ev, "durations")?;
-        let tids: Vec<u32> = col(&ev, "thread_ids")?;
+    Ok(n)
+}
+
+/// One row's calls from the event columns, checked (see the module documentation).
+fn row_calls(row: usize, range: std::ops::Range<usize>, deltas: &[i64], durations: &[i64], tids: &[u64], threads: u64) -> Result<Columns> {
+    let mut c = Columns::default();
+    let n = range.len();
+    c.starts.reserve(n);
+    c.ends.reserve(n);
+    c.thread_ids.reserve(n);
+    let mut start = 0i64;
+    // What the columnar writer sums per row (total, and the shifted first and second moments).
+    let (mut total, mut s1, mut s2) = (0i64, 0i128, 0i128);
+    let shift = range.clone().next().map_or(0, |i| durations[i]);
+    let bad = |what: &str| damaged(format_args!("row {row} of rank_region_index: {what}"));
+    for i in range {
+        start = start.checked_add(deltas[i]).filter(|s| s.abs() < TIME_LIMIT).ok_or_else(|| bad("a start time out of range"))?;
+        let d = durations[i];
+        let end = start.checked_add(d).filter(|e| e.abs() < TIME_LIMIT).ok_or_else(|| bad("an end time out of range"))?;
+        if tids[i] >= threads {
+            return Err(bad(&format!("thread id {} of an event, but the file has {threads} per-thread row(s)", tids[i])));
+        }
+        let x = (d as i128) - (shift as i128);
+        total = total.checked_add(d).ok_or_else(|| bad("durations that add up past 2^63"))?;
+        s1 = s1.checked_add(x).ok_or_else(|| bad("durations too large"))?;
+        s2 = x.checked_mul(x).and_then(|x2| s2.checked_add(x2)).ok_or_else(|| bad("durations too large"))?;
+        c.starts.push(start);
+        c.ends.push(end);
+        c.thread_ids.push(tids[i] as i64);
+    }
+    Ok(c)
+}
+
+/// Every rank's regions in `file`: rank -> regions, in row order. `Err` says what is wrong.
+pub fn read_regions(file: &Group) -> Result<BTreeMap<usize, Vec<RegionData>>> {
+    let names: Vec<String> = file.group("region_table").and_then(|g| g.read_strings("names")).map_err(e)?;
+    let index = file.group("rank_region_index").map_err(e)?;
+    let ids = uints(&index, "region_ids")?;
+    let ranks = uints(&index, "ranks")?;
+    let open = uints(&index, "open_calls")?;
+    let dropped = uints(&index, "dropped_calls")?;
+    // Files written before the column have none; a damaged one marks nothing.
+    let throttled: Vec<i64> = if index.has("throttled") { ints(&index, "throttled")? } else { Vec::new() };
+    let rows = same_len("rank_region_index", &[("region_ids", ids.len()), ("ranks", ranks.len()), ("open_calls", open.len()), ("dropped_calls", dropped.len())])?;
+    if let Some(i) = ids.iter().position(|&id| id >= names.len() as u64) {
+        return Err(damaged(format_args!("row {i} of rank_region_index names region {} of {}", ids[i], names.len())));
+    }
+    if let Some(i) = ranks.iter().position(|&r| r > MAX_RANK) {
+        return Err(damaged(format_args!("row {i} of rank_region_index is of rank {}", ranks[i])));
+    }
+    if let Some(i) = ids.iter().position(|&id| names[id as usize].is_empty()) {
+        return Err(damaged(format_args!("row {i} of rank_region_index names a region with an empty name")));
+    }
+    let threads = file.group("scope_profiler_threads").map_err(e)?;
+    let t_rows = uints(&threads, "rows")?;
+    let t_ids = ints(&threads, "threads")?;
+    let counts = uints(&threads, "counts")?;
+    let [totals, mins, maxs, excls] = [ints(&threads, "totals")?, ints(&threads, "minimums")?, ints(&threads, "maximums")?, ints(&threads, "exclusives")?];
+    let hist = uints(&threads, "histograms")?;
+    let n_threads = same_len(
+        "scope_profiler_threads",
+        &[("rows", t_rows.len()), ("threads", t_ids.len()), ("counts", counts.len()), ("totals", totals.len()), ("minimums", mins.len()), ("maximums", maxs.len()), ("exclusives", excls.len())],
+    )?;
+    let hist_ok = hist.len() as u64 == n_threads as u64 * HIST_BUCKETS as u64;
+    let mut per_row: Vec<Vec<(i64, Stats)>> = vec![Vec::new(); rows];
+    // Per row: counts and histogram buckets summed over its threads (what pooling adds up).
+    let mut sums: Vec<(u64, [u64; HIST_BUCKETS])> = vec![(0, [0; HIST_BUCKETS]); rows];
+    for i in 0..n_threads {
+        let bad = |what: String| damaged(format_args!("row {i} of scope_profiler_threads: {what}"));
+        let row = t_rows[i];
+        if row >= rows as u64 {
+            return Err(bad(format!("it belongs to row {row} of {rows}")));
+        }
+        if !(0..n_threads as i64).contains(&t_ids[i]) {
+            return Err(bad(format!("thread id {} (the file has {n_threads} per-thread row(s))", t_ids[i])));
+        }
+        let h = if hist_ok { hist[i * HIST_BUCKETS..(i + 1) * HIST_BUCKETS].to_vec() } else { vec![0; HIST_BUCKETS] };
+        let sum = &mut sums[row as usize];
+        sum.0 = sum.0.checked_add(counts[i]).filter(|&c| c < COUNT_LIMIT).ok_or_else(|| bad("call counts too large".into()))?;
+        for (b, v) in sum.1.iter_mut().zip(&h) {
+            *b = b.checked_add(*v).filter(|&c| c < COUNT_LIMIT).ok_or_else(|| bad("histogram counts too large".into()))?;
+        }
+        let s = Stats { count: counts[i], total: totals[i], min: mins[i], max: maxs[i], exclusive: excls[i], hist: h };
+        per_row[row as usize].push((t_ids[i], s));
+    }
+    let columnar = layout_of(file) == Some(Layout::Columnar);
+    let events = if columnar {
+        let ev = file.group("events").map_err(e)?;
+        let offsets = uints(&index, "event_offsets")?;
+        let n = uints(&index, "event_counts")?;
+        same_len("rank_region_index", &[("region_ids", rows), ("event_offsets", offsets.len()), ("event_counts", n.len())])?;
+        let deltas = ints(&ev, "start_deltas")?;
+        let durations = ints(&ev, "durations")?;
+        let tids = uints(&ev, "thread_ids")?;
+        let n_events = same_len("events", &[("start_deltas", deltas.len()), ("durations", durations.len()), ("thread_ids", tids.len())])?;
+        // Each row's events inside the columns, and no more events claimed than there are
+        // (rows that all claim the same events would multiply them).
+        let mut claimed = 0u64;
+        for row in 0..rows {
+            let end = offsets[row].checked_add(n[row]).filter(|&end| end <= n_events as u64);
+            claimed = claimed.saturating_add(n[row]);
+            if end.is_none() || claimed > n_events as u64 {
+                return Err(damaged(format_args!(
+                    "row {row} of rank_region_index claims events {}..+{} but the event columns hold {n_events}",
+                    offsets[row], n[row]
+                )));
+            }
+        }
         Some((offsets, n, deltas, durations, tids))
     } else {
         None
     };
     // Where each row's region is defined (files written before these columns have none).
-    let files: Vec<String> = col::<VarLenUnicode>(&index, "source_files").map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default();
-    let lines: Vec<i64> = col(&index, "source_lines").unwrap_or_default();
+    let files: Vec<String> = index.read_strings("source_files").unwrap_or_default();
+    let lines: Vec<i64> = index.read_i64("source_lines").unwrap_or_default();
     let source = |row: usize| {
         let file = files.get(row).filter(|f| !f.is_empty())?;
         Some(SourceLocation { file: file.clone(), line: lines.get(row).copied().filter(|&l| l > 0).unwrap_or(0) })
     };
     let mut out: BTreeMap<usize, Vec<RegionData>> = BTreeMap::new();
-    for row in 0..ids.len() {
-        let mut c = Columns::default();
-        if let Some((offsets, n, deltas, durations, tids)) = &events {
-            let range = offsets[row] as usize..(offsets[row] + n[row]) as usize;
-            let mut start = 0i64;
-            for i in range {
-                start += deltas[i];
-                c.starts.push(start);
-                c.ends.push(start + durations[i]);
-                c.thread_ids.push(tids[i] as i64);
+    for row in 0..rows {
+        let calls = match &events {
+            Some((offsets, n, deltas, durations, tids)) => {
+                let range = offsets[row] as usize..(offsets[row] + n[row]) as usize;
+                row_calls(row, range, deltas, durations, tids, n_threads as u64)?
             }
-        }
+            None => Columns::default(),
+        };
         out.entry(ranks[row] as usize).or_default().push(RegionData {
-            name: names.get(ids[row] as usize).cloned().unwrap_or_default(),
-            calls: Calls::Columns(c),
+            name: names[ids[row] as usize].clone(),
+            calls: Calls::Columns(calls),
             stats: std::mem::take(&mut per_row[row]),
-            open_calls: open[row] as u64,
-            dropped_calls: dropped[row] as u64,
+            open_calls: open[row].min(COUNT_LIMIT),
+            dropped_calls: dropped[row].min(COUNT_LIMIT),
             source: source(row),
             throttled: throttled.get(row).is_some_and(|&t| t != 0),
         });

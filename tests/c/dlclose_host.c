@@ -1,0 +1,69 @@
+/* A host that loads libscope_profiler.so at run time (a plugin system would), records some
+ * calls on two threads and unloads it again without sp_finalize:
+ *   dlclose_host LIB.so OUT.h5 [term]
+ * After dlclose the host goes on: it prints "unloaded", and with "term" it sends itself SIGTERM
+ * (the flight recorder's handlers must be gone with the library, or the host would crash). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef int (*setup_fn)(const void *);
+typedef int (*named_fn)(const char *);
+
+static named_fn start, stop;
+
+static void *worker(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 20000; i++) {
+        start("thread_work");
+        stop("thread_work");
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s LIB.so OUT.h5 [term]\n", argv[0]);
+        return 2;
+    }
+    setenv("SCOPE_PROFILER_FILE", argv[2], 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 2;
+    }
+    setup_fn setup = (setup_fn)(uintptr_t)dlsym(lib, "sp_setup");
+    start = (named_fn)(uintptr_t)dlsym(lib, "sp_region_start");
+    stop = (named_fn)(uintptr_t)dlsym(lib, "sp_region_stop");
+    if (!setup || !start || !stop) {
+        fprintf(stderr, "dlsym: %s\n", dlerror());
+        return 2;
+    }
+    if (setup(NULL) != 0) {
+        fprintf(stderr, "sp_setup failed\n");
+        return 2;
+    }
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, worker, NULL);
+    for (int i = 0; i < 300000; i++) {
+        start("main_work");
+        stop("main_work");
+    }
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    if (dlclose(lib) != 0) {
+        fprintf(stderr, "dlclose: %s\n", dlerror());
+        return 2;
+    }
+    printf("unloaded\n");
+    fflush(stdout);
+    if (argc > 3) {
+        raise(SIGTERM);
+        usleep(200000);
+        printf("survived SIGTERM\n");
+    }
+    return 0;
+}
