@@ -53,6 +53,7 @@ module scope_profiler
    integer, parameter, public :: SP_ERR_NOT_INNERMOST = -12
    integer, parameter, public :: SP_ERR_WRITE_FAILED = -13
    integer, parameter, public :: SP_ERR_MPI = -14
+   integer, parameter, public :: SP_ERR_REENTRANT = -15
    integer, parameter, public :: SP_ERR_INTERNAL = -99
    !> Limits.
    integer, parameter, public :: SP_MAX_NAME_LEN = 1024

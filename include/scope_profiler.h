@@ -132,6 +132,13 @@
 #define SP_ERR_MPI -14
 
 /**
+ * Error: called from a signal handler that interrupted a call of this library on the same
+ * thread. The call was refused without recording, allocating or locking anything, and
+ * without setting sp_last_error.
+ */
+#define SP_ERR_REENTRANT -15
+
+/**
  * Error: an internal error was caught; the host program is unaffected.
  */
 #define SP_ERR_INTERNAL -99
@@ -365,7 +372,8 @@ int sp_print_summary(void);
 
 /**
  * The message of the last error on the calling thread ("" if none). The pointer stays valid
- * until the next failing call on this thread.
+ * until the next failing call on this thread. Not async-signal-safe; from a signal handler
+ * that interrupted this library on the same thread it returns a fixed message.
  */
 const char *sp_last_error(void);
 

@@ -48,6 +48,10 @@ pub const SP_ERR_NOT_INNERMOST: c_int = -12;
 pub const SP_ERR_WRITE_FAILED: c_int = -13;
 /// Error: an MPI operation failed.
 pub const SP_ERR_MPI: c_int = -14;
+/// Error: called from a signal handler that interrupted a call of this library on the same
+/// thread. The call was refused without recording, allocating or locking anything, and
+/// without setting sp_last_error.
+pub const SP_ERR_REENTRANT: c_int = -15;
 /// Error: an internal error was caught; the host program is unaffected.
 pub const SP_ERR_INTERNAL: c_int = -99;
 
@@ -121,15 +125,24 @@ fn set_last_error(message: &str) {
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
 
-/// Record `e` for sp_last_error, warn once per kind, return its code.
+/// Record `e` for sp_last_error, warn once per kind, return its code. A refused reentrant
+/// call, or any error while this thread is already busy in the library (a signal handler
+/// interrupted it), returns the code alone: recording the message would allocate.
 #[cold]
 fn fail(e: Error) -> c_int {
-    set_last_error(&e.message);
+    let code = e.status.code();
+    if e.status == Status::Reentrant || crate::reentry::busy() {
+        return code;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    set_last_error(e.text());
     // Region mismatches warn per region in the core; everything else warns once per kind.
     if !matches!(e.status, Status::UnmatchedStop | Status::NotInnermost | Status::NestingTooDeep) {
-        crate::warn::once(&format!("status:{}", e.status.code()), &e.message);
+        crate::warn::once(&format!("status:{code}"), e.text());
     }
-    e.status.code()
+    // Freed while still marked busy.
+    drop(e);
+    code
 }
 
 /// The panic boundary: no unwinding ever crosses into the host.
@@ -139,6 +152,18 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
         Ok(code) => code,
         Err(_) => fail(Error::new(Status::Panic, "internal error in scope_profiler (a panic was caught); the call was ignored")),
     }
+}
+
+/// `guard` for the entry points that lock or allocate (everything but the start/stop family):
+/// refused with SP_ERR_REENTRANT when a signal handler interrupted this library on the same
+/// thread, and marking the thread busy while they run.
+#[inline(never)]
+fn guard_cold(f: impl FnOnce() -> c_int) -> c_int {
+    if crate::reentry::busy() || profiler::thread_in_call() {
+        return SP_ERR_REENTRANT;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    guard(f)
 }
 
 #[inline(always)]
@@ -356,7 +381,7 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
 /// returns SP_ERR_FINALIZED (one profile per process).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_setup(options: *const sp_options) -> c_int {
-    guard(|| match unsafe { read_options(options) }.and_then(|o| profiler::setup(&o)) {
+    guard_cold(|| match unsafe { read_options(options) }.and_then(|o| profiler::setup(&o)) {
         Ok(s) => s.code(),
         Err(e) => fail(e),
     })
@@ -367,7 +392,7 @@ pub unsafe extern "C" fn sp_setup(options: *const sp_options) -> c_int {
 /// Registering the same name again returns the same handle. Thread-safe.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register(name: *const c_char) -> i32 {
-    guard(|| match unsafe { c_name(name) }.and_then(profiler::register) {
+    guard_cold(|| match unsafe { c_name(name) }.and_then(profiler::register) {
         Ok(id) => id as i32,
         Err(e) => fail(e),
     })
@@ -376,7 +401,7 @@ pub unsafe extern "C" fn sp_region_register(name: *const c_char) -> i32 {
 /// sp_region_register for a name of `len` bytes that need not be NUL-terminated (Fortran).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -> i32 {
-    guard(|| match unsafe { counted_name(name, len) }.and_then(profiler::register) {
+    guard_cold(|| match unsafe { counted_name(name, len) }.and_then(profiler::register) {
         Ok(id) => id as i32,
         Err(e) => fail(e),
     })
@@ -389,7 +414,7 @@ pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -
 /// it from another place warns once on stderr and returns the same handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const c_char, line: i32) -> i32 {
-    guard(|| {
+    guard_cold(|| {
         let run = || {
             let bytes = unsafe { c_name(name) }?;
             let file = if file.is_null() {
@@ -413,7 +438,7 @@ pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const
 /// be NUL-terminated (Fortran). `file` may be NULL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_at_n(name: *const c_char, len: usize, file: *const c_char, file_len: usize, line: i32) -> i32 {
-    guard(|| {
+    guard_cold(|| {
         let run = || {
             let bytes = unsafe { counted_name(name, len) }?;
             let file = if file.is_null() {
@@ -516,7 +541,7 @@ pub unsafe extern "C" fn sp_region_stop_n(name: *const c_char, len: usize) -> c_
 /// SP_ALREADY_FINALIZED. If never called, the file is written at process exit.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_finalize() -> c_int {
-    guard(|| match profiler::finalize() {
+    guard_cold(|| match profiler::finalize() {
         Ok(s) => s.code(),
         Err(e) => fail(e),
     })
@@ -529,7 +554,7 @@ pub extern "C" fn sp_finalize() -> c_int {
 /// must be set to sizeof(sp_stats). Returns SP_OK or a negative status.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_get_stats(handle: i32, out: *mut sp_stats) -> c_int {
-    guard(|| {
+    guard_cold(|| {
         if out.is_null() {
             return fail(Error::new(Status::NullArgument, "sp_region_get_stats: out is NULL"));
         }
@@ -566,7 +591,7 @@ pub unsafe extern "C" fn sp_region_get_stats(handle: i32, out: *mut sp_stats) ->
 /// sp_finalize prints, for this process only), without stopping the recording threads.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_print_summary() -> c_int {
-    guard(|| match profiler::live_summary() {
+    guard_cold(|| match profiler::live_summary() {
         Ok(text) => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
@@ -579,9 +604,13 @@ pub extern "C" fn sp_print_summary() -> c_int {
 }
 
 /// The message of the last error on the calling thread ("" if none). The pointer stays valid
-/// until the next failing call on this thread.
+/// until the next failing call on this thread. Not async-signal-safe; from a signal handler
+/// that interrupted this library on the same thread it returns a fixed message.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_last_error() -> *const c_char {
+    if crate::reentry::busy() || profiler::thread_in_call() {
+        return c"(no message: called from a signal handler that interrupted scope_profiler)".as_ptr();
+    }
     catch_unwind(|| LAST_ERROR.with(|e| e.borrow().as_ptr())).unwrap_or(c"internal error".as_ptr())
 }
 
@@ -607,6 +636,7 @@ pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
             Status::NotInnermost => c"stop of a region that is not the innermost open one; inner regions were closed unrecorded",
             Status::WriteFailed => c"the profile file could not be written",
             Status::Mpi => c"an MPI operation failed",
+            Status::Reentrant => c"called from a signal handler that interrupted a call of scope_profiler on the same thread: refused",
             Status::Panic => c"internal error (a panic was caught); the host program is unaffected",
         }
     }
@@ -621,7 +651,7 @@ pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
 /// `n_inputs` NUL-terminated paths. The command `scope_profiler_merge` does the same.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_merge_rank_files(output: *const c_char, inputs: *const *const c_char, n_inputs: usize) -> c_int {
-    guard(|| {
+    guard_cold(|| {
         if output.is_null() || (inputs.is_null() && n_inputs > 0) {
             return fail(Error::new(Status::NullArgument, "sp_merge_rank_files: output or inputs is NULL"));
         }
@@ -664,7 +694,8 @@ mod tests {
             (SP_ERR_INVALID_UTF8, Status::InvalidUtf8), (SP_ERR_INVALID_HANDLE, Status::InvalidHandle),
             (SP_ERR_TOO_MANY_REGIONS, Status::TooManyRegions), (SP_ERR_NESTING_TOO_DEEP, Status::NestingTooDeep),
             (SP_ERR_UNMATCHED_STOP, Status::UnmatchedStop), (SP_ERR_NOT_INNERMOST, Status::NotInnermost),
-            (SP_ERR_WRITE_FAILED, Status::WriteFailed), (SP_ERR_MPI, Status::Mpi), (SP_ERR_INTERNAL, Status::Panic),
+            (SP_ERR_WRITE_FAILED, Status::WriteFailed), (SP_ERR_MPI, Status::Mpi), (SP_ERR_REENTRANT, Status::Reentrant),
+            (SP_ERR_INTERNAL, Status::Panic),
         ];
         assert_eq!(pairs.len(), Status::ALL.len());
         for (c, s) in pairs {

@@ -102,7 +102,8 @@ fn with_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>) ->
     }
     // SAFETY: a non-null slot points into THREADS, which never drops its entries.
     let tb = unsafe { &*p };
-    let seq = tb.seq.enter();
+    // Odd already: a signal handler interrupted a call on this thread and calls again.
+    let Some(seq) = tb.seq.try_enter() else { return Err(Status::Reentrant.into()) };
     let state = STATE.load(Ordering::Relaxed);
     let result = if state == RUNNING {
         // SAFETY: owner thread, inside enter/leave.
@@ -121,7 +122,15 @@ fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>
     if !is_running(state) {
         return inactive(state).map(|_| R::default());
     }
-    new_thread_buffer();
+    // A new buffer locks and allocates: not inside a handler that interrupted the library,
+    // and a handler interrupting this is refused.
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into());
+    }
+    {
+        let _busy = crate::reentry::Busy::enter();
+        new_thread_buffer();
+    }
     with_thread(f)
 }
 
@@ -174,6 +183,9 @@ fn close_call(data: &mut ThreadData, id: u32, end: i64, cs: Option<&Counters>) -
 
 #[cold]
 fn close_mismatched(data: &mut ThreadData, id: u32, end: i64, cs: Option<&Counters>) -> Result<()> {
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into()); // closing out of order allocates
+    }
     let outcome = data.close_out_of_order(id, end);
     if let (Some(c), Mismatch::ClosedInner(inner)) = (cs, &outcome) {
         c.on_stop_out_of_order(&mut data.counters, inner, id);
@@ -185,8 +197,18 @@ fn region_name(id: u32) -> String {
     REGISTRY.name(id).unwrap_or_else(|| format!("#{id}"))
 }
 
+/// Is the calling thread inside a start/stop call (a signal handler interrupted it)?
+pub fn thread_in_call() -> bool {
+    let p = current_thread();
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    !p.is_null() && unsafe { &*p }.seq.in_call()
+}
+
 #[cold]
 fn too_deep(id: u32) -> Error {
+    if crate::reentry::busy() {
+        return Status::NestingTooDeep.into(); // no message: it would allocate
+    }
     let name = region_name(id);
     let msg = format!("start of region '{name}' refused: more than {MAX_DEPTH} regions open on this thread (missing stops?)");
     warn::once(&format!("deep:{name}"), &msg);
@@ -195,6 +217,13 @@ fn too_deep(id: u32) -> Error {
 
 #[cold]
 fn mismatch_error(id: u32, m: Mismatch) -> Error {
+    if crate::reentry::busy() {
+        // No message: it would allocate (see `reentry`).
+        return match m {
+            Mismatch::NotOpen => Status::UnmatchedStop.into(),
+            Mismatch::ClosedInner(_) => Status::NotInnermost.into(),
+        };
+    }
     let name = region_name(id);
     match m {
         Mismatch::NotOpen => {
@@ -216,6 +245,9 @@ fn mismatch_error(id: u32, m: Mismatch) -> Error {
 
 #[cold]
 fn invalid_handle(id: u32) -> Error {
+    if crate::reentry::busy() {
+        return Status::InvalidHandle.into(); // no message: it would allocate
+    }
     let msg = if (id as i32) < 0 {
         format!("region handle {} is negative (a failed sp_region_register?)", id as i32)
     } else {
@@ -390,6 +422,11 @@ fn lookup_name<'a>(
 
 #[cold]
 fn lookup_name_slow(data: &mut ThreadData, token: usize, name: CallerName<'_>, create: bool) -> Result<u32> {
+    // The name caches and the registry lock and allocate: not inside a signal handler that
+    // interrupted the library (a start/stop is refused before this; here: the cold calls).
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into());
+    }
     let id = match data.names.get(name.bytes) {
         Some(&id) => id,
         None => cache_name(data, name.bytes, create)?,
