@@ -274,6 +274,10 @@ fn register_name_at(bytes: &[u8], location: Option<crate::model::SourceLocation>
 
 /// Start profiling with `options` over environment over defaults.
 pub fn setup(options: &Options) -> Result<Status> {
+    // Disabled (also in a forked child, where a lock may have been held at the fork): no lock.
+    if STATE.load(Ordering::Acquire) == DISABLED {
+        return Ok(Status::AlreadySetUp);
+    }
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
         RUNNING | RUNNING_COUNTERS | DISABLED => return Ok(Status::AlreadySetUp),
@@ -311,8 +315,13 @@ pub fn setup(options: &Options) -> Result<Status> {
     let clock = clock::begin_run(config.clock, config.clock_anchor_ms);
     start_flight_recorder(&config, &facts, &info, &clock);
     *guard = Some(Session { config, facts, info, mpi, clock });
-    STATE.store(running, Ordering::Release);
     SETUP_PID.store(std::process::id(), Ordering::Release);
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registering a plain extern "C" fn that only stores atomics.
+    ATFORK.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(in_forked_child));
+    });
+    STATE.store(running, Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
         unsafe { libc::atexit(finalize_at_exit) };
@@ -512,6 +521,10 @@ pub fn finalize() -> Result<Status> {
 }
 
 fn finalize_as(gather: route::Gather) -> Result<Status> {
+    // Disabled (also in a forked child, where a lock may have been held at the fork): no lock.
+    if STATE.compare_exchange(DISABLED, FINALIZED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        return Ok(Status::Ok);
+    }
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
         UNINIT => return Err(Error::new(Status::NotInitialized, "sp_finalize before sp_setup: nothing to write")),
@@ -521,6 +534,10 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
         }
         FINALIZED => return Ok(Status::AlreadyFinalized),
         _ => {}
+    }
+    if !is_setup_process() {
+        in_forked_child();
+        return Ok(Status::Ok);
     }
     let mut session = guard.take().expect("a running profiler has a session");
     let t0 = Instant::now();
@@ -537,6 +554,23 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
         ));
     }
     result
+}
+
+/// A forked child of a profiled process records nothing and writes nothing: it holds a copy of
+/// its parent's buffers (and, with the flight recorder, shares its spill mappings), and its
+/// file would replace the parent's. Every call in it is a no-op returning SP_OK, as with
+/// SCOPE_PROFILER_DISABLE; `sp_setup` returns SP_ALREADY_SET_UP; `sp_finalize` and its exit
+/// write nothing. (A child that wants a profile of its own execs: a new process starts fresh.)
+/// Runs in the child right after fork: atomics only.
+extern "C" fn in_forked_child() {
+    crate::spill::forget_in_child();
+    STATE.store(DISABLED, Ordering::SeqCst);
+}
+
+/// Is this the process that set up profiling? (A child made without the atfork handler, by a
+/// raw clone, still holds the running state.)
+fn is_setup_process() -> bool {
+    SETUP_PID.load(Ordering::Acquire) == std::process::id()
 }
 
 /// The flight recorder (spill sink and signal handlers), when requested.
@@ -571,16 +605,6 @@ fn start_flight_recorder(config: &Config, facts: &RunFacts, info: &RankInfo, clo
     };
     match crate::spill::start(&meta) {
         Ok(dir) => {
-            // A forked child shares the parent's chunk mappings: it must not record into them.
-            extern "C" fn in_child() {
-                crate::spill::forget_in_child();
-                STATE.store(DISABLED, Ordering::SeqCst);
-            }
-            static ATFORK: std::sync::Once = std::sync::Once::new();
-            // SAFETY: registering a plain extern "C" fn that only stores atomics.
-            ATFORK.call_once(|| unsafe {
-                libc::pthread_atfork(None, None, Some(in_child));
-            });
             crate::signals::install(&config.file_path, &dir, !multi);
         }
         Err(e) => warn::once("spill-start", &format!("flight recorder off: {e}; recording in memory")),
@@ -673,7 +697,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
 /// A program that set up profiling but never finalized still gets its file.
 extern "C" fn finalize_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if is_running(STATE.load(Ordering::Acquire)) && SETUP_PID.load(Ordering::Acquire) == std::process::id() {
+        if is_running(STATE.load(Ordering::Acquire)) && is_setup_process() {
             warn::always("sp_finalize was not called: writing the profile at exit");
             // No collective at exit: a rank that exits on its own (an error path calling
             // exit()) would wait forever for ranks that never join.
