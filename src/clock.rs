@@ -321,6 +321,13 @@ pub fn begin_run(mode: ClockMode, anchor_ms: u64) -> ClockChoice {
 #[cold]
 #[inline(never)]
 fn anchor_due(tick: i64) {
+    // Not inside a signal handler that interrupted the library's cold code (the anchor
+    // allocates); and a handler interrupting this is refused its cold calls (see `reentry`).
+    if crate::reentry::busy() {
+        return;
+    }
+    // Marked before the lock is taken and until after it is released (dropped in reverse).
+    let _busy = crate::reentry::Busy::enter();
     let Ok(mut guard) = RUN.try_lock() else { return };
     let Some(run) = guard.as_mut() else { return };
     if tick < HOT.next_anchor.load(Ordering::Relaxed) {

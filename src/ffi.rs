@@ -174,16 +174,23 @@ fn code(r: crate::status::Result<()>) -> c_int {
     }
 }
 
+/// An argument error of the start/stop family: with its message, unless the thread is busy in
+/// the library (a signal handler interrupted it), where the message would allocate.
+#[cold]
+fn arg_error(status: Status, message: impl FnOnce() -> String) -> Error {
+    if crate::reentry::busy() { status.into() } else { Error::new(status, message()) }
+}
+
 /// A NUL-terminated name as bytes, reading at most SP_MAX_NAME_LEN + 1 bytes.
 #[inline(always)]
 unsafe fn c_name<'a>(name: *const c_char) -> Result<&'a [u8], Error> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     // SAFETY: the caller passes a readable string; strnlen stops at the limit.
     let len = unsafe { libc::strnlen(name, SP_MAX_NAME_LEN + 1) };
     if len > SP_MAX_NAME_LEN {
-        return Err(Error::new(Status::NameTooLong, format!("region name is longer than {SP_MAX_NAME_LEN} bytes")));
+        return Err(arg_error(Status::NameTooLong, || format!("region name is longer than {SP_MAX_NAME_LEN} bytes")));
     }
     Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
 }
@@ -248,7 +255,7 @@ fn counted_caller_name(bytes: &[u8]) -> profiler::CallerName<'_> {
 #[inline(always)]
 fn start_c(name: *const c_char) -> crate::status::Result<()> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     let read = || unsafe { c_name(name) }.map(c_caller_name);
     profiler::start_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, read)
@@ -257,7 +264,7 @@ fn start_c(name: *const c_char) -> crate::status::Result<()> {
 #[inline(always)]
 fn stop_c(name: *const c_char) -> crate::status::Result<()> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     let read = || unsafe { c_name(name) }.map(c_caller_name);
     profiler::stop_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, read)
@@ -279,10 +286,10 @@ fn stop_counted(name: *const c_char, len: usize) -> crate::status::Result<()> {
 #[inline(always)]
 unsafe fn counted_name<'a>(name: *const c_char, len: usize) -> Result<&'a [u8], Error> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     if len > SP_MAX_NAME_LEN {
-        return Err(Error::new(Status::NameTooLong, format!("region name of {len} bytes is longer than {SP_MAX_NAME_LEN}")));
+        return Err(arg_error(Status::NameTooLong, || format!("region name of {len} bytes is longer than {SP_MAX_NAME_LEN}")));
     }
     // SAFETY: the caller passes `len` readable bytes.
     Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })

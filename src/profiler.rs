@@ -425,17 +425,17 @@ fn lookup_name<'a>(
             return Ok(slot.id);
         }
     }
+    // The name caches and the registry lock and allocate: not inside a signal handler that
+    // interrupted the library's cold code (a start/stop it interrupted is refused earlier).
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into());
+    }
     let name = read()?;
     lookup_name_slow(data, token, name, create)
 }
 
 #[cold]
 fn lookup_name_slow(data: &mut ThreadData, token: usize, name: CallerName<'_>, create: bool) -> Result<u32> {
-    // The name caches and the registry lock and allocate: not inside a signal handler that
-    // interrupted the library (a start/stop is refused before this; here: the cold calls).
-    if crate::reentry::busy() {
-        return Err(Status::Reentrant.into());
-    }
     let id = match data.names.get(name.bytes) {
         Some(&id) => id,
         None => cache_name(data, name.bytes, create)?,
