@@ -11,7 +11,7 @@ use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, T
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, route, warn};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,11 @@ static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
 static SETUP_PID: AtomicU32 = AtomicU32::new(0);
 /// Whether threads keep every call (false in the aggregate layout: statistics only).
 static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
+/// Calls refused because the threads' recording had stopped (counted for the message after a
+/// termination signal: the process lives on while the profile is written).
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// CLOCK_MONOTONIC ns when finalize stopped the threads' recording.
+static STOPPED_NS: AtomicI64 = AtomicI64::new(0);
 
 /// What setup fixed for the run.
 pub struct Session {
@@ -88,7 +93,10 @@ fn inactive(state: u8) -> Result<()> {
     match state {
         DISABLED => Ok(()),
         UNINIT => Err(Status::NotInitialized.into()),
-        _ => Err(Status::Finalized.into()),
+        _ => {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+            Err(Status::Finalized.into())
+        }
     }
 }
 
@@ -326,6 +334,10 @@ pub fn setup(options: &Options) -> Result<Status> {
         // SAFETY: registering a plain extern "C" fn.
         unsafe { libc::atexit(finalize_at_exit) };
     }
+    if let Some(s) = guard.as_ref() {
+        let hooks = crate::signals::Hooks { write: write_after_signal, at_exit: write_at_exit };
+        crate::signals::install(hooks, &s.config.file_path, crate::spill::run_dir().as_deref());
+    }
     Ok(Status::Ok)
 }
 
@@ -541,11 +553,12 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
     }
     let mut session = guard.take().expect("a running profiler has a session");
     let t0 = Instant::now();
-    let profile = take_local_profile(session.info.clone(), &session.clock);
+    let profile = take_local_profile(session.info.clone(), &session.clock, true);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
     let result = route::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather);
     end_flight_recorder(result.is_ok());
+    crate::signals::finished();
     if session.config.verbosity >= 2 {
         warn::always(&format!(
             "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
@@ -603,11 +616,8 @@ fn start_flight_recorder(config: &Config, facts: &RunFacts, info: &RankInfo, clo
         boot_id: crate::spill::boot_id(),
         started: facts.timestamp.clone(),
     };
-    match crate::spill::start(&meta) {
-        Ok(dir) => {
-            crate::signals::install(&config.file_path, &dir, !multi);
-        }
-        Err(e) => warn::once("spill-start", &format!("flight recorder off: {e}; recording in memory")),
+    if let Err(e) = crate::spill::start(&meta) {
+        warn::once("spill-start", &format!("flight recorder off: {e}; recording in memory"));
     }
 }
 
@@ -630,11 +640,10 @@ pub fn finalize_inside_mpi_finalize() {
 }
 
 /// Stop every thread's recording and merge what they recorded (the local part of finalize).
-fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> RankProfile {
-    // A termination signal from here on must not start the recovery helper on a run that
-    // finalize is writing (or has written and removed); it only chains.
-    crate::signals::disarm();
+/// `tell_open`: warn about calls still open (after a signal they are expected, and counted).
+fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool) -> RankProfile {
     STATE.store(FINALIZED, Ordering::SeqCst);
+    STOPPED_NS.store(clock::monotonic_ns(), Ordering::Release);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);
     let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -687,7 +696,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         })
         .collect();
     let counters = counters::collect(&names, &finished, threads);
-    for r in regions.iter().filter(|r| r.open_calls > 0) {
+    for r in regions.iter().filter(|r| tell_open && r.open_calls > 0) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }
     info.thread_os_ids = kept.iter().map(|t| t.1).collect();
@@ -697,13 +706,97 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
 /// A program that set up profiling but never finalized still gets its file.
 extern "C" fn finalize_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        if is_running(STATE.load(Ordering::Acquire)) && is_setup_process() {
-            warn::always("sp_finalize was not called: writing the profile at exit");
-            // No collective at exit: a rank that exits on its own (an error path calling
-            // exit()) would wait forever for ranks that never join.
-            if let Err(e) = finalize_as(route::Gather::LocalOnly) {
-                warn::always(&format!("writing the profile at exit failed: {e}"));
-            }
+        if !is_setup_process() {
+            return;
         }
+        // A write after a termination signal is under way: it ends the process when done.
+        if crate::signals::writing_after_signal() {
+            crate::signals::wait_for_signal_write();
+            return;
+        }
+        if !is_running(STATE.load(Ordering::Acquire)) {
+            return;
+        }
+        // exit() from a signal handler the host installed after sp_setup: the interrupted
+        // code may hold a lock the write needs (the allocator's, ours), so the write runs on
+        // the signal watcher, and this thread waits for it, bounded.
+        if crate::signals::exiting_from_host_handler() && crate::signals::write_at_exit_on_watcher() {
+            return;
+        }
+        write_at_exit();
     });
+}
+
+/// The write at exit (on the exiting thread, or on the signal watcher).
+fn write_at_exit() {
+    if is_running(STATE.load(Ordering::Acquire)) && is_setup_process() {
+        warn::always("sp_finalize was not called: writing the profile at exit");
+        // No collective at exit: a rank that exits on its own (an error path calling
+        // exit()) would wait forever for ranks that never join.
+        if let Err(e) = finalize_as(route::Gather::LocalOnly) {
+            warn::always(&format!("writing the profile at exit failed: {e}"));
+        }
+    }
+}
+
+/// After a termination signal (on an ordinary thread, see `signals`): stop the threads'
+/// recording and write what they recorded, each MPI rank its own file (no collective). The
+/// file says when the signal came and until when it is complete. Returns the line to print.
+fn write_after_signal(note: &crate::signals::SignalNote) -> String {
+    let mut guard = session();
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_COUNTERS => {}
+        FINALIZED => return format!("{} arrived while the profile was being written (sp_finalize or at exit): that write is complete; ending as the signal asks", note.name),
+        _ => return String::new(),
+    }
+    if !is_setup_process() {
+        return String::new();
+    }
+    let mut session = guard.take().expect("a running profiler has a session");
+    let mpi = session.mpi.take();
+    let target = session.config.file_path.clone();
+    let spill = crate::spill::run_dir();
+    // One line per job, before writing (mpirun and Slurm kill a job soon after the signal).
+    if let Some((0, size)) = route::rank_without_mpi(mpi.as_ref()) {
+        let rank0 = output::rank_file_path(&target, 0);
+        let pattern = rank0.with_file_name(rank0.file_name().unwrap_or_default().to_string_lossy().replace(".rank0.h5", ".rank*.h5"));
+        let mut line = format!(
+            "{}: MPI cannot gather after a signal, so each of the {size} ranks writes its own file ({}, ...); combine them with `scope_profiler_merge -o {} {}`",
+            note.name,
+            rank0.display(),
+            target.display(),
+            pattern.display()
+        );
+        if spill.is_some() {
+            line.push_str(&format!("; a rank killed before it is done leaves its flight-recorder data, and `sptool recover {}` writes the whole job", target.display()));
+        }
+        warn::always(&line);
+    }
+    // The threads go on calling until the process ends: their refused calls are counted, not
+    // warned about, and the calls open at the stop are counted in the file (open_calls).
+    warn::mark_seen(&format!("status:{}", Status::Finalized.code()));
+    let mut profile = take_local_profile(session.info.clone(), &session.clock, false);
+    let stopped = STOPPED_NS.load(Ordering::Acquire);
+    let refused_before = REFUSED.load(Ordering::Relaxed);
+    let attrs = vec![
+        ("ended_by_signal".to_string(), crate::model::AttrValue::Str(note.name.clone())),
+        ("signal_time_ns".to_string(), crate::model::AttrValue::Int(note.time_ns)),
+        ("complete_until_ns".to_string(), crate::model::AttrValue::Int(stopped)),
+    ];
+    profile.info.extra.extend(attrs.iter().cloned());
+    let run = output::RunContext { config: &session.config, facts: &session.facts };
+    let result = route::write_after_signal(run, mpi, profile, attrs);
+    end_flight_recorder(result.is_ok());
+    let after_ms = (stopped - note.time_ns) as f64 / 1e6;
+    let refused = REFUSED.load(Ordering::Relaxed).max(refused_before);
+    match result {
+        Ok(route::SignalWrite::Single(path)) => format!(
+            "{}: profile written to {}; it holds every call completed up to {after_ms:.1} ms after the signal (complete_until_ns), {refused} start/stop call(s) after that were not recorded",
+            note.name,
+            path.display()
+        ),
+        // Rank 0 said it for the job; a rank whose write failed says so itself (below).
+        Ok(route::SignalWrite::Rank { .. }) => String::new(),
+        Err(e) => format!("{}: the profile was NOT written: {e}", note.name),
+    }
 }
