@@ -484,6 +484,9 @@ fn source_location(file: Option<&[u8]>, line: i32) -> Result<Option<crate::model
 
 /// Start a call of the region with this handle on the calling thread. The hot-loop form:
 /// no string work, no lock, no allocation in the steady state. Regions nest and recurse.
+/// Async-signal-safe when it succeeds, with a handle registered outside the handler and
+/// already used on this thread (docs/signals.md); from a signal handler that interrupted a
+/// call of this library on the same thread it returns SP_ERR_REENTRANT and records nothing.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
     // A negative handle becomes a huge id, which the handle check refuses.
@@ -491,7 +494,7 @@ pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
 }
 
 /// Stop the innermost call of the region with this handle on the calling thread.
-/// See sp_region_stop for mismatched stops.
+/// See sp_region_stop for mismatched stops. Async-signal-safe as sp_region_start_id.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
     guard(|| code(profiler::stop_id(handle as u32)))
@@ -502,6 +505,7 @@ pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
 /// region, any number of times; the file keeps the total per rank and region
 /// (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
 /// SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+/// Async-signal-safe as sp_region_start_id.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_add_flops(handle: i32, flops: f64) -> c_int {
     guard(|| code(profiler::annotate(handle as u32, 0, flops)))
@@ -515,6 +519,9 @@ pub extern "C" fn sp_region_add_bytes(handle: i32, bytes: f64) -> c_int {
 }
 
 /// Start a call of the region `name` (registered on first use) on the calling thread.
+/// Not async-signal-safe (a name new to the thread locks and allocates): from a signal handler
+/// use the handle calls; one that interrupted this library on the same thread gets
+/// SP_ERR_REENTRANT.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
     guard(|| code(start_c(name)))
