@@ -2,7 +2,7 @@
 # Flight recorder: peak RSS growth (VmHWM incl. sp_finalize) at N calls, memory sink vs spill.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --lib --bin scope_profiler_recover
+cargo build --release --lib
 mkdir -p target/bench
 cc -std=c99 -O2 -D_GNU_SOURCE -Iinclude benches/flight_rss.c -o target/bench/flight_rss \
    -Ltarget/release -Wl,-rpath,"$PWD/target/release" -lscope_profiler

@@ -59,6 +59,7 @@ module scope_profiler
    integer, parameter, public :: SP_ERR_WRITE_FAILED = -13
    integer, parameter, public :: SP_ERR_MPI = -14
    integer, parameter, public :: SP_ERR_UNSUPPORTED = -15
+   integer, parameter, public :: SP_ERR_REENTRANT = -16
    integer, parameter, public :: SP_ERR_INTERNAL = -99
    !> Limits.
    integer, parameter, public :: SP_MAX_NAME_LEN = 1024

@@ -4,7 +4,15 @@
  *
  * Every function returns a status: SP_OK (0) on success, a positive notice (harmless),
  * or a negative error; sp_last_error() explains the last error of the calling thread.
- * No function ever aborts, crashes or blocks the host program. */
+ * No function ever aborts, crashes or blocks the host program.
+ *
+ * Signal handlers: sp_region_start_id, sp_region_stop_id, sp_region_add_flops and
+ * sp_region_add_bytes are async-signal-safe when they succeed (a handle registered outside the
+ * handler and already used on that thread); sp_status_string and sp_version too; nothing else
+ * is. Any function called from a handler that interrupted this library on the same thread
+ * returns SP_ERR_REENTRANT instead of deadlocking. SIGTERM, SIGINT (and SIGHUP, SIGUSR1,
+ * SIGUSR2, SIGXCPU where left at their default action) write the profile before the process
+ * ends as the signal asks: see docs/signals.md. */
 
 #ifndef SCOPE_PROFILER_H
 #define SCOPE_PROFILER_H
@@ -142,6 +150,11 @@
  * a per-thread timer could be set up); sp_last_error says why.
  */
 #define SP_ERR_UNSUPPORTED -15
+ * Error: called from a signal handler that interrupted a call of this library on the same
+ * thread. The call was refused without recording, allocating or locking anything, and
+ * without setting sp_last_error.
+ */
+#define SP_ERR_REENTRANT -16
 
 /**
  * Error: an internal error was caught; the host program is unaffected.
@@ -311,12 +324,15 @@ int32_t sp_region_register_at_n(const char *name,
 /**
  * Start a call of the region with this handle on the calling thread. The hot-loop form:
  * no string work, no lock, no allocation in the steady state. Regions nest and recurse.
+ * Async-signal-safe when it succeeds, with a handle registered outside the handler and
+ * already used on this thread (docs/signals.md); from a signal handler that interrupted a
+ * call of this library on the same thread it returns SP_ERR_REENTRANT and records nothing.
  */
 int sp_region_start_id(int32_t handle);
 
 /**
  * Stop the innermost call of the region with this handle on the calling thread.
- * See sp_region_stop for mismatched stops.
+ * See sp_region_stop for mismatched stops. Async-signal-safe as sp_region_start_id.
  */
 int sp_region_stop_id(int32_t handle);
 
@@ -326,6 +342,7 @@ int sp_region_stop_id(int32_t handle);
  * region, any number of times; the file keeps the total per rank and region
  * (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
  * SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+ * Async-signal-safe as sp_region_start_id.
  */
 int sp_region_add_flops(int32_t handle, double flops);
 
@@ -337,6 +354,9 @@ int sp_region_add_bytes(int32_t handle, double bytes);
 
 /**
  * Start a call of the region `name` (registered on first use) on the calling thread.
+ * Not async-signal-safe (a name new to the thread locks and allocates): from a signal handler
+ * use the handle calls; one that interrupted this library on the same thread gets
+ * SP_ERR_REENTRANT.
  */
 int sp_region_start(const char *name);
 
@@ -417,7 +437,8 @@ int sp_print_summary(void);
 
 /**
  * The message of the last error on the calling thread ("" if none). The pointer stays valid
- * until the next failing call on this thread.
+ * until the next failing call on this thread. Not async-signal-safe; from a signal handler
+ * that interrupted this library on the same thread it returns a fixed message.
  */
 const char *sp_last_error(void);
 

@@ -378,6 +378,13 @@ fn fixed_slope(x: f64) -> i64 {
 #[cold]
 #[inline(never)]
 fn anchor_due(tick: i64) {
+    // Not inside a signal handler that interrupted the library's cold code (the anchor
+    // allocates); and a handler interrupting this is refused its cold calls (see `reentry`).
+    if crate::reentry::busy() {
+        return;
+    }
+    // Marked before the lock is taken and until after it is released (dropped in reverse).
+    let _busy = crate::reentry::Busy::enter();
     let Ok(mut guard) = RUN.try_lock() else { return };
     let Some(run) = guard.as_mut() else { return };
     if tick < HOT.next_anchor.load(Ordering::Relaxed) {

@@ -51,6 +51,10 @@ pub const SP_ERR_MPI: c_int = -14;
 /// Error: not possible on this machine or in this process (sampling: neither a perf event nor
 /// a per-thread timer could be set up); sp_last_error says why.
 pub const SP_ERR_UNSUPPORTED: c_int = -15;
+/// Error: called from a signal handler that interrupted a call of this library on the same
+/// thread. The call was refused without recording, allocating or locking anything, and
+/// without setting sp_last_error.
+pub const SP_ERR_REENTRANT: c_int = -16;
 /// Error: an internal error was caught; the host program is unaffected.
 pub const SP_ERR_INTERNAL: c_int = -99;
 
@@ -128,15 +132,24 @@ fn set_last_error(message: &str) {
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
 
-/// Record `e` for sp_last_error, warn once per kind, return its code.
+/// Record `e` for sp_last_error, warn once per kind, return its code. A refused reentrant
+/// call, or any error while this thread is already busy in the library (a signal handler
+/// interrupted it), returns the code alone: recording the message would allocate.
 #[cold]
 fn fail(e: Error) -> c_int {
-    set_last_error(&e.message);
+    let code = e.status.code();
+    if e.status == Status::Reentrant || crate::reentry::busy() {
+        return code;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    set_last_error(e.text());
     // Region mismatches warn per region in the core; everything else warns once per kind.
     if !matches!(e.status, Status::UnmatchedStop | Status::NotInnermost | Status::NestingTooDeep) {
-        crate::warn::once(&format!("status:{}", e.status.code()), &e.message);
+        crate::warn::once(&format!("status:{code}"), e.text());
     }
-    e.status.code()
+    // Freed while still marked busy.
+    drop(e);
+    code
 }
 
 /// The panic boundary: no unwinding ever crosses into the host.
@@ -148,6 +161,18 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
     }
 }
 
+/// `guard` for the entry points that lock or allocate (everything but the start/stop family):
+/// refused with SP_ERR_REENTRANT when a signal handler interrupted this library on the same
+/// thread, and marking the thread busy while they run.
+#[inline(never)]
+fn guard_cold(f: impl FnOnce() -> c_int) -> c_int {
+    if crate::reentry::busy() || profiler::thread_in_call() {
+        return SP_ERR_REENTRANT;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    guard(f)
+}
+
 #[inline(always)]
 fn code(r: crate::status::Result<()>) -> c_int {
     match r {
@@ -156,16 +181,23 @@ fn code(r: crate::status::Result<()>) -> c_int {
     }
 }
 
+/// An argument error of the start/stop family: with its message, unless the thread is busy in
+/// the library (a signal handler interrupted it), where the message would allocate.
+#[cold]
+fn arg_error(status: Status, message: impl FnOnce() -> String) -> Error {
+    if crate::reentry::busy() { status.into() } else { Error::new(status, message()) }
+}
+
 /// A NUL-terminated name as bytes, reading at most SP_MAX_NAME_LEN + 1 bytes.
 #[inline(always)]
 unsafe fn c_name<'a>(name: *const c_char) -> Result<&'a [u8], Error> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     // SAFETY: the caller passes a readable string; strnlen stops at the limit.
     let len = unsafe { libc::strnlen(name, SP_MAX_NAME_LEN + 1) };
     if len > SP_MAX_NAME_LEN {
-        return Err(Error::new(Status::NameTooLong, format!("region name is longer than {SP_MAX_NAME_LEN} bytes")));
+        return Err(arg_error(Status::NameTooLong, || format!("region name is longer than {SP_MAX_NAME_LEN} bytes")));
     }
     Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
 }
@@ -230,7 +262,7 @@ fn counted_caller_name(bytes: &[u8]) -> profiler::CallerName<'_> {
 #[inline(always)]
 fn start_c(name: *const c_char) -> crate::status::Result<()> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     let read = || unsafe { c_name(name) }.map(c_caller_name);
     profiler::start_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, read)
@@ -239,7 +271,7 @@ fn start_c(name: *const c_char) -> crate::status::Result<()> {
 #[inline(always)]
 fn stop_c(name: *const c_char) -> crate::status::Result<()> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     let read = || unsafe { c_name(name) }.map(c_caller_name);
     profiler::stop_named(name as usize, |cached| unsafe { c_name_equals(name, cached) }, read)
@@ -303,10 +335,10 @@ fn trimmed_caller_name(bytes: &[u8]) -> crate::status::Result<profiler::CallerNa
 #[inline(always)]
 unsafe fn counted_name<'a>(name: *const c_char, len: usize) -> Result<&'a [u8], Error> {
     if name.is_null() {
-        return Err(Error::new(Status::NullArgument, "region name is NULL"));
+        return Err(arg_error(Status::NullArgument, || "region name is NULL".into()));
     }
     if len > SP_MAX_NAME_LEN {
-        return Err(Error::new(Status::NameTooLong, format!("region name of {len} bytes is longer than {SP_MAX_NAME_LEN}")));
+        return Err(arg_error(Status::NameTooLong, || format!("region name of {len} bytes is longer than {SP_MAX_NAME_LEN}")));
     }
     // SAFETY: the caller passes `len` readable bytes.
     Ok(unsafe { std::slice::from_raw_parts(name as *const u8, len) })
@@ -410,7 +442,7 @@ unsafe fn read_options(o: *const sp_options) -> Result<Options, Error> {
 /// returns SP_ERR_FINALIZED (one profile per process).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_setup(options: *const sp_options) -> c_int {
-    guard(|| match unsafe { read_options(options) }.and_then(|o| profiler::setup(&o)) {
+    guard_cold(|| match unsafe { read_options(options) }.and_then(|o| profiler::setup(&o)) {
         Ok(s) => s.code(),
         Err(e) => fail(e),
     })
@@ -421,7 +453,7 @@ pub unsafe extern "C" fn sp_setup(options: *const sp_options) -> c_int {
 /// Registering the same name again returns the same handle. Thread-safe.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register(name: *const c_char) -> i32 {
-    guard(|| match unsafe { c_name(name) }.and_then(profiler::register) {
+    guard_cold(|| match unsafe { c_name(name) }.and_then(profiler::register) {
         Ok(id) => id as i32,
         Err(e) => fail(e),
     })
@@ -430,7 +462,7 @@ pub unsafe extern "C" fn sp_region_register(name: *const c_char) -> i32 {
 /// sp_region_register for a name of `len` bytes that need not be NUL-terminated (Fortran).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -> i32 {
-    guard(|| match unsafe { counted_name(name, len) }.and_then(profiler::register) {
+    guard_cold(|| match unsafe { counted_name(name, len) }.and_then(profiler::register) {
         Ok(id) => id as i32,
         Err(e) => fail(e),
     })
@@ -443,7 +475,7 @@ pub unsafe extern "C" fn sp_region_register_n(name: *const c_char, len: usize) -
 /// it from another place warns once on stderr and returns the same handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const c_char, line: i32) -> i32 {
-    guard(|| {
+    guard_cold(|| {
         let run = || {
             let bytes = unsafe { c_name(name) }?;
             let file = if file.is_null() {
@@ -467,7 +499,7 @@ pub unsafe extern "C" fn sp_region_register_at(name: *const c_char, file: *const
 /// be NUL-terminated (Fortran). `file` may be NULL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_register_at_n(name: *const c_char, len: usize, file: *const c_char, file_len: usize, line: i32) -> i32 {
-    guard(|| {
+    guard_cold(|| {
         let run = || {
             let bytes = unsafe { counted_name(name, len) }?;
             let file = if file.is_null() {
@@ -506,6 +538,9 @@ fn source_location(file: Option<&[u8]>, line: i32) -> Result<Option<crate::model
 
 /// Start a call of the region with this handle on the calling thread. The hot-loop form:
 /// no string work, no lock, no allocation in the steady state. Regions nest and recurse.
+/// Async-signal-safe when it succeeds, with a handle registered outside the handler and
+/// already used on this thread (docs/signals.md); from a signal handler that interrupted a
+/// call of this library on the same thread it returns SP_ERR_REENTRANT and records nothing.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
     if profiler::switched_off() {
@@ -559,7 +594,7 @@ unsafe extern "C" fn stop_by_padded_name(name: *const c_char, len: usize) -> c_i
 }
 
 /// Stop the innermost call of the region with this handle on the calling thread.
-/// See sp_region_stop for mismatched stops.
+/// See sp_region_stop for mismatched stops. Async-signal-safe as sp_region_start_id.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
     if profiler::switched_off() {
@@ -573,6 +608,7 @@ pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
 /// region, any number of times; the file keeps the total per rank and region
 /// (rank<N>/annotations/<region>), and sptool shows GFLOP/s from it. Returns SP_OK, or
 /// SP_ERR_INVALID_HANDLE / SP_ERR_INVALID_ARGUMENT (negative, NaN or infinite values).
+/// Async-signal-safe as sp_region_start_id.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_add_flops(handle: i32, flops: f64) -> c_int {
     guard(|| code(profiler::annotate(handle as u32, 0, flops)))
@@ -586,6 +622,9 @@ pub extern "C" fn sp_region_add_bytes(handle: i32, bytes: f64) -> c_int {
 }
 
 /// Start a call of the region `name` (registered on first use) on the calling thread.
+/// Not async-signal-safe (a name new to the thread locks and allocates): from a signal handler
+/// use the handle calls; one that interrupted this library on the same thread gets
+/// SP_ERR_REENTRANT.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_start(name: *const c_char) -> c_int {
     if profiler::switched_off() {
@@ -651,7 +690,7 @@ pub unsafe extern "C" fn sp_region_stop_padded(name: *const c_char, len: usize) 
 /// SP_ALREADY_FINALIZED. If never called, the file is written at process exit.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_finalize() -> c_int {
-    guard(|| match profiler::finalize() {
+    guard_cold(|| match profiler::finalize() {
         Ok(s) => s.code(),
         Err(e) => fail(e),
     })
@@ -687,7 +726,7 @@ pub extern "C" fn sp_stop_sampling() -> c_int {
 /// must be set to sizeof(sp_stats). Returns SP_OK or a negative status.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_region_get_stats(handle: i32, out: *mut sp_stats) -> c_int {
-    guard(|| {
+    guard_cold(|| {
         if out.is_null() {
             return fail(Error::new(Status::NullArgument, "sp_region_get_stats: out is NULL"));
         }
@@ -724,7 +763,7 @@ pub unsafe extern "C" fn sp_region_get_stats(handle: i32, out: *mut sp_stats) ->
 /// sp_finalize prints, for this process only), without stopping the recording threads.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_print_summary() -> c_int {
-    guard(|| match profiler::live_summary() {
+    guard_cold(|| match profiler::live_summary() {
         Ok(text) => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
@@ -737,9 +776,13 @@ pub extern "C" fn sp_print_summary() -> c_int {
 }
 
 /// The message of the last error on the calling thread ("" if none). The pointer stays valid
-/// until the next failing call on this thread.
+/// until the next failing call on this thread. Not async-signal-safe; from a signal handler
+/// that interrupted this library on the same thread it returns a fixed message.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_last_error() -> *const c_char {
+    if crate::reentry::busy() || profiler::thread_in_call() {
+        return c"(no message: called from a signal handler that interrupted scope_profiler)".as_ptr();
+    }
     catch_unwind(|| LAST_ERROR.with(|e| e.borrow().as_ptr())).unwrap_or(c"internal error".as_ptr())
 }
 
@@ -766,6 +809,7 @@ pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
             Status::WriteFailed => c"the profile file could not be written",
             Status::Mpi => c"an MPI operation failed",
             Status::Unsupported => c"not possible on this machine or in this process (see sp_last_error)",
+            Status::Reentrant => c"called from a signal handler that interrupted a call of scope_profiler on the same thread: refused",
             Status::Panic => c"internal error (a panic was caught); the host program is unaffected",
         }
     }
@@ -780,7 +824,7 @@ pub extern "C" fn sp_status_string(status: c_int) -> *const c_char {
 /// `n_inputs` NUL-terminated paths. The command `scope_profiler_merge` does the same.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sp_merge_rank_files(output: *const c_char, inputs: *const *const c_char, n_inputs: usize) -> c_int {
-    guard(|| {
+    guard_cold(|| {
         if output.is_null() || (inputs.is_null() && n_inputs > 0) {
             return fail(Error::new(Status::NullArgument, "sp_merge_rank_files: output or inputs is NULL"));
         }
@@ -824,6 +868,7 @@ mod tests {
             (SP_ERR_TOO_MANY_REGIONS, Status::TooManyRegions), (SP_ERR_NESTING_TOO_DEEP, Status::NestingTooDeep),
             (SP_ERR_UNMATCHED_STOP, Status::UnmatchedStop), (SP_ERR_NOT_INNERMOST, Status::NotInnermost),
             (SP_ERR_WRITE_FAILED, Status::WriteFailed), (SP_ERR_MPI, Status::Mpi), (SP_ERR_UNSUPPORTED, Status::Unsupported),
+            (SP_ERR_REENTRANT, Status::Reentrant),
             (SP_ERR_INTERNAL, Status::Panic),
         ];
         assert_eq!(pairs.len(), Status::ALL.len());

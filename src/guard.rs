@@ -50,8 +50,6 @@ pub const MERGE_TOOL: Tool = Tool {
     cpu_env: "SCOPE_PROFILER_MERGE_MAX_CPU_SECONDS",
 };
 
-/// The recovery helper the flight recorder's signal handler starts (`scope_profiler_recover`).
-pub const RECOVER_TOOL: Tool = Tool { name: "scope_profiler_recover", prefix: "[scope_profiler] ", memory_env: "", cpu_env: "" };
 
 static TOOL: OnceLock<Tool> = OnceLock::new();
 

@@ -65,6 +65,8 @@ pub mod recorder;
 /// cbindgen:ignore
 pub mod recover;
 /// cbindgen:ignore
+pub mod reentry;
+/// cbindgen:ignore
 pub mod registry;
 /// cbindgen:ignore
 pub mod route;

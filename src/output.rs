@@ -33,7 +33,12 @@ pub fn write_single(run: RunContext<'_>, profile: RankProfile) -> Result<Status>
 }
 
 /// `write_single` with the `metadata/` attributes given (recovery: those of the killed run).
-pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta: Vec<(String, AttrValue)>) -> Result<Status> {
+pub fn write_single_with(run: RunContext<'_>, profile: RankProfile, meta: Vec<(String, AttrValue)>) -> Result<Status> {
+    write_single_at(run, profile, meta).map(|_| Status::Ok)
+}
+
+/// `write_single_with`, saying where the file went (the target or a fallback).
+pub fn write_single_at(run: RunContext<'_>, mut profile: RankProfile, mut meta: Vec<(String, AttrValue)>) -> Result<Written> {
     crate::metadata::apply_detail(run.config, &mut profile);
     meta.extend(clock_summary(0, &profile));
     let written = write_one(&run.config.file_path, run.config.layout, 0, &profile, &meta)?;
@@ -41,7 +46,7 @@ pub fn write_single_with(run: RunContext<'_>, mut profile: RankProfile, mut meta
     mpi.add(profile.mpi.as_ref());
     report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1, &mpi);
     profile.release();
-    Ok(Status::Ok)
+    Ok(written)
 }
 
 /// A file holding one process's data as `rank<rank>/`, in `layout`, with `meta` as `metadata/`.

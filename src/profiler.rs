@@ -11,7 +11,7 @@ use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, T
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, route, warn};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,11 @@ static IMPLICIT: AtomicBool = AtomicBool::new(false);
 static SETTING_UP: AtomicBool = AtomicBool::new(false);
 /// What set the run up implicitly (`ImplicitOrigin as u8 + 1`; 0: the program's sp_setup).
 static IMPLICIT_ORIGIN: AtomicU8 = AtomicU8::new(0);
+/// Calls refused because the threads' recording had stopped (counted for the message after a
+/// termination signal: the process lives on while the profile is written).
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// CLOCK_MONOTONIC ns when finalize stopped the threads' recording.
+static STOPPED_NS: AtomicI64 = AtomicI64::new(0);
 
 /// What setup fixed for the run.
 pub struct Session {
@@ -96,7 +101,10 @@ fn inactive(state: u8) -> Result<()> {
     match state {
         DISABLED => Ok(()),
         UNINIT => Err(Status::NotInitialized.into()),
-        _ => Err(Status::Finalized.into()),
+        _ => {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+            Err(Status::Finalized.into())
+        }
     }
 }
 
@@ -131,7 +139,8 @@ fn with_thread_stop<R: Default>(f: impl FnOnce(&mut ThreadData, i64, Option<&Cou
 fn with_buffer<R: Default>(p: *const ThreadBuffer, f: impl FnOnce(&mut ThreadData, Option<&Counters>) -> Result<R>) -> Result<R> {
     // SAFETY: a non-null slot points into THREADS, which never drops its entries.
     let tb = unsafe { &*p };
-    let seq = tb.seq.enter();
+    // Odd already: a signal handler interrupted a call on this thread and calls again.
+    let Some(seq) = tb.seq.try_enter() else { return Err(Status::Reentrant.into()) };
     let state = STATE.load(Ordering::Relaxed);
     let result = if state == RUNNING {
         // SAFETY: owner thread, inside enter/leave.
@@ -150,7 +159,15 @@ fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>
     if !is_running(state) {
         return inactive(state).map(|_| R::default());
     }
-    new_thread_buffer();
+    // A new buffer locks and allocates: not inside a handler that interrupted the library,
+    // and a handler interrupting this is refused.
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into());
+    }
+    {
+        let _busy = crate::reentry::Busy::enter();
+        new_thread_buffer();
+    }
     with_thread(f)
 }
 
@@ -203,6 +220,9 @@ fn close_call(data: &mut ThreadData, id: u32, end: i64, cs: Option<&Counters>) -
 
 #[cold]
 fn close_mismatched(data: &mut ThreadData, id: u32, end: i64, cs: Option<&Counters>) -> Result<()> {
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into()); // closing out of order allocates
+    }
     let outcome = data.close_out_of_order(id, end);
     if let (Some(c), Mismatch::ClosedInner(inner)) = (cs, &outcome) {
         c.on_stop_out_of_order(&mut data.counters, inner, id);
@@ -214,8 +234,18 @@ fn region_name(id: u32) -> String {
     REGISTRY.name(id).unwrap_or_else(|| format!("#{id}"))
 }
 
+/// Is the calling thread inside a start/stop call (a signal handler interrupted it)?
+pub fn thread_in_call() -> bool {
+    let p = current_thread();
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    !p.is_null() && unsafe { &*p }.seq.in_call()
+}
+
 #[cold]
 fn too_deep(id: u32) -> Error {
+    if crate::reentry::busy() {
+        return Status::NestingTooDeep.into(); // no message: it would allocate
+    }
     let name = region_name(id);
     let msg = format!("start of region '{name}' refused: more than {MAX_DEPTH} regions open on this thread (missing stops?)");
     warn::once(&format!("deep:{name}"), &msg);
@@ -224,6 +254,13 @@ fn too_deep(id: u32) -> Error {
 
 #[cold]
 fn mismatch_error(id: u32, m: Mismatch) -> Error {
+    if crate::reentry::busy() {
+        // No message: it would allocate (see `reentry`).
+        return match m {
+            Mismatch::NotOpen => Status::UnmatchedStop.into(),
+            Mismatch::ClosedInner(_) => Status::NotInnermost.into(),
+        };
+    }
     let name = region_name(id);
     match m {
         Mismatch::NotOpen => {
@@ -245,6 +282,9 @@ fn mismatch_error(id: u32, m: Mismatch) -> Error {
 
 #[cold]
 fn invalid_handle(id: u32) -> Error {
+    if crate::reentry::busy() {
+        return Status::InvalidHandle.into(); // no message: it would allocate
+    }
     let msg = if (id as i32) < 0 {
         format!("region handle {} is negative (a failed sp_region_register?)", id as i32)
     } else {
@@ -278,6 +318,10 @@ pub fn setup(options: &Options) -> Result<Status> {
 /// the program, where a collective could meet the ranks out of step: the run then gathers at
 /// its end, or writes rank files).
 fn setup_with(options: &Options, attach_mpi: bool) -> Result<Status> {
+    // Disabled (also in a forked child, where a lock may have been held at the fork): no lock.
+    if STATE.load(Ordering::Acquire) == DISABLED {
+        return Ok(Status::AlreadySetUp);
+    }
     let mut guard = session();
     SETTING_UP.store(true, Ordering::Release);
     let result = setup_locked(&mut guard, options, attach_mpi);
@@ -329,12 +373,21 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
     start_flight_recorder(&config, &facts, &info, &clock);
     let sampling = config.sampling;
     **guard = Some(Session { config, facts, info, mpi, clock });
+    SETUP_PID.store(std::process::id(), Ordering::Release);
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registering a plain extern "C" fn that only stores atomics.
+    ATFORK.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(in_forked_child));
+    });
     STATE.store(running, Ordering::Release);
     crate::sampling::on_setup(&sampling);
-    SETUP_PID.store(std::process::id(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
         unsafe { libc::atexit(finalize_at_exit) };
+    }
+    if let Some(s) = guard.as_ref() {
+        let hooks = crate::signals::Hooks { write: write_after_signal, at_exit: write_at_exit };
+        crate::signals::install(hooks, &s.config.file_path, crate::spill::run_dir().as_deref());
     }
     Ok(Status::Ok)
 }
@@ -726,6 +779,11 @@ fn lookup_name<'a>(
             return Ok(slot.id);
         }
     }
+    // The name caches and the registry lock and allocate: not inside a signal handler that
+    // interrupted the library's cold code (a start/stop it interrupted is refused earlier).
+    if crate::reentry::busy() {
+        return Err(Status::Reentrant.into());
+    }
     let name = read()?;
     lookup_name_slow(data, token, name, create)
 }
@@ -872,6 +930,10 @@ pub fn finalize() -> Result<Status> {
 }
 
 fn finalize_as(gather: route::Gather) -> Result<Status> {
+    // Disabled (also in a forked child, where a lock may have been held at the fork): no lock.
+    if STATE.compare_exchange(DISABLED, FINALIZED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        return Ok(Status::Ok);
+    }
     let mut guard = session();
     match STATE.load(Ordering::Acquire) {
         UNINIT => return Err(Error::new(Status::NotInitialized, "sp_finalize before sp_setup: nothing to write")),
@@ -882,9 +944,13 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
         FINALIZED => return Ok(Status::AlreadyFinalized),
         _ => {}
     }
+    if !is_setup_process() {
+        in_forked_child();
+        return Ok(Status::Ok);
+    }
     let mut session = guard.take().expect("a running profiler has a session");
     let t0 = Instant::now();
-    let profile = take_local_profile(session.info.clone(), &session.clock);
+    let profile = take_local_profile(session.info.clone(), &session.clock, true);
     write_sample_file(&session.config, &profile);
     let t1 = Instant::now();
     let mpi = session.mpi.take();
@@ -903,7 +969,25 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
     };
     let result = route::write_run(output::RunContext { config: &session.config, facts: &session.facts }, mpi, profile, gather, &mut notes);
     end_flight_recorder(result.is_ok());
+    crate::signals::finished();
     result
+}
+
+/// A forked child of a profiled process records nothing and writes nothing: it holds a copy of
+/// its parent's buffers (and, with the flight recorder, shares its spill mappings), and its
+/// file would replace the parent's. Every call in it is a no-op returning SP_OK, as with
+/// SCOPE_PROFILER_DISABLE; `sp_setup` returns SP_ALREADY_SET_UP; `sp_finalize` and its exit
+/// write nothing. (A child that wants a profile of its own execs: a new process starts fresh.)
+/// Runs in the child right after fork: atomics only.
+extern "C" fn in_forked_child() {
+    crate::spill::forget_in_child();
+    STATE.store(DISABLED, Ordering::SeqCst);
+}
+
+/// Is this the process that set up profiling? (A child made without the atfork handler, by a
+/// raw clone, still holds the running state.)
+fn is_setup_process() -> bool {
+    SETUP_PID.load(Ordering::Acquire) == std::process::id()
 }
 
 /// The flight recorder (spill sink and signal handlers), when requested.
@@ -936,21 +1020,8 @@ fn start_flight_recorder(config: &Config, facts: &RunFacts, info: &RankInfo, clo
         boot_id: crate::spill::boot_id(),
         started: facts.timestamp.clone(),
     };
-    match crate::spill::start(&meta) {
-        Ok(dir) => {
-            // A forked child shares the parent's chunk mappings: it must not record into them.
-            extern "C" fn in_child() {
-                crate::spill::forget_in_child();
-                STATE.store(DISABLED, Ordering::SeqCst);
-            }
-            static ATFORK: std::sync::Once = std::sync::Once::new();
-            // SAFETY: registering a plain extern "C" fn that only stores atomics.
-            ATFORK.call_once(|| unsafe {
-                libc::pthread_atfork(None, None, Some(in_child));
-            });
-            crate::signals::install(&config.file_path, &dir, !multi);
-        }
-        Err(e) => warn::once("spill-start", &format!("flight recorder off: {e}; recording in memory")),
+    if let Err(e) = crate::spill::start(&meta) {
+        warn::once("spill-start", &format!("flight recorder off: {e}; recording in memory"));
     }
 }
 
@@ -973,16 +1044,15 @@ pub fn finalize_inside_mpi_finalize() {
 }
 
 /// Stop every thread's recording and merge what they recorded (the local part of finalize).
-fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> RankProfile {
-    // A termination signal from here on must not start the recovery helper on a run that
-    // finalize is writing (or has written and removed); it only chains.
-    crate::signals::disarm();
+/// `tell_open`: warn about calls still open (after a signal they are expected, and counted).
+fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool) -> RankProfile {
     // Before the threads' data is taken: the sampling handler reads their open calls.
     crate::sampling::stop_for_finalize();
     crate::mpi_calls::stop();
     crate::functions::stop();
     crate::openmp::stop();
     STATE.store(FINALIZED, Ordering::SeqCst);
+    STOPPED_NS.store(clock::monotonic_ns(), Ordering::Release);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);
     let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -1052,7 +1122,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
     let counters = counters::collect(&names, &finished, threads);
     // The instrumented functions open at finalize are its callers: counted, not a missing stop.
     let functions: std::collections::HashSet<&str> = late.functions.iter().filter_map(|&id| names.get(id as usize)).map(String::as_str).collect();
-    for r in regions.iter().filter(|r| r.open_calls > 0 && !functions.contains(r.name.as_str())) {
+    for r in regions.iter().filter(|r| tell_open && r.open_calls > 0 && !functions.contains(r.name.as_str())) {
         warn::always(&format!("region '{}': {} call(s) still open at finalize (not recorded; counted as open_calls)", r.name, r.open_calls));
     }
     info.thread_os_ids = kept.iter().map(|t| t.1).collect();
@@ -1076,7 +1146,26 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
 
 /// A program that set up profiling but never finalized still gets its file.
 extern "C" fn finalize_at_exit() {
-    let _ = std::panic::catch_unwind(|| finalize_unfinished("sp_finalize was not called: writing the profile at exit"));
+    let _ = std::panic::catch_unwind(|| {
+        if !is_setup_process() {
+            return;
+        }
+        // A write after a termination signal is under way: it ends the process when done.
+        if crate::signals::writing_after_signal() {
+            crate::signals::wait_for_signal_write();
+            return;
+        }
+        if !is_running(STATE.load(Ordering::Acquire)) {
+            return;
+        }
+        // exit() from a signal handler the host installed after sp_setup: the interrupted
+        // code may hold a lock the write needs (the allocator's, ours), so the write runs on
+        // the signal watcher, and this thread waits for it, bounded.
+        if crate::signals::exiting_from_host_handler() && crate::signals::write_at_exit_on_watcher() {
+            return;
+        }
+        write_at_exit();
+    });
 }
 
 /// Runs when the library is unloaded (`dlclose`), before the handlers registered with `atexit`
@@ -1085,6 +1174,10 @@ extern "C" fn finalize_at_exit() {
 /// flight recorder are put back to the host's.
 extern "C" fn on_unload() {
     let _ = std::panic::catch_unwind(|| {
+        // A write after a termination signal is under way: let it end (bounded) first.
+        if crate::signals::writing_after_signal() {
+            crate::signals::wait_for_signal_write();
+        }
         finalize_unfinished("the library is being unloaded (dlclose) before sp_finalize: writing the profile now");
         crate::signals::restore();
     });
@@ -1129,5 +1222,73 @@ fn finalize_unfinished(why: &str) {
         if let Err(e) = finalize_as(route::Gather::LocalOnly) {
             warn::always(&format!("writing the profile failed: {e}"));
         }
+    }
+}
+
+/// The write at exit (on the exiting thread, or on the signal watcher).
+fn write_at_exit() {
+    finalize_unfinished("sp_finalize was not called: writing the profile at exit");
+}
+
+/// After a termination signal (on an ordinary thread, see `signals`): stop the threads'
+/// recording and write what they recorded, each MPI rank its own file (no collective). The
+/// file says when the signal came and until when it is complete. Returns the line to print.
+fn write_after_signal(note: &crate::signals::SignalNote) -> String {
+    let mut guard = session();
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_COUNTERS => {}
+        FINALIZED => return format!("{} arrived while the profile was being written (sp_finalize or at exit): that write is complete; ending as the signal asks", note.name),
+        _ => return String::new(),
+    }
+    if !is_setup_process() {
+        return String::new();
+    }
+    let mut session = guard.take().expect("a running profiler has a session");
+    let mpi = session.mpi.take();
+    let target = session.config.file_path.clone();
+    let spill = crate::spill::run_dir();
+    // One line per job, before writing (mpirun and Slurm kill a job soon after the signal).
+    if let Some((0, size)) = route::rank_without_mpi(mpi.as_ref()) {
+        let rank0 = output::rank_file_path(&target, 0);
+        let pattern = rank0.with_file_name(rank0.file_name().unwrap_or_default().to_string_lossy().replace(".rank0.h5", ".rank*.h5"));
+        let mut line = format!(
+            "{}: MPI cannot gather after a signal, so each of the {size} ranks writes its own file ({}, ...); combine them with `scope_profiler_merge -o {} {}`",
+            note.name,
+            rank0.display(),
+            target.display(),
+            pattern.display()
+        );
+        if spill.is_some() {
+            line.push_str(&format!("; a rank killed before it is done leaves its flight-recorder data, and `sptool recover {}` writes the whole job", target.display()));
+        }
+        warn::always(&line);
+    }
+    // The threads go on calling until the process ends: their refused calls are counted, not
+    // warned about, and the calls open at the stop are counted in the file (open_calls).
+    warn::mark_seen(&format!("status:{}", Status::Finalized.code()));
+    let mut profile = take_local_profile(session.info.clone(), &session.clock, false);
+    write_sample_file(&session.config, &profile);
+    let stopped = STOPPED_NS.load(Ordering::Acquire);
+    let refused_before = REFUSED.load(Ordering::Relaxed);
+    let attrs = vec![
+        ("ended_by_signal".to_string(), crate::model::AttrValue::Str(note.name.clone())),
+        ("signal_time_ns".to_string(), crate::model::AttrValue::Int(note.time_ns)),
+        ("complete_until_ns".to_string(), crate::model::AttrValue::Int(stopped)),
+    ];
+    profile.info.extra.extend(attrs.iter().cloned());
+    let run = output::RunContext { config: &session.config, facts: &session.facts };
+    let result = route::write_after_signal(run, mpi, profile, attrs);
+    end_flight_recorder(result.is_ok());
+    let after_ms = (stopped - note.time_ns) as f64 / 1e6;
+    let refused = REFUSED.load(Ordering::Relaxed).max(refused_before);
+    match result {
+        Ok(route::SignalWrite::Single(path)) => format!(
+            "{}: profile written to {}; it holds every call completed up to {after_ms:.1} ms after the signal (complete_until_ns), {refused} start/stop call(s) after that were not recorded",
+            note.name,
+            path.display()
+        ),
+        // Rank 0 said it for the job; a rank whose write failed says so itself (below).
+        Ok(route::SignalWrite::Rank { .. }) => String::new(),
+        Err(e) => format!("{}: the profile was NOT written: {e}", note.name),
     }
 }

@@ -50,6 +50,25 @@ impl CallSeq {
         v
     }
 
+    /// Owner thread, on entering a call, unless it is inside one already (a signal handler
+    /// interrupted it): then None, and nothing changed.
+    #[inline(always)]
+    pub fn try_enter(&self) -> Option<u64> {
+        let v = self.0.load(Ordering::Relaxed);
+        if v & 1 != 0 {
+            return None;
+        }
+        self.0.store(v + 1, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        Some(v + 1)
+    }
+
+    /// Owner thread: is it inside a call? (A signal handler asks on the thread it interrupted.)
+    #[inline]
+    pub fn in_call(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & 1 != 0
+    }
+
     /// Owner thread, on leaving a call: publishes everything the call wrote.
     #[inline(always)]
     pub fn leave(&self, entered: u64) {

@@ -1,6 +1,6 @@
 //! Recovery: what a killed run left in its spill directories (one per process: every thread
 //! of every rank that reached the shared file system) becomes the normal profile file, with a
-//! `recovered` note in its metadata. Used by `sptool recover` and by the signal helper.
+//! `recovered` note in its metadata. Used by `sptool recover`.
 //!
 //! Each run directory is read by `read_run` (below: the one reader of the spill format, whose
 //! writer is the sink in `spill.rs`) into the profile of its process (logs over the spill

@@ -2,10 +2,11 @@
 //! file, or one file per rank when the ranks cannot meet (`output`), as the run's MPI
 //! situation allows. Above both: neither calls back into here.
 
-use crate::model::RankProfile;
+use crate::model::{AttrValue, RankProfile};
 use crate::mpi_comm::{self, MpiContext};
 use crate::output::{RunContext, write_rank_file, write_single};
 use crate::status::{Result, Status};
+use std::path::PathBuf;
 
 /// Whether finalize may talk to the other ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,5 +68,49 @@ fn write_local(run: RunContext<'_>, profile: RankProfile, why: &str) -> Result<S
     match mpi_comm::launcher_rank() {
         Some((rank, size)) => write_rank_file(run, rank, size, profile, why).map(|_| Status::Ok),
         None => write_single(run, profile),
+    }
+}
+
+/// Where the write after a termination signal went.
+#[derive(Debug)]
+pub enum SignalWrite {
+    /// One process: its profile.
+    Single(PathBuf),
+    /// One rank of several: its own file, to be merged with the others'.
+    Rank { rank: i64, size: i64, path: PathBuf },
+}
+
+/// This process's world rank and size, if it is one of several, without calling MPI (after a
+/// signal MPI may be in use by the interrupted thread): from the communicator's setup, else
+/// the launcher's environment.
+pub fn rank_without_mpi(mpi: Option<&MpiContext>) -> Option<(i64, i64)> {
+    let launcher = mpi_comm::launcher_rank();
+    let found = match mpi {
+        Some(c) => Some((c.world_rank as i64, launcher.map_or(c.size as i64, |(_, s)| s))),
+        None => launcher,
+    };
+    found.filter(|&(_, size)| size > 1)
+}
+
+/// After a termination signal no collective is possible (the other ranks are ending too, and
+/// the interrupted thread may be inside MPI): no MPI call at all, one file per process, each
+/// rank its own `<stem>.rank<N>.h5` without a message (the caller says it once per job).
+/// `extra` joins the `metadata/` attributes.
+pub fn write_after_signal(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, extra: Vec<(String, AttrValue)>) -> Result<SignalWrite> {
+    let rank = rank_without_mpi(mpi.as_ref());
+    // Freeing the communicator would be an MPI call.
+    std::mem::forget(mpi);
+    match rank {
+        Some((rank, size)) => {
+            let mut meta = crate::metadata::run_metadata(run.config, run.facts, size, 1);
+            meta.extend(extra);
+            let w = crate::output::write_rank_file_with(run, rank, profile, None, meta)?;
+            Ok(SignalWrite::Rank { rank, size, path: w.path })
+        }
+        None => {
+            let mut meta = crate::metadata::run_metadata(run.config, run.facts, 1, 1);
+            meta.extend(extra);
+            crate::output::write_single_at(run, profile, meta).map(|w| SignalWrite::Single(w.path))
+        }
     }
 }

@@ -1,244 +1,458 @@
-//! Termination signals with the flight recorder on: the profile is written, then the process
-//! ends as it would have without us.
+//! Termination signals: the profile is written, then the process ends as the signal would have
+//! ended it without us. On by default, with or without the flight recorder; nothing on the
+//! start/stop path.
 //!
-//! Installed at `sp_setup` (not in a constructor, so runtimes that install theirs at program
-//! start or at `MPI_Init` do not overwrite ours; ours chains to theirs). The handler runs no
-//! HDF5 and allocates nothing: every call is already in the spill file's page cache with its
-//! fill count, so it only starts the recovery helper (`scope_profiler_recover`, installed with
-//! the library, see `find_helper`) with `fork` (a raw `clone`, so no atfork handler runs) and `execve` on argv and
-//! envp prepared at setup (the environment as it was then, without LD_PRELOAD and launcher
-//! variables, as for the LIKWID helper), with no signal blocked, waits for it with `waitpid(WNOHANG)` and `nanosleep` up to a bounded
-//! time, and then chains: the host's handler runs if it had one; else the default action is
-//! restored and the signal re-raised, so the exit status stays 128+N. No thread is created.
+//! **Which signals.** `SCOPE_PROFILER_SIGNALS` unset: SIGTERM and SIGINT, and SIGHUP, SIGUSR1,
+//! SIGUSR2 and SIGXCPU where the host leaves them at their default action (which ends the
+//! process: batch systems send them as warnings, e.g. Slurm's `--signal=USR1@120`; a host that
+//! handles one itself uses it for its own purpose and keeps it). A list (`TERM,INT,USR1`, with
+//! `default` for the set above) handles exactly those, host handler or not; `none` handles
+//! none. A signal the host ignores (SIG_IGN) is never touched: it stays ignored.
 //!
-//! Under MPI (a rank from the launcher) the helper is not started: the rank's spill directory
-//! stays, and `sptool recover` combines the ranks afterwards. Once finalize begins (`disarm`),
-//! a signal only chains: finalize writes the profile, or, if it is cut short, leaves the spill
-//! directory for `sptool recover`.
+//! **How.** Installed at the end of `sp_setup` (not in a constructor, so runtimes that install
+//! theirs at program start or in `MPI_Init` come first, and we chain to them). The handler is
+//! async-signal-safe: it notes the signal, its time (CLOCK_MONOTONIC), the thread and the
+//! `siginfo_t` in static atomics, wakes the watcher thread with a futex and returns: it
+//! allocates nothing, takes no lock, and the interrupted thread goes on (so it leaves any call
+//! it was in, and any lock it held). The watcher, a thread created at setup with every signal
+//! blocked and asleep in `futex(2)` until then, starts the normal finalize on an ordinary thread
+//! (`Hooks::write`: no collective, each MPI rank writes its own file) and waits for it up to
+//! `SCOPE_PROFILER_SIGNAL_TIMEOUT` (a second signal shortens that to one second). Then the
+//! process ends as the signal would have: the host's actions are put back and the signal is
+//! sent again, with its original `siginfo_t`, to the thread it first hit
+//! (`rt_tgsigqueueinfo`), so a host handler (plain or SA_SIGINFO) runs there with its own
+//! mask and flags and decides, and without one the default action ends the process with status
+//! 128+N (and a core where the signal makes one).
+//!
+//! The watcher is created through libc's own `pthread_create` (found with `dlopen` of libc),
+//! so wrappers that count the host's threads to pin them (likwid-pin) do not see it; it is
+//! visible in `/proc/<pid>/task` and debuggers as `sp-signals`. It ends at `sp_finalize`, which
+//! also puts the host's signal actions back; `SCOPE_PROFILER_SIGNALS=none` creates neither.
+//!
+//! **Other cases.** A signal during `sp_finalize` (or the write at exit) waits for that write
+//! (no second one), then ends the process. A forked child inherits the handler but not the
+//! watcher: there the handler runs the host's action alone. A handler the host installs after
+//! `sp_setup` replaces ours: the host's handler decides; if it calls `exit()`, the write at
+//! exit runs on the watcher while the exiting thread waits (bounded), since the handler may have
+//! interrupted a thread that holds a lock the write needs.
 
-use std::ffi::{CString, c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-/// `SCOPE_PROFILER_SIGNALS`: `none`, or a comma list of TERM, INT, HUP, USR1, USR2, QUIT.
+/// `SCOPE_PROFILER_SIGNALS`: `none`, `default`, or a comma list of signal names.
 pub const ENV_SIGNALS: &str = "SCOPE_PROFILER_SIGNALS";
-/// `SCOPE_PROFILER_SIGNAL_TIMEOUT`: seconds to wait for the helper (default 5).
+/// `SCOPE_PROFILER_SIGNAL_TIMEOUT`: seconds the write after a signal may take (default 20).
 pub const ENV_TIMEOUT: &str = "SCOPE_PROFILER_SIGNAL_TIMEOUT";
-/// `SCOPE_PROFILER_RECOVER_HELPER`: path of the helper (default: found as the LIKWID helper is).
-pub const ENV_HELPER: &str = "SCOPE_PROFILER_RECOVER_HELPER";
-pub const HELPER_NAME: &str = "scope_profiler_recover";
+const DEFAULT_TIMEOUT_S: f64 = 20.0;
+/// What a second signal leaves the write.
+const SECOND_SIGNAL_GRACE: Duration = Duration::from_secs(1);
 
 const MAX_SIG: usize = 65;
 
-struct Prepared {
-    path: CString,
-    _args: Vec<CString>,
-    argv: Vec<*const c_char>,
-    _env: Vec<CString>,
-    envp: Vec<*const c_char>,
-    timeout_ms: u64,
+/// The signals the names of `SCOPE_PROFILER_SIGNALS` stand for.
+const NAMES: [(&str, c_int); 9] = [
+    ("TERM", libc::SIGTERM),
+    ("INT", libc::SIGINT),
+    ("HUP", libc::SIGHUP),
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("XCPU", libc::SIGXCPU),
+    ("QUIT", libc::SIGQUIT),
+    ("ALRM", libc::SIGALRM),
+    ("VTALRM", libc::SIGVTALRM),
+];
+
+/// Handled whatever the host does with them (chained to its handler).
+const ALWAYS: [c_int; 2] = [libc::SIGTERM, libc::SIGINT];
+/// Handled by default only where the host leaves them at their default action.
+const IF_DEFAULT: [c_int; 4] = [libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGXCPU];
+
+/// "SIGTERM" for 15, "signal 40" for others.
+pub fn signal_name(sig: c_int) -> String {
+    NAMES.iter().find(|(_, s)| *s == sig).map(|(n, _)| format!("SIG{n}")).unwrap_or_else(|| format!("signal {sig}"))
 }
 
-static PREPARED: AtomicPtr<Prepared> = AtomicPtr::new(std::ptr::null_mut());
-static HANDLING: AtomicBool = AtomicBool::new(false);
-/// The host's action per signal, saved before ours was installed (written at setup only).
-static mut OLD: [Option<libc::sigaction>; MAX_SIG] = [None; MAX_SIG];
+/// The signals to handle: each with whether it is handled even when the host has a handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan(pub Vec<(c_int, bool)>);
 
-/// Parse the signal list; `Err` names what was not understood.
-pub fn parse(spec: &str) -> Result<Vec<c_int>, String> {
+impl Plan {
+    pub fn default_set() -> Plan {
+        Plan(ALWAYS.iter().map(|&s| (s, true)).chain(IF_DEFAULT.iter().map(|&s| (s, false))).collect())
+    }
+}
+
+/// Parse `SCOPE_PROFILER_SIGNALS`; `Err` names what was not understood.
+pub fn parse(spec: &str) -> Result<Plan, String> {
     let spec = spec.trim();
-    if spec.eq_ignore_ascii_case("none") || spec.is_empty() || spec == "0" {
-        return Ok(Vec::new());
+    if spec.eq_ignore_ascii_case("none") || spec == "0" {
+        return Ok(Plan(Vec::new()));
     }
-    spec.split(',')
-        .map(|s| {
-            let s = s.trim().to_ascii_uppercase();
-            match s.strip_prefix("SIG").unwrap_or(&s) {
-                "TERM" => Ok(libc::SIGTERM),
-                "INT" => Ok(libc::SIGINT),
-                "HUP" => Ok(libc::SIGHUP),
-                "USR1" => Ok(libc::SIGUSR1),
-                "USR2" => Ok(libc::SIGUSR2),
-                "QUIT" => Ok(libc::SIGQUIT),
-                other => Err(other.to_string()),
-            }
-        })
-        .collect()
-}
-
-fn helper_path() -> Result<std::path::PathBuf, String> {
-    if let Some(p) = std::env::var_os(ENV_HELPER).filter(|p| !p.is_empty()) {
-        return Ok(p.into());
+    if spec.is_empty() {
+        return Ok(Plan::default_set());
     }
-    // Where the library's helpers are (next to it, or installed in <libdir>/scope_profiler/);
-    // from a test binary in target/<profile>/deps, one level up.
-    crate::likwid::helper_spawn::find_helper(HELPER_NAME).or_else(|e| {
-        let obj = crate::likwid::helper_spawn::our_object_path();
-        let up = obj.as_deref().and_then(|o| o.parent()?.parent()).map(|d| d.join(HELPER_NAME));
-        up.filter(|p| p.is_file()).ok_or(e)
-    })
-}
-
-/// Default of `SCOPE_PROFILER_SIGNAL_TIMEOUT`, in seconds.
-pub const DEFAULT_TIMEOUT_S: f64 = 5.0;
-
-/// `SCOPE_PROFILER_SIGNAL_TIMEOUT` in seconds: a number of seconds (0 or more, at most a day),
-/// else the default, with a warning naming both.
-fn helper_timeout() -> f64 {
-    let Some(v) = std::env::var_os(ENV_TIMEOUT) else { return DEFAULT_TIMEOUT_S };
-    let text = v.to_string_lossy();
-    match text.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => s,
-        _ => {
-            crate::warn::once(
-                "env:signal-timeout",
-                &format!("ignoring {ENV_TIMEOUT}={text:?}: not a number of seconds (0 to 86400); using the default of {DEFAULT_TIMEOUT_S} s"),
-            );
-            DEFAULT_TIMEOUT_S
-        }
-    }
-}
-
-/// The helper must be a program this process can start: checked at setup, so that a wrong
-/// `SCOPE_PROFILER_RECOVER_HELPER` is said then, not discovered at the signal.
-fn check_helper(path: std::path::PathBuf) -> Result<std::path::PathBuf, String> {
-    let executable = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        // SAFETY: access(2) on a NUL-terminated path.
-        .is_ok_and(|c| unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0);
-    if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) && executable {
-        return Ok(path);
-    }
-    let from = if std::env::var_os(ENV_HELPER).is_some_and(|p| !p.is_empty()) { format!(" ({ENV_HELPER})") } else { String::new() };
-    Err(format!("the recovery helper {}{from} is not an executable file", path.display()))
-}
-
-/// Install the handlers (called at setup once the spill is running). `run_dir` is this
-/// process's spill directory; `target` the profile to write; `helper` false under MPI.
-pub fn install(target: &Path, run_dir: &Path, helper: bool) {
-    let sigs = match std::env::var(ENV_SIGNALS) {
-        Err(_) => vec![libc::SIGTERM, libc::SIGINT],
-        Ok(v) => parse(&v).unwrap_or_else(|bad| {
-            crate::warn::once("env:signals", &format!("ignoring {ENV_SIGNALS}={v:?}: {bad} is not one of TERM, INT, HUP, USR1, USR2, QUIT, none"));
-            vec![libc::SIGTERM, libc::SIGINT]
-        }),
-    };
-    if sigs.is_empty() {
-        return;
-    }
-    if helper && PREPARED.load(Ordering::Acquire).is_null() {
-        let timeout_s = helper_timeout();
-        match helper_path().and_then(check_helper) {
-            Ok(path) => {
-                let args: Vec<CString> = [path.as_os_str(), "--signal".as_ref(), run_dir.as_os_str(), target.as_os_str()]
-                    .iter()
-                    .filter_map(|a| CString::new(a.as_encoded_bytes()).ok())
-                    .collect();
-                let mut argv: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
-                argv.push(std::ptr::null());
-                let env = crate::likwid::helper_spawn::child_env();
-                let mut envp: Vec<*const c_char> = env.iter().map(|a| a.as_ptr()).collect();
-                envp.push(std::ptr::null());
-                if let Ok(path) = CString::new(path.as_os_str().as_encoded_bytes()) {
-                    let p = Box::new(Prepared { path, _args: args, argv, _env: env, envp, timeout_ms: (timeout_s.max(0.0) * 1000.0) as u64 });
-                    PREPARED.store(Box::into_raw(p), Ordering::Release);
+    let mut out: Vec<(c_int, bool)> = Vec::new();
+    for s in spec.split(',') {
+        let s = s.trim().to_ascii_uppercase();
+        if s == "DEFAULT" {
+            for (sig, always) in Plan::default_set().0 {
+                if !out.iter().any(|(o, _)| *o == sig) {
+                    out.push((sig, always));
                 }
             }
-            Err(e) => crate::warn::once(
-                "signals-helper",
-                &format!("{e}; set {ENV_HELPER}: a caught signal leaves the spill data for `sptool recover`"),
-            ),
+            continue;
+        }
+        let name = s.strip_prefix("SIG").unwrap_or(&s);
+        let sig = NAMES.iter().find(|(n, _)| *n == name).map(|(_, sig)| *sig).ok_or_else(|| s.to_string())?;
+        match out.iter_mut().find(|(o, _)| *o == sig) {
+            Some(e) => e.1 = true,
+            None => out.push((sig, true)),
         }
     }
-    for sig in sigs {
-        // SAFETY: querying and setting signal actions; OLD is written before our handler can run.
+    Ok(Plan(out))
+}
+
+/// The plan from the environment (warning once about a setting not understood).
+pub fn plan_from_env() -> Plan {
+    match std::env::var(ENV_SIGNALS) {
+        Err(_) => Plan::default_set(),
+        Ok(v) => parse(&v).unwrap_or_else(|bad| {
+            let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+            crate::warn::once(
+                "env:signals",
+                &format!("ignoring {ENV_SIGNALS}={v:?}: {bad} is not one of {}, default, none", names.join(", ")),
+            );
+            Plan::default_set()
+        }),
+    }
+}
+
+/// What the write after a signal is told.
+#[derive(Debug, Clone)]
+pub struct SignalNote {
+    pub signo: c_int,
+    pub name: String,
+    /// CLOCK_MONOTONIC ns when the handler ran.
+    pub time_ns: i64,
+}
+
+/// What the profiler does for us (it sits above this module: handed over at install).
+#[derive(Clone, Copy)]
+pub struct Hooks {
+    /// Write the profile after a signal, on an ordinary thread. Returns the line to print
+    /// (empty: nothing to say).
+    pub write: fn(&SignalNote) -> String,
+    /// The write at exit, run on the watcher when `exit()` is called from a signal handler.
+    pub at_exit: fn(),
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+/// The message if the write does not finish in time (prepared at setup: paths known then).
+static LATE: OnceLock<String> = OnceLock::new();
+
+// Stages.
+const OFF: u32 = 0;
+const ARMED: u32 = 1;
+const WRITING: u32 = 2;
+const ENDING: u32 = 3;
+
+static STAGE: AtomicU32 = AtomicU32::new(OFF);
+/// The process that installed the handlers (a forked child inherits them, not the watcher).
+static PID: AtomicI32 = AtomicI32::new(0);
+/// Signals we installed our handler for (`bit`).
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+/// The first signal: number, time, thread; further ones while writing are counted.
+static SIGNO: AtomicI32 = AtomicI32::new(0);
+static SIG_TIME: AtomicI64 = AtomicI64::new(0);
+static SIG_TID: AtomicI32 = AtomicI32::new(0);
+static SECOND: AtomicU32 = AtomicU32::new(0);
+/// The first signal's `siginfo_t`, written by the handler that won ARMED -> WRITING, read by
+/// the watcher after the wake-up (which orders the two).
+static mut INFO: std::mem::MaybeUninit<libc::siginfo_t> = std::mem::MaybeUninit::zeroed();
+/// The host's action per signal, saved before ours was installed (written at install only).
+static mut OLD: [Option<libc::sigaction>; MAX_SIG] = [None; MAX_SIG];
+
+/// The watcher's futex word: commands as bits.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+const CMD_SIGNAL: u32 = 1;
+const CMD_QUIT: u32 = 2;
+const CMD_EXIT_WRITE: u32 = 4;
+/// Counts finished writes (signal or at-exit) for their waiters (a futex word too).
+static DONE: AtomicU32 = AtomicU32::new(0);
+static WATCHER_UP: AtomicU32 = AtomicU32::new(0);
+
+fn futex_wait(word: &AtomicU32, val: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|d| libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long });
+    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: a futex wait on our own word; returns on a wake, a changed value, a timeout or EINTR.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, val, tsp, 0usize, 0u32) };
+}
+
+/// Async-signal-safe (one system call).
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: a futex wake on our own word.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX, 0usize, 0usize, 0u32) };
+}
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: async-signal-safe (vDSO or system call).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+fn gettid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Signal `sig` (1..=64) in a mask.
+fn bit(sig: c_int) -> u64 {
+    if (1..=64).contains(&sig) { 1u64 << (sig - 1) } else { 0 }
+}
+
+fn old_action(sig: c_int) -> Option<libc::sigaction> {
+    // SAFETY: OLD is written at install only, before the handler for `sig` exists.
+    if (sig as usize) < MAX_SIG { unsafe { (*std::ptr::addr_of!(OLD))[sig as usize] } } else { None }
+}
+
+fn is_handler(a: &libc::sigaction) -> bool {
+    a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN
+}
+
+/// `SCOPE_PROFILER_SIGNAL_TIMEOUT`: a number of seconds (0 to a day), else the default, with a
+/// warning (once, at setup) naming both.
+fn timeout() -> Duration {
+    let s = match std::env::var_os(ENV_TIMEOUT) {
+        None => DEFAULT_TIMEOUT_S,
+        Some(v) => {
+            let text = v.to_string_lossy();
+            match text.trim().parse::<f64>() {
+                Ok(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => s,
+                _ => {
+                    crate::warn::once(
+                        "env:signal-timeout",
+                        &format!("ignoring {ENV_TIMEOUT}={text:?}: not a number of seconds (0 to 86400); using the default of {DEFAULT_TIMEOUT_S} s"),
+                    );
+                    DEFAULT_TIMEOUT_S
+                }
+            }
+        }
+    };
+    Duration::from_secs_f64(s)
+}
+
+/// Install the handlers and start the watcher (end of `sp_setup`). `target` is the profile,
+/// `spill_dir` the flight recorder's run directory if it is on (both for the message when the
+/// write does not finish in time).
+pub fn install(hooks: Hooks, target: &Path, spill_dir: Option<&Path>) {
+    let plan = plan_from_env();
+    // A wrong timeout is said now, not discovered at the signal.
+    let _ = timeout();
+    if plan.0.is_empty() || STAGE.load(Ordering::Acquire) != OFF || HOOKS.get().is_some() {
+        return;
+    }
+    // Which of them to take: ignored ones never; optional ones only at their default action.
+    let mut take = Vec::new();
+    for &(sig, always) in &plan.0 {
+        // SAFETY: querying a signal action.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 || old.sa_sigaction == libc::SIG_IGN {
+            continue;
+        }
+        if old.sa_sigaction == on_signal as *const () as usize || (!always && old.sa_sigaction != libc::SIG_DFL) {
+            continue;
+        }
+        take.push((sig, old));
+    }
+    if take.is_empty() {
+        return;
+    }
+    let _ = HOOKS.set(hooks);
+    let late = match spill_dir {
+        Some(dir) => format!(
+            "the flight recorder's data stays in {}: `sptool recover {}` writes the profile",
+            dir.display(),
+            target.display()
+        ),
+        None => format!("{} was not written (the flight recorder, SCOPE_PROFILER_SPILL=1, keeps the calls of a run cut short)", target.display()),
+    };
+    let _ = LATE.set(late);
+    if let Err(e) = start_watcher() {
+        crate::warn::once("signals-watcher", &format!("cannot start the signal watcher thread ({e}): a termination signal ends the run without writing the profile"));
+        return;
+    }
+    PID.store(std::process::id() as i32, Ordering::Release);
+    STAGE.store(ARMED, Ordering::Release);
+    for (sig, old) in take {
+        // SAFETY: OLD[sig] is written before our handler for `sig` is installed.
+        unsafe { (*std::ptr::addr_of_mut!(OLD))[sig as usize] = Some(old) };
+        // SAFETY: installing a handler; its mask and restart behaviour are the host's.
         unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction == libc::SIG_IGN {
-                continue; // the host ignores it: so do we
-            }
-            if old.sa_sigaction == on_signal as *const () as usize {
-                continue;
-            }
-            OLD[sig as usize] = Some(old);
             let mut new: libc::sigaction = std::mem::zeroed();
             new.sa_sigaction = on_signal as *const () as usize;
-            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut new.sa_mask);
-            libc::sigaction(sig, &new, std::ptr::null_mut());
+            let keep = if is_handler(&old) { old.sa_flags & (libc::SA_RESTART | libc::SA_ONSTACK) } else { libc::SA_RESTART };
+            new.sa_flags = libc::SA_SIGINFO | keep;
+            new.sa_mask = if is_handler(&old) { old.sa_mask } else { std::mem::zeroed() };
+            if !is_handler(&old) {
+                libc::sigemptyset(&mut new.sa_mask);
+            }
+            if libc::sigaction(sig, &new, std::ptr::null_mut()) == 0 {
+                HANDLED.fetch_or(bit(sig), Ordering::AcqRel);
+            }
         }
     }
 }
 
-/// Put the host's actions back where ours is installed (the library is being unloaded:
-/// nothing may point into it afterwards).
-pub fn restore() {
-    HANDLING.store(true, Ordering::Release);
-    for sig in 1..MAX_SIG {
-        // SAFETY: reading OLD (written at setup only) and setting signal actions.
+/// Put the host's actions back where ours is still installed.
+fn restore_host_actions() {
+    let handled = HANDLED.swap(0, Ordering::AcqRel);
+    for sig in 1..MAX_SIG as c_int {
+        if handled & bit(sig) == 0 {
+            continue;
+        }
+        let Some(old) = old_action(sig) else { continue };
+        // SAFETY: querying and setting signal actions.
         unsafe {
-            let Some(old) = (*std::ptr::addr_of!(OLD))[sig] else { continue };
-            let mut current: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig as c_int, std::ptr::null(), &mut current) == 0 && current.sa_sigaction == on_signal as *const () as usize {
-                libc::sigaction(sig as c_int, &old, std::ptr::null_mut());
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == on_signal as *const () as usize {
+                libc::sigaction(sig, &old, std::ptr::null_mut());
             }
         }
     }
 }
 
-/// From now on a signal only chains (finalize has begun: it writes the profile itself).
-pub fn disarm() {
-    HANDLING.store(true, Ordering::Release);
+/// Finalize wrote the profile (sp_finalize, MPI_Finalize or at exit): the host's actions go
+/// back and the watcher ends. During a write after a signal this does nothing: the watcher
+/// ends the process when the write is done.
+pub fn finished() {
+    if STAGE.compare_exchange(ARMED, OFF, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        restore_host_actions();
+        WAKE.fetch_or(CMD_QUIT, Ordering::AcqRel);
+        futex_wake(&WAKE);
+    }
 }
 
-/// Start the helper and wait for it, with async-signal-safe calls only.
-unsafe fn run_helper(p: &Prepared) {
-    // SAFETY: raw clone = fork without atfork handlers; the child only calls execve/_exit.
+/// The library is being unloaded (`dlclose`): nothing may point into it afterwards. The
+/// host's actions go back and the watcher is told to end (as [`finished`], whatever the stage).
+pub fn restore() {
+    STAGE.store(OFF, Ordering::Release);
+    restore_host_actions();
+    WAKE.fetch_or(CMD_QUIT, Ordering::AcqRel);
+    futex_wake(&WAKE);
+}
+
+/// Is a write after a signal under way (the process ends when it is done)?
+pub fn writing_after_signal() -> bool {
+    STAGE.load(Ordering::Acquire) == WRITING && PID.load(Ordering::Acquire) == std::process::id() as i32
+}
+
+/// Wait (bounded by the timeout) until the write after a signal is done: an exit meanwhile
+/// must not end the process under it.
+pub fn wait_for_signal_write() {
+    let deadline = Instant::now() + timeout();
+    while writing_after_signal() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Is the calling thread (probably) inside a handler of one of our signals that the host
+/// installed after `sp_setup`? During a handler its signal is blocked (unless SA_NODEFER).
+pub fn exiting_from_host_handler() -> bool {
+    let handled_once = HOOKS.get().is_some() && PID.load(Ordering::Acquire) == std::process::id() as i32;
+    if !handled_once || WATCHER_UP.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    // SAFETY: querying this thread's mask and the signal actions.
     unsafe {
-        let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) as libc::pid_t;
-        if pid == 0 {
-            // The handler runs with the signal blocked: the helper starts with none blocked.
-            let none: libc::sigset_t = std::mem::zeroed();
-            libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &none as *const libc::sigset_t, std::ptr::null_mut::<libc::sigset_t>(), 8usize);
-            libc::execve(p.path.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
-            libc::_exit(127);
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) != 0 {
+            return false;
         }
-        if pid < 0 {
-            const MSG: &[u8] = b"[scope_profiler] could not start scope_profiler_recover at the signal: the spill data is kept, run `sptool recover <profile>`\n";
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            return;
-        }
-        let step = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
-        let mut waited = 0u64;
-        loop {
-            let mut status = 0;
-            let r = libc::waitpid(pid, &mut status, libc::WNOHANG);
-            if r == pid || (r < 0 && *libc::__errno_location() != libc::EINTR) {
-                return;
-            }
-            if waited >= p.timeout_ms {
-                return; // leave it running: it may still finish before we are killed
-            }
-            libc::nanosleep(&step, std::ptr::null_mut());
-            waited += 5;
-        }
+        (1..MAX_SIG as c_int).filter(|&s| old_action(s).is_some()).any(|sig| {
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            libc::sigismember(&mask, sig) == 1
+                && libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
+                && is_handler(&cur)
+                && cur.sa_sigaction != on_signal as *const () as usize
+        })
     }
 }
+
+/// Run the write at exit on the watcher and wait for it, up to the timeout. False if the
+/// watcher is not there (the caller writes itself).
+pub fn write_at_exit_on_watcher() -> bool {
+    if WATCHER_UP.load(Ordering::Acquire) == 0 || STAGE.load(Ordering::Acquire) != ARMED {
+        return false;
+    }
+    let seen = DONE.load(Ordering::Acquire);
+    WAKE.fetch_or(CMD_EXIT_WRITE, Ordering::AcqRel);
+    futex_wake(&WAKE);
+    let deadline = Instant::now() + timeout();
+    while DONE.load(Ordering::Acquire) == seen {
+        let now = Instant::now();
+        if now >= deadline {
+            crate::warn::always("the write at exit did not finish in time: exiting without it");
+            break;
+        }
+        futex_wait(&DONE, seen, Some(deadline - now));
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------
+// The handler: async-signal-safe only.
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    // SAFETY: errno location and the handler's own statics; see the module comment.
+    // SAFETY: errno of this thread; getpid and the rest are async-signal-safe.
     unsafe {
         let errno = *libc::__errno_location();
-        if !HANDLING.swap(true, Ordering::AcqRel) {
-            let p = PREPARED.load(Ordering::Acquire);
-            if !p.is_null() {
-                run_helper(&*p);
-            }
-        }
-        let old = if (sig as usize) < MAX_SIG { (*std::ptr::addr_of!(OLD))[sig as usize] } else { None };
-        match old {
-            // (A host that ignored the signal kept it: `install` leaves ignored signals alone.)
-            Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
+        let ours = libc::getpid() == PID.load(Ordering::Acquire);
+        let mut stage = STAGE.load(Ordering::Acquire);
+        if ours && stage == ARMED {
+            if STAGE.compare_exchange(ARMED, WRITING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                SIGNO.store(sig, Ordering::Relaxed);
+                SIG_TIME.store(monotonic_ns(), Ordering::Relaxed);
+                SIG_TID.store(gettid(), Ordering::Relaxed);
+                if !info.is_null() {
+                    std::ptr::copy_nonoverlapping(info, (*std::ptr::addr_of_mut!(INFO)).as_mut_ptr(), 1);
+                }
+                WAKE.fetch_or(CMD_SIGNAL, Ordering::Release);
+                futex_wake(&WAKE);
                 *libc::__errno_location() = errno;
+                return;
+            }
+            stage = STAGE.load(Ordering::Acquire);
+        }
+        if ours && stage == WRITING {
+            SECOND.fetch_add(1, Ordering::AcqRel);
+            WAKE.fetch_or(CMD_SIGNAL, Ordering::Release);
+            futex_wake(&WAKE);
+        } else {
+            // Not ours to handle (a forked child; after the write): what the host would do.
+            chain(sig, info, ctx);
+        }
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// The host's action for `sig`, as the kernel would have run it.
+unsafe fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: signal-safe calls only.
+    unsafe {
+        match old_action(sig) {
+            Some(old) if old.sa_sigaction == libc::SIG_IGN => {}
+            Some(old) if is_handler(&old) => {
+                if old.sa_flags & libc::SA_RESETHAND != 0 {
+                    let mut dfl: libc::sigaction = std::mem::zeroed();
+                    dfl.sa_sigaction = libc::SIG_DFL;
+                    libc::sigaction(sig, &dfl, std::ptr::null_mut());
+                }
+                let mut prev: libc::sigset_t = std::mem::zeroed();
+                libc::pthread_sigmask(libc::SIG_BLOCK, &old.sa_mask, &mut prev);
                 if old.sa_flags & libc::SA_SIGINFO != 0 {
                     let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = std::mem::transmute(old.sa_sigaction);
                     f(sig, info, ctx);
@@ -246,11 +460,11 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
                     let f: extern "C" fn(c_int) = std::mem::transmute(old.sa_sigaction);
                     f(sig);
                 }
+                libc::pthread_sigmask(libc::SIG_SETMASK, &prev, std::ptr::null_mut());
             }
             _ => {
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigemptyset(&mut dfl.sa_mask);
                 libc::sigaction(sig, &dfl, std::ptr::null_mut());
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);
@@ -259,16 +473,190 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
                 libc::raise(sig);
             }
         }
-        *libc::__errno_location() = errno;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The watcher.
+
+type PthreadCreate = unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int;
+
+/// libc's own pthread_create, not a wrapper preloaded in front of it.
+fn libc_pthread_create() -> PthreadCreate {
+    // SAFETY: dlopen of the already loaded libc (NOLOAD), dlsym of a known function.
+    unsafe {
+        for name in [c"libc.so.6", c"libpthread.so.0"] {
+            let h = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                continue;
+            }
+            let f = libc::dlsym(h, c"pthread_create".as_ptr());
+            libc::dlclose(h);
+            if !f.is_null() {
+                return std::mem::transmute::<*mut c_void, PthreadCreate>(f);
+            }
+        }
+        std::mem::transmute::<*const (), PthreadCreate>(libc::pthread_create as *const ())
+    }
+}
+
+fn start_watcher() -> Result<(), String> {
+    let create = libc_pthread_create();
+    // SAFETY: creating a detached thread with every signal blocked (it inherits this mask).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut prev: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut prev);
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut t: libc::pthread_t = 0;
+        let rc = create(&mut t, &attr, watcher_main, std::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &prev, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc).to_string());
+        }
+        libc::pthread_setname_np(t, c"sp-signals".as_ptr());
+    }
+    WATCHER_UP.store(1, Ordering::Release);
+    Ok(())
+}
+
+extern "C" fn watcher_main(_: *mut c_void) -> *mut c_void {
+    let _ = std::panic::catch_unwind(watch);
+    WATCHER_UP.store(0, Ordering::Release);
+    std::ptr::null_mut()
+}
+
+fn watch() {
+    loop {
+        let cmd = WAKE.swap(0, Ordering::AcqRel);
+        if cmd == 0 {
+            futex_wait(&WAKE, 0, None);
+            continue;
+        }
+        if cmd & CMD_EXIT_WRITE != 0 {
+            if let Some(h) = HOOKS.get() {
+                (h.at_exit)();
+            }
+            DONE.fetch_add(1, Ordering::AcqRel);
+            futex_wake(&DONE);
+        }
+        if cmd & CMD_SIGNAL != 0 && STAGE.load(Ordering::Acquire) == WRITING {
+            after_signal();
+            return;
+        }
+        if cmd & CMD_QUIT != 0 || STAGE.load(Ordering::Acquire) == OFF {
+            return;
+        }
+    }
+}
+
+/// The first signal arrived: write, wait for it (bounded), end the process as the signal would.
+fn after_signal() {
+    let sig = SIGNO.load(Ordering::Acquire);
+    let note = SignalNote { signo: sig, name: signal_name(sig), time_ns: SIG_TIME.load(Ordering::Acquire) };
+    let mut deadline = Instant::now() + timeout();
+    let seen = DONE.load(Ordering::Acquire);
+    let write = HOOKS.get().map(|h| h.write);
+    let line: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let (note2, line2) = (note.clone(), line.clone());
+    let job = move || {
+        let said = std::panic::catch_unwind(|| write.map(|w| w(&note2)).unwrap_or_default()).unwrap_or_else(|_| "internal error while writing the profile".into());
+        *line2.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+        DONE.fetch_add(1, Ordering::AcqRel);
+        futex_wake(&DONE);
+    };
+    // On a thread of its own, so that the deadline holds whatever the write waits for.
+    if std::thread::Builder::new().name("sp-signal-write".into()).stack_size(8 << 20).spawn(job.clone()).is_err() {
+        job();
+    }
+    let mut second_seen = false;
+    loop {
+        if DONE.load(Ordering::Acquire) != seen {
+            break;
+        }
+        if !second_seen && SECOND.load(Ordering::Acquire) > 0 {
+            second_seen = true;
+            deadline = deadline.min(Instant::now() + SECOND_SIGNAL_GRACE);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        // Woken by the write's end, by a second signal (WAKE) or at the deadline.
+        futex_wait(&DONE, seen, Some((deadline - now).min(Duration::from_millis(50))));
+    }
+    let said = line.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match said {
+        Some(s) if !s.is_empty() => crate::warn::always(&s),
+        Some(_) => {}
+        None => {
+            let why = if second_seen { "a second signal arrived" } else { "the time allowed (SCOPE_PROFILER_SIGNAL_TIMEOUT) passed" };
+            crate::warn::always(&format!(
+                "{}: the profile was still being written when {why}; ending as the signal asks: {}",
+                note.name,
+                LATE.get().map_or("", |s| s.as_str())
+            ));
+        }
+    }
+    end_as_signal(sig);
+}
+
+/// End the process as `sig` would have without us: the host's actions back, the signal sent
+/// again (with its siginfo) to the thread it first hit; with the default action, made sure.
+fn end_as_signal(sig: c_int) {
+    STAGE.store(ENDING, Ordering::Release);
+    restore_host_actions();
+    let pid = std::process::id() as i32;
+    let tid = SIG_TID.load(Ordering::Acquire);
+    // SAFETY: sending a signal to our own process with the siginfo it first came with.
+    unsafe {
+        let info = std::ptr::addr_of_mut!(INFO) as *mut libc::siginfo_t;
+        // The kernel lets a thread re-send a kill()/tgkill()/kernel siginfo only to itself:
+        // to another thread it goes as SI_QUEUE, keeping the sender's pid and uid.
+        if (*info).si_code >= 0 || (*info).si_code == libc::SI_TKILL {
+            (*info).si_code = libc::SI_QUEUE;
+        }
+        (*info).si_signo = sig;
+        let sent = libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info) == 0
+            || libc::syscall(libc::SYS_rt_sigqueueinfo, pid, sig, info) == 0
+            || libc::kill(pid, sig) == 0;
+        // The action now: the host's from before setup, or one it installed since.
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        let host_handles = libc::sigaction(sig, std::ptr::null(), &mut cur) != 0 || is_handler(&cur) || cur.sa_sigaction == libc::SIG_IGN;
+        if host_handles || !sent {
+            return; // the host's handler decides what happens next
+        }
+        // The default action: the thread may have blocked the signal meanwhile; then here.
+        std::thread::sleep(Duration::from_millis(500));
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn parses_signal_lists() {
-        assert_eq!(super::parse("TERM,int, SIGHUP").unwrap(), vec![libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
-        assert!(super::parse("none").unwrap().is_empty());
-        assert_eq!(super::parse("TERM,KILL").unwrap_err(), "KILL");
+        assert_eq!(parse("TERM,int, SIGHUP").unwrap().0, vec![(libc::SIGTERM, true), (libc::SIGINT, true), (libc::SIGHUP, true)]);
+        assert!(parse("none").unwrap().0.is_empty());
+        assert_eq!(parse("TERM,KILL").unwrap_err(), "KILL");
+        assert_eq!(parse("").unwrap(), Plan::default_set());
+        let d = parse("default,QUIT,USR1").unwrap().0;
+        assert!(d.contains(&(libc::SIGQUIT, true)) && d.contains(&(libc::SIGUSR1, true)) && d.contains(&(libc::SIGTERM, true)));
+        assert!(d.contains(&(libc::SIGUSR2, false)), "{d:?}");
+        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
+        assert_eq!(signal_name(40), "signal 40");
     }
 }

@@ -17,3 +17,13 @@ static __thread void *current_thread_sampler __attribute__((tls_model("initial-e
 __attribute__((visibility("hidden"))) void *scope_profiler_sampler_tls_get(void) { return current_thread_sampler; }
 
 __attribute__((visibility("hidden"))) void scope_profiler_sampler_tls_set(void *p) { current_thread_sampler = p; }
+
+/* Whether the calling thread is inside a cold part of the library (a lock held, memory being
+ * allocated): a signal handler that interrupted it and calls the library is refused instead
+ * of deadlocking or corrupting the allocator. Initial-exec too, so that reading it in a
+ * signal handler never allocates (__tls_get_addr may, in a dlopen'ed library). */
+static __thread int thread_busy __attribute__((tls_model("initial-exec")));
+
+__attribute__((visibility("hidden"))) int scope_profiler_busy_get(void) { return thread_busy; }
+
+__attribute__((visibility("hidden"))) void scope_profiler_busy_set(int v) { thread_busy = v; }

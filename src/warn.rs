@@ -13,6 +13,12 @@ pub fn once(key: &str, message: &str) {
     }
 }
 
+/// Count `key` as said: a later `once` with it prints nothing.
+pub fn mark_seen(key: &str) {
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    seen.get_or_insert_with(HashSet::new).insert(key.to_string());
+}
+
 /// Print `message` now (for messages that are by nature one-off, like where the file went).
 /// One write per line, so that lines of several ranks sharing a pipe do not interleave.
 pub fn always(message: &str) {

@@ -79,7 +79,8 @@ fn run_layout(dir: &Path, layout: &str) -> (Vec<(i64, i64)>, RegionData, hdf5::F
     let calls = calls(&stdout);
     assert_eq!(calls.len(), 330, "{stdout}");
     let h5 = hdf5::File::open(&file).unwrap();
-    let mut ranks = scope_profiler::writer::read3::read_regions(&h5).unwrap();
+    let (read, _) = scope_profiler::h5read::open(&file).unwrap();
+    let mut ranks = scope_profiler::writer::read3::read_regions(&read).unwrap();
     let mut regions = ranks.remove(&0).unwrap();
     assert_eq!(regions.len(), 1);
     (calls, regions.remove(0), h5)

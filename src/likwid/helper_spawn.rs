@@ -54,7 +54,7 @@ pub fn our_object_path() -> Option<PathBuf> {
     Some(std::fs::canonicalize(&p).unwrap_or(p))
 }
 
-/// Where the library's helper programs (this one, `scope_profiler_recover`) are looked for,
+/// Where the library's helper programs (this one) are looked for,
 /// relative to the directory of the object holding this code: next to it (a cargo build
 /// tree), in `scope_profiler/` (the installed layout, `<libdir>/scope_profiler/`), in
 /// `../libexec/scope_profiler/`.

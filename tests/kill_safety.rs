@@ -1,0 +1,448 @@
+//! Kill-safe by default: real programs (C with pthreads, OpenMP, Fortran, MPI under mpirun with
+//! 3 ranks) run with no setting of ours at all and are ended by SIGTERM, SIGINT or SIGUSR1;
+//! their profile is written at the signal and read back with the PyPI reader, holding every
+//! call the program reported complete before the signal. Also: a host with its own SIGTERM
+//! handler (before and after sp_setup, one that ends the process, one that lets it go on), a
+//! host that ignores SIGTERM, a signal during sp_finalize, a signal twice, a forked child that
+//! finalizes after its parent, and calls into the library from a signal handler that
+//! interrupted it.
+//!
+//! The programs append "<thread> <completed calls>" to a side file (fsync'd) after every batch:
+//! a lower bound of what was complete before the signal.
+
+mod support;
+use support::*;
+
+#[path = "fortran/support.rs"]
+mod fortran_support;
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Our settings, removed so that each program runs with none.
+const OURS: [&str; 6] =
+    ["SCOPE_PROFILER_SPILL", "SCOPE_PROFILER_SPILL_DIR", "SCOPE_PROFILER_SIGNALS", "SCOPE_PROFILER_SIGNAL_TIMEOUT", "SCOPE_PROFILER_FILE", "SCOPE_PROFILER_DISABLE"];
+
+fn no_settings(cmd: &mut Command) -> &mut Command {
+    for k in OURS {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+fn build(dir: &Path, extra: &[&str]) -> PathBuf {
+    let mut flags = vec!["-lpthread"];
+    flags.extend_from_slice(extra);
+    compile(Lang::C, "flight_loop", &["tests/c/flight_loop.c"], dir, &flags)
+}
+
+fn start(exe: &Path, dir: &Path, threads: usize, mode: &str, calls: u64, env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(exe);
+    cmd.arg(dir.join("out.h5")).arg(dir.join("side")).arg(threads.to_string()).arg(mode).arg(calls.to_string()).current_dir(dir);
+    no_settings(&mut cmd);
+    // Small batches with a pause: a file of a few MB, written well within the time a launcher
+    // allows (the library's speed is not under test here).
+    cmd.env("FLIGHT_LOOP_BATCH", "2000").env("FLIGHT_LOOP_PACE_US", "1000");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    programs::spawn(&mut cmd)
+}
+
+fn parse_side(text: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        if let Some((k, v)) = l.split_once(' ') {
+            if let Ok(n) = v.trim().parse::<u64>() {
+                let e = m.entry(k.to_string()).or_insert(0);
+                *e = (*e).max(n);
+            }
+        }
+    }
+    m
+}
+
+fn side_text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up after 90 s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Until every worker and the slow thread reported, then a random 0.2-0.8 s more.
+fn wait_running(side: &Path, workers: &[&str]) {
+    poll_until("the program's threads to record", || {
+        let m = parse_side(&side_text(side));
+        workers.iter().all(|w| m.contains_key(*w))
+    });
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64;
+    std::thread::sleep(Duration::from_millis(200 + nanos % 600));
+}
+
+/// Wait for the program, failing (after killing it) if it is still running after `secs`.
+fn wait_bounded(mut child: Child, secs: u64) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            let out = programs::wait(child);
+            panic!("still running {secs} s after the signal (killed)\nstderr:\n{}", text(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    programs::wait(child)
+}
+
+fn kill(child: &Child, sig: i32) {
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// Calls per region, summed over ranks, as the PyPI reader sees them; and the metadata.
+fn read_back(file: &Path) -> (BTreeMap<String, u64>, serde_json::Value) {
+    let v = python_view(file);
+    let mut out = BTreeMap::new();
+    for (name, ranks) in v["regions"].as_object().unwrap() {
+        let n: u64 = ranks.as_object().unwrap().values().map(|r| r["calls"].as_u64().unwrap()).sum();
+        out.insert(name.clone(), n);
+    }
+    (out, v["metadata"].clone())
+}
+
+fn work(m: &BTreeMap<String, u64>) -> u64 {
+    m.iter().filter(|(k, _)| k.starts_with("work")).map(|(_, v)| v).sum()
+}
+
+/// Every call the program reported complete before the signal is in the file.
+fn check_complete(file: &Path, before: &BTreeMap<String, u64>) -> (BTreeMap<String, u64>, serde_json::Value) {
+    let (calls, meta) = read_back(file);
+    assert!(calls.get("work").copied().unwrap_or(0) >= work(before), "work: {:?} in the file, {} complete before the signal", calls.get("work"), work(before));
+    if let Some(&slow) = before.get("slow") {
+        assert!(calls["slow"] >= slow, "slow: {} in the file, {slow} complete before the signal", calls["slow"]);
+    }
+    (calls, meta)
+}
+
+/// The file says which signal ended the run and from when on calls are missing.
+fn check_signal_attrs(file: &Path, name: &str) {
+    let h5 = hdf5::File::open(file).unwrap();
+    let meta = h5.group("metadata").unwrap();
+    assert_eq!(str_attr(&meta, "ended_by_signal"), name);
+    let (at, until) = (int_attr(&meta, "signal_time_ns"), int_attr(&meta, "complete_until_ns"));
+    assert!(at > 0 && until >= at, "signal at {at}, complete until {until}");
+    let rank = h5.group("rank0").unwrap();
+    assert_eq!(str_attr(&rank, "ended_by_signal"), name);
+    assert_eq!(int_attr(&rank, "complete_until_ns"), until);
+}
+
+fn no_spill(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".spill.")).map(|e| e.path()).collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn signal_writes_the_profile(name: &str, sig: i32, signame: &str, extra: &[&str]) {
+    let dir = scratch(name);
+    let exe = build(&dir, extra);
+    let child = start(&exe, &dir, 2, "plain", 0, &[]);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, sig);
+    let out = wait_bounded(child, 120);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.signal(), Some(sig), "the process ends as the signal would have: {:?}\n{stderr}", out.status);
+    assert_eq!(stderr.matches(&format!("{signame}: profile written to")).count(), 1, "{stderr}");
+    assert!(stderr.lines().count() <= 2, "a line or two, not a flood:\n{stderr}");
+    let file = dir.join("out.h5");
+    check_complete(&file, &before);
+    check_signal_attrs(&file, signame);
+    no_spill(&dir);
+}
+
+#[test]
+fn sigterm_without_any_setting_writes_the_profile() {
+    signal_writes_the_profile("kill_term", libc::SIGTERM, "SIGTERM", &[]);
+}
+
+#[test]
+fn sigint_without_any_setting_writes_the_profile() {
+    signal_writes_the_profile("kill_int", libc::SIGINT, "SIGINT", &[]);
+}
+
+/// The first warning of a batch system (Slurm's `--signal=USR1@120`), where the host leaves
+/// SIGUSR1 at its default action (which ends the process).
+#[test]
+fn sigusr1_at_its_default_action_writes_the_profile() {
+    signal_writes_the_profile("kill_usr1", libc::SIGUSR1, "SIGUSR1", &[]);
+}
+
+#[test]
+fn sigterm_to_an_openmp_program_writes_the_profile() {
+    signal_writes_the_profile("kill_omp", libc::SIGTERM, "SIGTERM", &["-fopenmp"]);
+}
+
+#[test]
+fn sigterm_to_a_fortran_program_writes_the_profile() {
+    let dir = scratch("kill_fortran");
+    let exe = fortran_support::build_fortran("gfortran", "tests/fortran/kill_loop.f90", &dir, "kill_loop", &[]);
+    let (file, side) = (dir.join("out.h5"), dir.join("side"));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&file).arg(&side).current_dir(&dir);
+    let child = programs::spawn(no_settings(&mut cmd));
+    wait_running(&side, &["work"]);
+    let before = parse_side(&side_text(&side));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 120);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{:?}\n{}", out.status, text(&out.stderr));
+    let (calls, meta) = read_back(&file);
+    assert!(calls["work"] >= before["work"] && calls["step"] >= before["work"], "{calls:?} vs {before:?}");
+    assert_eq!(meta["language"], "Fortran");
+    check_signal_attrs(&file, "SIGTERM");
+}
+
+/// mpirun forwards SIGTERM to the ranks (and kills them a second later, or after
+/// `odls_base_sigkill_timeout` seconds); no collective is possible then, so each rank writes
+/// its own file and one line for the job says how to merge them. The merge that line names
+/// gives one file with every rank and every call complete before the signal.
+#[test]
+fn mpirun_sigterm_leaves_rank_files_and_one_line_to_merge_them() {
+    let dir = scratch("kill_mpirun");
+    let exe = compile_with("mpicc", &["-std=c99", "-D_GNU_SOURCE", "-DWITH_MPI"], "flight_loop_mpi", &["tests/c/flight_loop.c"], &dir, &["-lpthread"]);
+    let np = 3;
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &np.to_string()])
+        // Open MPI kills the ranks 1 s after forwarding SIGTERM; this loaded 2-core machine may
+        // need longer to write three debug-build files (the library's settings stay unset).
+        .args(["--mca", "odls_base_sigkill_timeout", "20"])
+        .args(["-x", "FLIGHT_LOOP_BATCH=2000", "-x", "FLIGHT_LOOP_PACE_US=2000"])
+        .arg(&exe)
+        .arg(dir.join("out.h5"))
+        .arg(dir.join("side"))
+        .args(["1", "plain", "0"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = programs::spawn(no_settings(&mut cmd));
+    let side_of = |r: usize| parse_side(&side_text(&dir.join(format!("side.r{r}"))));
+    poll_until("every rank to record", || {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("mpirun ended before the ranks ran: {status:?}");
+        }
+        (0..np).all(|r| side_of(r).contains_key("work0") && side_of(r).contains_key("slow"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let before: Vec<BTreeMap<String, u64>> = (0..np).map(side_of).collect();
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 180);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("[scope_profiler]")).collect();
+    assert_eq!(lines.len(), 1, "one line for the job:\n{stderr}");
+    assert!(lines[0].contains("SIGTERM") && lines[0].contains("each of the 3 ranks writes its own file"), "{stderr}");
+    for r in 0..np {
+        assert!(dir.join(format!("out.rank{r}.h5")).is_file(), "rank {r} wrote no file:\n{stderr}");
+    }
+    assert!(!dir.join("out.h5").exists());
+    // The command the line names, as a user would paste it.
+    let merge = lines[0].split('`').nth(1).expect("a command in backquotes");
+    assert!(merge.starts_with("scope_profiler_merge -o "), "{merge}");
+    let merge = merge.replacen("scope_profiler_merge", &lib_dir().join("scope_profiler_merge").to_string_lossy(), 1);
+    let m = run(Command::new("sh").arg("-c").arg(&merge).current_dir(&dir));
+    assert!(m.status.success(), "{merge}\n{}{}", text(&m.stdout), text(&m.stderr));
+    let v = python_view(&dir.join("out.h5"));
+    assert_eq!(v["num_ranks"].as_u64().unwrap(), np as u64, "{v}");
+    for (rank, b) in before.iter().enumerate() {
+        let calls = |name: &str| v["regions"][name][rank.to_string()]["calls"].as_u64().unwrap_or(0);
+        assert!(calls("work") >= b["work0"], "rank {rank}: {} < {}", calls("work"), b["work0"]);
+        assert!(calls("slow") >= b["slow"], "rank {rank}: {} < {}", calls("slow"), b["slow"]);
+    }
+}
+
+/// A host handler installed before sp_setup runs after the profile is written, on the thread
+/// the signal hit, and decides the exit (here `_exit(42)`).
+#[test]
+fn host_handler_from_before_setup_runs_after_the_write() {
+    let dir = scratch("kill_host_before");
+    let exe = build(&dir, &[]);
+    let child = start(&exe, &dir, 2, "host_handler", 0, &[]);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 120);
+    assert_eq!(out.status.code(), Some(42), "the host's handler decides the exit: {:?}\n{}", out.status, text(&out.stderr));
+    assert!(side_text(&dir.join("side")).contains("HOST_HANDLER_RAN"));
+    check_complete(&dir.join("out.h5"), &before);
+}
+
+/// A host handler installed after sp_setup replaces ours; it calls exit(), and the write at
+/// exit keeps the profile (run on the signal watcher: the handler interrupted a thread).
+#[test]
+fn host_handler_from_after_setup_that_exits_keeps_the_profile() {
+    let dir = scratch("kill_host_after");
+    let exe = build(&dir, &[]);
+    let child = start(&exe, &dir, 2, "host_exit_after", 0, &[]);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 120);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(43), "{:?}\n{stderr}", out.status);
+    assert!(side_text(&dir.join("side")).contains("HOST_AFTER_RAN"));
+    assert!(stderr.contains("writing the profile at exit"), "{stderr}");
+    check_complete(&dir.join("out.h5"), &before);
+}
+
+/// A host handler (SA_SIGINFO) that lets the program go on: it runs with the signal's own
+/// siginfo (the sender's pid) after the profile is written, the program finishes on its own
+/// and exits 0, and its sp_finalize finds the profile already written.
+#[test]
+fn host_handler_that_lets_the_program_go_on_decides() {
+    let dir = scratch("kill_host_flag");
+    let exe = build(&dir, &[]);
+    let child = start(&exe, &dir, 2, "host_flag", 0, &[]);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 120);
+    let side = side_text(&dir.join("side"));
+    assert_eq!(out.status.code(), Some(0), "{:?}\n{}", out.status, text(&out.stderr));
+    assert!(side.contains(&format!("HOST_FLAG_RAN {} {}", libc::SIGTERM, std::process::id())), "the host's handler got the signal's siginfo:\n{side}");
+    assert!(side.contains("DONE 2"), "sp_finalize returned SP_ALREADY_FINALIZED:\n{side}");
+    check_complete(&dir.join("out.h5"), &before);
+    check_signal_attrs(&dir.join("out.h5"), "SIGTERM");
+}
+
+/// A host that ignores SIGTERM keeps ignoring it: no write, no exit. SIGINT still works.
+#[test]
+fn ignored_sigterm_stays_ignored() {
+    let dir = scratch("kill_ignore");
+    let exe = build(&dir, &[]);
+    let child = start(&exe, &dir, 1, "ignore_term", 0, &[]);
+    let side = dir.join("side");
+    wait_running(&side, &["work0", "slow"]);
+    kill(&child, libc::SIGTERM);
+    let after = work(&parse_side(&side_text(&side)));
+    poll_until("recording to go on after the ignored SIGTERM", || work(&parse_side(&side_text(&side))) > after + 20_000);
+    assert!(!dir.join("out.h5").exists(), "no profile for an ignored signal");
+    let before = parse_side(&side_text(&side));
+    kill(&child, libc::SIGINT);
+    let out = wait_bounded(child, 120);
+    assert_eq!(out.status.signal(), Some(libc::SIGINT), "{}", text(&out.stderr));
+    check_complete(&dir.join("out.h5"), &before);
+}
+
+/// SIGTERM while sp_finalize writes: that write completes (no second one), then the process
+/// ends as the signal asks. (If the signal comes after the write, the host's default action
+/// was put back by then: the same end.)
+#[test]
+fn sigterm_during_sp_finalize_writes_once_then_ends() {
+    let dir = scratch("kill_during_finalize");
+    let exe = build(&dir, &[]);
+    let calls = 1_500_000u64;
+    let side = dir.join("side");
+    let child = start(&exe, &dir, 2, "finalize_signal", calls, &[("FLIGHT_LOOP_PACE_US", "0"), ("FLIGHT_LOOP_BATCH", "20000")]);
+    poll_until("the program to reach sp_finalize", || side_text(&side).contains("FINALIZING"));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 120);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{:?}\n{stderr}", out.status);
+    let (got, meta) = read_back(&dir.join("out.h5"));
+    assert_eq!(got["work"], 2 * calls, "every call, written once by sp_finalize");
+    assert!(meta.get("ended_by_signal").is_none(), "no second write after the signal: {meta}");
+    assert!(!stderr.contains("NOT written"), "{stderr}");
+    let tmp: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".tmpdir")).collect();
+    assert!(tmp.is_empty(), "{tmp:?}");
+}
+
+/// A second signal while the profile is written does not hang: the write gets a second more,
+/// then the process ends as the signal asks; a file that is there is complete.
+#[test]
+fn a_second_signal_ends_the_process_without_hanging() {
+    let dir = scratch("kill_twice");
+    let exe = build(&dir, &[]);
+    let child = start(&exe, &dir, 2, "plain", 0, &[]);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(5));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 60);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{:?}\n{}", out.status, text(&out.stderr));
+    if dir.join("out.h5").exists() {
+        check_complete(&dir.join("out.h5"), &before);
+    } else {
+        assert!(text(&out.stderr).contains("still being written when a second signal arrived"), "{}", text(&out.stderr));
+    }
+}
+
+/// `none` turns it off: the signal ends the process as it would without us, nothing written.
+#[test]
+fn signals_none_leaves_the_signal_alone() {
+    let dir = scratch("kill_none");
+    let exe = build(&dir, &[]);
+    let child = start(&exe, &dir, 1, "plain", 0, &[("SCOPE_PROFILER_SIGNALS", "none")]);
+    wait_running(&dir.join("side"), &["work0", "slow"]);
+    // No watcher thread either: the program's own threads only (main, slow, one worker).
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap().count();
+    assert_eq!(tasks, 3, "threads of the program");
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 60);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM));
+    assert!(!dir.join("out.h5").exists());
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+}
+
+/// A child forked while the workers record holds a copy of the parent's buffers. It records
+/// nothing and writes nothing: its sp_finalize after the parent's write returns SP_OK and
+/// leaves the parent's profile as it is (it used to replace it with its own copy).
+#[test]
+fn a_forked_child_never_writes_over_its_parents_profile() {
+    let dir = scratch("kill_fork");
+    let exe = build(&dir, &[]);
+    let calls = 400_000u64;
+    let child = start(&exe, &dir, 2, "fork_finalize", calls, &[("FLIGHT_LOOP_PACE_US", "0"), ("FLIGHT_LOOP_BATCH", "20000")]);
+    let out = wait_bounded(child, 120);
+    let side = side_text(&dir.join("side"));
+    assert!(out.status.success(), "{:?}\n{}\n{side}", out.status, text(&out.stderr));
+    assert!(side.contains("CHILD_FINALIZE 0"), "{side}");
+    let (got, _) = read_back(&dir.join("out.h5"));
+    assert_eq!(got["work"], 2 * calls, "the parent's calls: {got:?}");
+    assert!(!got.contains_key("main"), "the child's calls are not in the parent's profile: {got:?}");
+    assert_eq!(got["slow"], parse_side(&side)["slow"]);
+}
+
+/// Calls from a signal handler that interrupted the library on the same thread (a by-name
+/// call allocating or holding the registry lock, the error path formatting its message) are
+/// refused with SP_ERR_REENTRANT; they never crash or deadlock, and what was recorded is exact.
+#[test]
+fn calls_from_a_signal_handler_are_refused_not_crashing() {
+    let dir = scratch("kill_reentry");
+    let exe = compile(Lang::C, "signal_reentry", &["tests/c/signal_reentry.c"], &dir, &[]);
+    let file = dir.join("reentry.h5");
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&file).arg("3").current_dir(&dir);
+    let out = programs::run_with_timeout(no_settings(&mut cmd), Duration::from_secs(120));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{:?}\n{stdout}\n{}", out.status, text(&out.stderr));
+    let field = |line: &str, key: &str| -> u64 {
+        let l = stdout.lines().find(|l| l.starts_with(line)).unwrap_or_else(|| panic!("{line}: {stdout}"));
+        l.split_whitespace().find_map(|w| w.strip_prefix(&format!("{key}="))?.parse().ok()).unwrap_or_else(|| panic!("{key}: {l}"))
+    };
+    assert_eq!(field("HANDLER", "other"), 0, "only SP_OK or SP_ERR_REENTRANT:\n{stdout}");
+    assert_eq!(field("MAIN", "refused"), 0, "{stdout}");
+    assert!(field("HANDLER", "runs") > 1000, "{stdout}");
+    assert!(field("HANDLER", "refused") > 0, "the handler interrupted the library at times:\n{stdout}");
+    let (calls, _) = read_back(&file);
+    for (name, n) in expectations(&stdout) {
+        assert_eq!(calls.get(&name).copied().unwrap_or(0), n, "{name}\n{stdout}");
+    }
+    let named: u64 = calls.iter().filter(|(k, _)| k.starts_with("name ")).map(|(_, v)| v).sum();
+    let want: u64 = stdout.lines().find_map(|l| l.strip_prefix("NAMED ")?.parse().ok()).unwrap();
+    assert_eq!(named, want);
+}
