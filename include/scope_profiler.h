@@ -150,6 +150,8 @@
  * a per-thread timer could be set up); sp_last_error says why.
  */
 #define SP_ERR_UNSUPPORTED -15
+
+/**
  * Error: called from a signal handler that interrupted a call of this library on the same
  * thread. The call was refused without recording, allocating or locking anything, and
  * without setting sp_last_error.

@@ -301,7 +301,11 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         message.push_str(r);
     }
     if !extra_files.is_empty() {
-        message.push_str(&format!("; rank(s) {:?} from their own files", extra_files.keys().collect::<Vec<_>>()));
+        message.push_str(&format!(
+            "; rank(s) {:?} from their own files ({} rank(s) in the file)",
+            extra_files.keys().collect::<Vec<_>>(),
+            n_ranks + extra_files.len()
+        ));
     }
     if n_missing > 0 {
         let shown: Vec<String> = missing.iter().take(20).map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();

@@ -35,7 +35,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 19] = [
+    pub const ALL: [Status; 20] = [
         Status::Ok,
         Status::AlreadySetUp,
         Status::AlreadyFinalized,
