@@ -129,7 +129,8 @@ thread_local! {
 
 fn set_last_error(message: &str) {
     let c = CString::new(message.replace('\0', "")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    // try_: a handler that interrupted this very assignment leaves the message as it was.
+    let _ = LAST_ERROR.try_with(|e| e.try_borrow_mut().map(|mut m| *m = c));
 }
 
 /// Record `e` for sp_last_error, warn once per kind, return its code. A refused reentrant
@@ -138,7 +139,7 @@ fn set_last_error(message: &str) {
 #[cold]
 fn fail(e: Error) -> c_int {
     let code = e.status.code();
-    if e.status == Status::Reentrant || crate::reentry::busy() {
+    if e.status == Status::Reentrant || (crate::reentry::busy() && !crate::reentry::in_cold_entry()) {
         return code;
     }
     let _busy = crate::reentry::Busy::enter();
@@ -169,7 +170,7 @@ fn guard_cold(f: impl FnOnce() -> c_int) -> c_int {
     if crate::reentry::busy() || profiler::thread_in_call() {
         return SP_ERR_REENTRANT;
     }
-    let _busy = crate::reentry::Busy::enter();
+    let _busy = crate::reentry::Busy::enter_cold_entry();
     guard(f)
 }
 
@@ -185,7 +186,7 @@ fn code(r: crate::status::Result<()>) -> c_int {
 /// the library (a signal handler interrupted it), where the message would allocate.
 #[cold]
 fn arg_error(status: Status, message: impl FnOnce() -> String) -> Error {
-    if crate::reentry::busy() { status.into() } else { Error::new(status, message()) }
+    if crate::reentry::busy() && !crate::reentry::in_cold_entry() { status.into() } else { Error::new(status, message()) }
 }
 
 /// A NUL-terminated name as bytes, reading at most SP_MAX_NAME_LEN + 1 bytes.

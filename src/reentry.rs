@@ -20,16 +20,42 @@ pub fn busy() -> bool {
     unsafe { scope_profiler_busy_get() != 0 }
 }
 
+/// The value of the flag inside an exported cold entry point (`ffi::guard_cold`), which refuses
+/// to start when the thread is busy: the errors of that call itself may record their messages.
+const COLD_ENTRY: std::ffi::c_int = 2;
+
+/// Is the calling thread inside an exported cold entry point and not inside one of the
+/// library's locked or allocating sections (where the flag is 1)? Its own errors then record
+/// their messages. (A handler that interrupted such an entry point and calls a start/stop
+/// function that fails sees this too: its message is recorded; every other call from such a
+/// handler is refused.)
+#[inline]
+pub fn in_cold_entry() -> bool {
+    // SAFETY: reads this thread's own TLS slot.
+    unsafe { scope_profiler_busy_get() == COLD_ENTRY }
+}
+
 /// Marks the calling thread busy until dropped (restoring what it was: nesting is harmless).
 pub struct Busy(std::ffi::c_int);
 
 impl Busy {
     #[inline]
     pub fn enter() -> Busy {
+        Busy::set(1)
+    }
+
+    /// For an exported cold entry point (see [`in_cold_entry`]).
+    #[inline]
+    pub fn enter_cold_entry() -> Busy {
+        Busy::set(COLD_ENTRY)
+    }
+
+    #[inline]
+    fn set(v: std::ffi::c_int) -> Busy {
         // SAFETY: this thread's own TLS slot.
         unsafe {
             let was = scope_profiler_busy_get();
-            scope_profiler_busy_set(1);
+            scope_profiler_busy_set(v);
             Busy(was)
         }
     }
