@@ -44,8 +44,19 @@ pub struct Config {
     pub clock_anchor_ms: u64,
     /// Comma-separated perf events (empty: none).
     pub perf_events: String,
+    /// The layout asked for, or the default for a single process (see `layout_for`).
     pub layout: Layout,
+    /// Whether `layout` was asked for (option or environment), or is the default.
+    pub layout_explicit: bool,
+    /// Write the schema-3 layouts collectively over MPI (`SCOPE_PROFILER_COLLECTIVE`, default
+    /// on); off: through rank 0, as the regions layout is (the reference the collective write is
+    /// tested against).
+    pub collective: bool,
 }
+
+/// Up to this many ranks the default layout is `regions`; above, `columnar` (written by every
+/// rank collectively; `regions` is written through rank 0). See docs/layouts.md.
+pub const REGIONS_UP_TO_RANKS: i64 = 16;
 
 /// How the file stores the regions (see docs/layouts.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -89,6 +100,7 @@ pub mod env {
     pub const CLOCK_ANCHOR_MS: &str = "SCOPE_PROFILER_CLOCK_ANCHOR_MS";
     pub const PERF_EVENTS: &str = "SCOPE_PROFILER_PERF_EVENTS";
     pub const LAYOUT: &str = "SCOPE_PROFILER_LAYOUT";
+    pub const COLLECTIVE: &str = "SCOPE_PROFILER_COLLECTIVE";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -153,20 +165,22 @@ impl Config {
             }
         });
         // An explicit option wins; a bad value (option or variable) warns once and falls back.
-        let layout = match (options.layout.as_deref(), env(env::LAYOUT)) {
+        let asked = match (options.layout.as_deref(), env(env::LAYOUT)) {
             (Some(v), _) => Some((v.to_string(), "sp_options.layout")),
             (None, Some(v)) if !v.trim().is_empty() => Some((v, env::LAYOUT)),
             _ => None,
         }
-        .map_or(Layout::default(), |(v, source)| {
-            Layout::parse(&v).unwrap_or_else(|| {
+        .and_then(|(v, source)| {
+            let parsed = Layout::parse(&v);
+            if parsed.is_none() {
                 crate::warn::once(
                     "env:layout",
                     &format!("ignoring {source}={v:?}: expected regions, columnar or aggregate; using the default layout, regions"),
                 );
-                Layout::default()
-            })
+            }
+            parsed
         });
+        let (layout, layout_explicit) = (asked.unwrap_or_default(), asked.is_some());
         let file_path = options
             .file_path
             .clone()
@@ -184,6 +198,18 @@ impl Config {
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
             perf_events: options.perf_events.clone().or_else(|| env(env::PERF_EVENTS)).unwrap_or_default(),
             layout,
+            layout_explicit,
+            collective: bool_env(env::COLLECTIVE).unwrap_or(true),
+        }
+    }
+
+    /// The layout of a run of `ranks` ranks: the one asked for, else `regions` up to
+    /// `REGIONS_UP_TO_RANKS` ranks and `columnar` above (which every rank writes collectively).
+    pub fn layout_for(&self, ranks: i64) -> Layout {
+        match self.layout_explicit {
+            true => self.layout,
+            false if ranks > REGIONS_UP_TO_RANKS => Layout::Columnar,
+            false => Layout::Regions,
         }
     }
 
@@ -272,6 +298,13 @@ mod tests {
         assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", "tree")]).layout, Layout::Regions);
         let o = Options { layout: Some("regions".into()), ..Options::default() };
         assert_eq!(resolve(&o, &[("SCOPE_PROFILER_LAYOUT", "aggregate")]).layout, Layout::Regions);
+        // The default depends on the number of ranks; an explicit choice does not.
+        let d = resolve(&Options::default(), &[]);
+        assert_eq!((d.layout_for(1), d.layout_for(REGIONS_UP_TO_RANKS), d.layout_for(REGIONS_UP_TO_RANKS + 1)), (Layout::Regions, Layout::Regions, Layout::Columnar));
+        assert_eq!(resolve(&o, &[]).layout_for(10_000), Layout::Regions);
+        assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", "tree")]).layout_for(1000), Layout::Columnar, "a bad value is no choice");
+        assert!(d.collective);
+        assert!(!resolve(&Options::default(), &[("SCOPE_PROFILER_COLLECTIVE", "0")]).collective);
     }
 
     #[test]

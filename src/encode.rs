@@ -1,5 +1,6 @@
 //! A `RankProfile` as bytes, to send it to rank 0: a JSON header (everything but the call
-//! columns) followed by the columns as raw little-endian i64, region by region.
+//! columns) followed by the columns as raw little-endian i64, region by region. Also without
+//! the regions (`encode_groups`): a rank's counter and LIKWID results for its `rank<N>` group.
 
 use crate::model::{Calls, Columns, LikwidRun, RankCounters, RankInfo, RankProfile, RegionData, SourceLocation, Stats};
 use serde::{Deserialize, Serialize};
@@ -27,11 +28,22 @@ struct RegionHeader {
 }
 
 pub fn encode(p: &RankProfile) -> Vec<u8> {
+    encode_with(p, true)
+}
+
+/// Everything of `p` but its regions: what a collective write sends to rank 0 for the rank's
+/// `rank<N>` groups (counters, LIKWID); decoded by `decode` into a profile without regions.
+pub fn encode_groups(p: &RankProfile) -> Vec<u8> {
+    encode_with(p, false)
+}
+
+fn encode_with(p: &RankProfile, regions: bool) -> Vec<u8> {
     let mut header = Header {
         info: p.info.clone(),
         regions: p
             .regions
             .iter()
+            .filter(|_| regions)
             .map(|r| RegionHeader {
                 name: r.name.clone(),
                 calls: r.calls() as u64,

@@ -1,7 +1,10 @@
-//! Combining per-rank files (written when MPI was not usable at finalize) into the normal
-//! single file: every `rank<N>` group is copied whole (LIKWID results included), and the
-//! metadata of the first file is kept with `mpi_size`, `num_nodes`, `total_cores` and the run's
-//! clock (pooled over the ranks' clock attributes) redone.
+//! Combining per-rank files (written when MPI was not usable at finalize, or when the
+//! collective write failed) into the normal single file: in the regions layout every
+//! `rank<N>` group is copied whole; in the schema-3 layouts each rank's regions and attributes
+//! are read back (`writer::read3`) and written again through the layout writer, and its
+//! `rank<N>` group (counters, LIKWID) copied. The metadata of the first file is kept with
+//! `mpi_size`, `num_nodes`, `total_cores` and the run's clock (pooled over the ranks' clock
+//! attributes) redone.
 
 use crate::model::AttrValue;
 use crate::status::{Error, Result, Status};
@@ -60,6 +63,17 @@ fn clock_attrs_of(g: &hdf5::Group) -> Vec<(String, AttrValue)> {
         .collect()
 }
 
+/// The `rank<N>` groups of a file: (rank, group name).
+fn rank_groups(f: &hdf5::File) -> hdf5::Result<Vec<(i64, String)>> {
+    Ok(f.member_names()?
+        .into_iter()
+        .filter_map(|n| {
+            let r: i64 = n.strip_prefix("rank").filter(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()?;
+            Some((r, n))
+        })
+        .collect())
+}
+
 /// Merge `inputs` (files, or directories holding per-rank files) into `output`. Each rank may
 /// appear only once.
 pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
@@ -67,7 +81,7 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         return Err(Error::new(Status::InvalidArgument, "no input files to merge"));
     }
     let inputs = expand(inputs)?;
-    let mut files = BTreeMap::new(); // rank -> (path to open, group name)
+    let mut files = BTreeMap::new(); // rank -> (path to open, its rank<N> group if any)
     // None: schema 1 (regions); else the schema-3 layout of every input.
     let mut layout: Option<Option<crate::config::Layout>> = None;
     for input in &inputs {
@@ -81,21 +95,46 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             }
             _ => {}
         }
-        let ranks: Vec<String> = f
-            .member_names()
-            .map_err(|e| fail(format!("{}: {e}", path.display())))?
-            .into_iter()
-            .filter(|n| n.strip_prefix("rank").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())))
-            .collect();
+        let groups: BTreeMap<i64, String> = rank_groups(&f).map_err(|e| fail(format!("{}: {e}", path.display())))?.into_iter().collect();
+        // Schema 3: the ranks of the rank table (files written before it: the rank groups).
+        let ranks: Vec<i64> = if this_layout.is_some() {
+            let info = crate::writer::read3::read_ranks(&f).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            info.keys().map(|&r| r as i64).chain(groups.keys().copied()).collect::<BTreeSet<_>>().into_iter().collect()
+        } else {
+            groups.keys().copied().collect()
+        };
         if ranks.is_empty() {
-            return Err(fail(format!("{}: holds no rank<N> group", path.display())));
+            return Err(fail(format!("{}: holds no rank", path.display())));
         }
-        for g in ranks {
-            let rank: i64 = g[4..].parse().unwrap_or(-1);
-            if files.insert(rank, (input.open.clone(), g.clone())).is_some() {
+        for rank in ranks {
+            if files.insert(rank, (input.open.clone(), groups.get(&rank).cloned())).is_some() {
                 return Err(Error::new(Status::InvalidArgument, format!("rank {rank} appears in more than one input file")));
             }
         }
+    }
+    let schema3 = layout.flatten();
+    // Schema-3 inputs: every rank's regions and attributes, read once (their plan sizes the
+    // merged file's datasets before the first rank is written).
+    let mut profiles: BTreeMap<i64, crate::model::RankProfile> = BTreeMap::new();
+    let mut plan: Option<crate::writer::Plan> = None;
+    if schema3.is_some() {
+        for path in files.values().map(|(p, _)| p.clone()).collect::<BTreeSet<_>>() {
+            let read = || -> hdf5::Result<_> {
+                let f = hdf5::File::open(&path)?;
+                Ok((crate::writer::read3::read_regions(&f)?, crate::writer::read3::read_ranks(&f)?))
+            };
+            let (mut regions, mut infos) = read().map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            for (rank, (p, _)) in &files {
+                if *p != path {
+                    continue;
+                }
+                let r = *rank as usize;
+                let profile = crate::model::RankProfile { info: infos.remove(&r).unwrap_or_default(), regions: regions.remove(&r).unwrap_or_default(), ..Default::default() };
+                profiles.insert(*rank, profile);
+            }
+        }
+        // In rank order (the files were read file by file).
+        plan = profiles.values().map(crate::writer::Plan::of).reduce(crate::writer::Plan::and);
     }
     let mut hosts = BTreeSet::new();
     // The run's clock, pooled over the ranks as a collective write pools it.
@@ -106,39 +145,42 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         let out = out.file();
         let first = hdf5::File::open(&files.values().next().unwrap().0)?;
         first.group("metadata")?.copy_to(out, "metadata")?;
-        // Schema-3 inputs: their regions live in file-wide tables, read back and written again
-        // through the layout writer, rank by rank; the rank groups are copied as they are.
-        let schema3 = layout.flatten();
-        let mut regions: BTreeMap<(PathBuf, usize), Vec<crate::model::RegionData>> = BTreeMap::new();
-        let mut plan = crate::writer::Plan::default();
-        if schema3.is_some() {
-            for path in files.values().map(|(p, _)| p.clone()).collect::<BTreeSet<_>>() {
-                for (rank, r) in crate::writer::read3::read_regions(&hdf5::File::open(&path)?)? {
-                    let threads = r.iter().flat_map(|x| x.stats.iter().map(|(t, _)| *t as u64 + 1)).max().unwrap_or(0);
-                    let calls = r.iter().map(|x| x.calls() as u64).sum();
-                    plan = plan.and(crate::writer::Plan { total_calls: calls, max_threads: threads });
-                    regions.insert((path.clone(), rank), r);
+        crate::writer::replace_attr(out, "scope_profiler_schema", &AttrValue::Int(crate::writer::SCHEMA_VERSION))?;
+        let mut writer = schema3.map(|l| crate::writer::layout_writer(l, plan.clone().unwrap_or_default()));
+        for (rank, (path, group)) in &files {
+            let f = hdf5::File::open(path)?;
+            match profiles.get(rank) {
+                Some(profile) => {
+                    if !profile.info.hostname.is_empty() {
+                        hosts.insert(profile.info.hostname.clone());
+                    }
+                    clock.add(*rank, &profile.info);
+                    // Counters and LIKWID results; the attributes are in the rank table.
+                    if let Some(group) = group {
+                        let g = f.group(group)?;
+                        if g.len() > 0 {
+                            g.copy_to(out, group)?;
+                            let copied = out.group(group)?;
+                            for name in copied.attr_names()? {
+                                copied.delete_attr(&name)?;
+                            }
+                        }
+                    }
+                    if let Some(w) = writer.as_mut() {
+                        w.write_rank(out, *rank as usize, profile)?;
+                    }
+                }
+                None => {
+                    let Some(group) = group else { continue };
+                    let g = f.group(group)?;
+                    if let Ok(a) = g.attr("hostname") {
+                        hosts.insert(a.read_scalar::<hdf5::types::VarLenUnicode>()?.as_str().to_string());
+                    }
+                    clock.add(*rank, &crate::model::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
+                    g.copy_to(out, group)?;
                 }
             }
         }
-        let mut writer = schema3.map(|l| crate::writer::layout_writer(l, plan));
-        for (rank, (path, group)) in &files {
-            let f = hdf5::File::open(path)?;
-            let g = f.group(group)?;
-            if let Ok(a) = g.attr("hostname") {
-                hosts.insert(a.read_scalar::<hdf5::types::VarLenUnicode>()?.as_str().to_string());
-            }
-            clock.add(*rank, &crate::model::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
-            g.copy_to(out, group)?;
-            if let Some(w) = writer.as_mut() {
-                let profile = crate::model::RankProfile {
-                    regions: regions.remove(&(path.clone(), *rank as usize)).unwrap_or_default(),
-                    ..Default::default()
-                };
-                w.write_rank(out, &out.group(group)?, *rank as usize, &profile)?;
-            }
-        }
-        crate::writer::put_int(out, "scope_profiler_schema", crate::writer::SCHEMA_VERSION)?;
         if let Some(w) = writer.as_mut() {
             w.finish(out)?;
         }

@@ -22,6 +22,7 @@ mod inspect;
 mod likwid;
 mod model;
 mod plot;
+mod ranks;
 mod read;
 mod recover;
 mod roofline;
