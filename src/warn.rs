@@ -14,7 +14,10 @@ pub fn once(key: &str, message: &str) {
 }
 
 /// Print `message` now (for messages that are by nature one-off, like where the file went).
+/// One write of the whole line, so that lines of ranks sharing a terminal or a launcher's
+/// output stream do not break up.
 pub fn always(message: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "[scope_profiler] {message}");
+    let line = format!("[scope_profiler] {message}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }

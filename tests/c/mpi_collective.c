@@ -1,7 +1,8 @@
 /* What the ranks of one run can differ in, for the write of one file by every rank: small
  * enough to run 64 ranks oversubscribed on 2 cores.
- * Usage: mpi_collective OUTPUT.h5 CALLS
- * Rank r records:
+ * Usage: mpi_collective OUTPUT.h5 CALLS [uniform]
+ * "uniform": every rank records "solve" CALLS times and "io/write" once, nothing else (the
+ * same regions everywhere, no counters). Otherwise rank r records:
  *   - nothing at all when r % 4 == 3 (and P > 1): no region, no call;
  *   - otherwise regions registered in an order and of a set that depend on r: even ranks
  *     "solve", "io/write", "even/set é" (this one with a source location); odd ranks
@@ -45,6 +46,7 @@ static void repeat(int32_t h, long n) {
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     calls = atol(argv[2]);
+    int uniform = argc > 3 && strcmp(argv[3], "uniform") == 0;
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -52,13 +54,16 @@ int main(int argc, char **argv) {
     sp_options o;
     sp_options_init(&o);
     o.file_path = argv[1];
-    if (rank % 4 == 2) o.perf_events = "task-clock";
+    if (rank % 4 == 2 && !uniform) o.perf_events = "task-clock";
     int rc = sp_setup(&o);
     if (rc != SP_OK) {
         fprintf(stderr, "sp_setup: %d %s\n", rc, sp_last_error());
         return 1;
     }
-    if (!(rank % 4 == 3 && size > 1)) {
+    if (uniform) {
+        repeat(sp_region_register("solve"), calls);
+        repeat(sp_region_register("io/write"), 1);
+    } else if (!(rank % 4 == 3 && size > 1)) {
         int32_t solve, io, set;
         if (rank % 2 == 0) {
             solve = sp_region_register("solve");
