@@ -88,6 +88,7 @@ fn outcome(code: i32, rank: i64, step: &str, mine: &Option<Error>) -> Outcome {
 
 fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, census: &Census) -> Result<Outcome> {
     let comm = &ctx.comm;
+    let mut phases = Phases::new(ctx.rank == 0 && run.config.verbosity >= 2);
     let layout = census.settings.layout();
     let plan = &census.plan;
     let cols = Columns::of(layout, plan);
@@ -100,37 +101,34 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         comm.send_bytes(0, &encode_groups(profile))?;
     }
 
+    phases.mark("place");
     // Rank 0 lays the file out and shares where the datasets are, or that it failed.
     let laid = (ctx.rank == 0).then(|| lay_out(run, ctx, profile, census, layout));
-    let mut header = [0i64; 2];
-    if let Some(l) = &laid {
-        header = match l {
-            Ok((raw, _)) => [0, raw.path().as_os_str().len() as i64],
-            Err(e) => [e.status.code().min(-1) as i64, 0],
-        };
-    }
-    comm.bcast_value(&mut header, 0)?;
-    if header[0] != 0 {
-        let mine = laid.and_then(|l| l.err());
-        return Ok(outcome(header[0] as i32, 0, "laying the file out", &mine));
-    }
-    let shared = match &laid {
-        Some(Ok((raw, offsets))) => {
-            let mut b: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+    // One broadcast: rank 0's status, then (laid out) the offsets and the file's path.
+    let shared = laid.as_ref().map(|l| match l {
+        Ok((raw, offsets)) => {
+            let mut b = 0i64.to_le_bytes().to_vec();
+            b.extend(offsets.iter().flat_map(|o| o.to_le_bytes()));
             b.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(raw.path().as_os_str()));
-            Some(b)
+            b
         }
-        _ => None,
-    };
+        Err(e) => (e.status.code().min(-1) as i64).to_le_bytes().to_vec(),
+    });
     let shared = comm.bcast_bytes(shared, 0)?;
-    let n = cols.defs().len();
-    if shared.len() != n * 8 + header[1] as usize {
-        return Err(Error::new(Status::Mpi, format!("rank 0 sent {} bytes of offsets and path, {} expected", shared.len(), n * 8 + header[1] as usize)));
+    let status = shared.get(..8).map_or(-1, |b| i64::from_le_bytes(b.try_into().unwrap()));
+    if status != 0 {
+        let mine = laid.and_then(|l| l.err());
+        return Ok(outcome(status as i32, 0, "laying the file out", &mine));
     }
-    let offsets: Vec<u64> = shared[..n * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
-    let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&shared[n * 8..]));
+    let n = cols.defs().len();
+    if shared.len() <= 8 + n * 8 {
+        return Err(Error::new(Status::Mpi, format!("rank 0 sent {} bytes of offsets and path, more than {} expected", shared.len(), 8 + n * 8)));
+    }
+    let offsets: Vec<u64> = shared[8..8 + n * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&shared[8 + n * 8..]));
     let raw = laid.and_then(|l| l.ok()).map(|(raw, _)| raw);
 
+    phases.mark("lay out");
     // Every rank opens it.
     let mut mine: Option<Error> = None;
     let file = match comm.open_file(&path) {
@@ -153,12 +151,19 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     }
     let file = file.expect("opened on every rank");
 
+    phases.mark("open");
     // Every rank writes its part, in the same number of rounds.
     let mut w = Rounds::new(&file, &cols, &offsets, plan, pos.calls);
+    // The staging holds at most a round's calls and a slab: reserved once.
+    let staged = (counts[0].min(BATCH) as usize).saturating_add(crate::model::SLAB.min(counts[0] as usize));
+    let _ = w.staged.deltas.try_reserve_exact(staged);
+    let _ = w.staged.durations.try_reserve_exact(staged);
+    let _ = w.staged.threads.try_reserve_exact(staged * w.thread_width);
     if fault("write", ctx.rank) {
         w.error = Some(failed("test fault injected: this rank's data is bad".into()));
     }
     let rows = encode_events(census, profile, &mut w);
+    phases.mark("encode");
     let pieces = match w.error {
         None => rank_pieces(&cols, plan, &region_ids(plan), ctx.rank as u32, profile, &rows, &pos).unwrap_or_else(|e| {
             w.error = Some(failed(format!("rank {}: {e}", ctx.rank)));
@@ -173,6 +178,7 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     w.round(staged, &pieces);
     let mut mine = w.error.take();
     drop(w);
+    phases.mark("write");
     if let Err(e) = file.close() {
         mine.get_or_insert(e);
     }
@@ -185,6 +191,7 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         return Ok(outcome(code, rank, "writing its part", &mine));
     }
 
+    phases.mark("close");
     // Rank 0 moves the file into place.
     let placed: Option<Result<Written>> = raw.map(|r| r.finish().inspect_err(|e| warn::always(&format!("profile NOT moved into place: {e}"))));
     let mut code: i32 = match &placed {
@@ -200,7 +207,37 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     if let Some(msg) = written.as_ref().and_then(|w| w.fallback_message()) {
         warn::always(&msg);
     }
+    phases.mark("move into place");
+    phases.say();
     Ok(Outcome { code: 0, written, why: String::new() })
+}
+
+/// How long each step took on rank 0 (said at verbosity 2).
+struct Phases {
+    on: bool,
+    last: std::time::Instant,
+    done: Vec<(&'static str, f64)>,
+}
+
+impl Phases {
+    fn new(on: bool) -> Phases {
+        Phases { on, last: std::time::Instant::now(), done: Vec::new() }
+    }
+
+    fn mark(&mut self, what: &'static str) {
+        if self.on {
+            let now = std::time::Instant::now();
+            self.done.push((what, (now - self.last).as_secs_f64()));
+            self.last = now;
+        }
+    }
+
+    fn say(&self) {
+        if self.on {
+            let steps: Vec<String> = self.done.iter().map(|(w, t)| format!("{w} {t:.3} s")).collect();
+            warn::always(&format!("collective write on rank 0: {}", steps.join(", ")));
+        }
+    }
 }
 
 /// Rank 0: the file with everything but the ranks' parts (see the module documentation); the

@@ -175,7 +175,7 @@ impl Config {
             if parsed.is_none() {
                 crate::warn::once(
                     "env:layout",
-                    &format!("ignoring {source}={v:?}: expected regions, columnar or aggregate; using the default layout, regions"),
+                    &format!("ignoring {source}={v:?}: expected regions, columnar or aggregate; using the default layout, regions (columnar above {REGIONS_UP_TO_RANKS} ranks)"),
                 );
             }
             parsed

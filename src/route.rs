@@ -78,6 +78,7 @@ fn mpi_attrs(profile: &mut RankProfile, ctx: &MpiContext) {
 /// summary, from the cross-rank statistics of the unified regions.
 fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile) -> Result<Status> {
     mpi_comm::reset_traffic();
+    let started = std::time::Instant::now();
     mpi_attrs(&mut profile, &ctx);
     let host = profile.info.hostname.clone();
     crate::metadata::apply_detail(run.config, &mut profile);
@@ -86,6 +87,7 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
         Ok(c) => c,
         Err(e) => return fall_back(run, ctx, profile, &format!("the ranks could not agree on the file ({e})"), e.status.code()),
     };
+    let agreed = started.elapsed().as_secs_f64();
     // Rank 0's settings (a rank with another environment must not take another path).
     let layout = census.settings.layout();
     let config = Config { layout, layout_explicit: true, verbosity: census.settings.verbosity, ..run.config.clone() };
@@ -114,6 +116,7 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
             warn::always(&format!("the reference file {path} was not written: {}", r.why));
         }
     }
+    let written = started.elapsed().as_secs_f64();
     if config.verbosity >= 1 {
         match crate::unify::cross_rank_stats(&ctx.comm, &census.plan.names, &profile) {
             Ok(stats) => {
@@ -123,6 +126,10 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
             }
             Err(e) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),
         }
+    }
+    if config.verbosity >= 2 && ctx.rank == 0 {
+        let all = started.elapsed().as_secs_f64();
+        warn::always(&format!("finalize over MPI on rank 0: agreeing {agreed:.3} s, writing {:.3} s, the summary's statistics {:.3} s", written - agreed, all - written));
     }
     say_traffic(&config, &ctx, collective);
     drop(ctx); // frees our communicator while MPI is still up

@@ -163,60 +163,61 @@ const BLOCK: usize = 4096;
 
 /// The cross-rank statistics of the unified regions `names` (the same list on every rank):
 /// each rank's own statistics of each region (pooled over its threads) reduced with MPI, in
-/// blocks of regions: sums (calls, totals, open calls, exclusive times, histograms, ranks),
-/// minima and maxima, and the exact 128-bit sums of the squared per-rank totals. Collective;
-/// every rank gets the result. The one place for "statistics over ranks" of a run.
+/// blocks of regions, two reductions per block: the sums (calls, totals, open calls, exclusive
+/// times, histograms, ranks, and the squared per-rank totals), exact in 128-bit integers, and
+/// the minima and (negated) maxima. Collective; every rank gets the result. The one place for
+/// "statistics over ranks" of a run.
 pub fn cross_rank_stats(comm: &Comm, names: &[String], profile: &RankProfile) -> Result<Vec<CrossRankStats>> {
     let by_name: std::collections::HashMap<&str, usize> = profile.regions.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
     let mut out = Vec::with_capacity(names.len());
     for block in names.chunks(BLOCK) {
-        const SUMS: usize = 5 + HIST_BUCKETS;
+        // Per region: the sums (exactly, in 128 bits: one reduction for all of them), and the
+        // minima with the maxima negated (one reduction).
+        const SUMS: usize = 6 + HIST_BUCKETS;
         let n = block.len();
-        let mut sums = vec![0i64; n * SUMS];
-        let mut mins = vec![i64::MAX; n * 2];
-        let mut maxs = vec![i64::MIN; n * 2];
-        let mut squares = vec![0i128; n];
+        let mut sums = vec![0i128; n * SUMS];
+        let mut mins = vec![i64::MAX; n * 4];
         for (i, name) in block.iter().enumerate() {
             let Some(&at) = by_name.get(name.as_str()) else { continue };
             let r = &profile.regions[at];
             let p = r.pooled();
             let s = &mut sums[i * SUMS..(i + 1) * SUMS];
-            s[0] = p.count as i64;
-            s[1] = p.total;
-            s[2] = r.open_calls as i64;
-            s[3] = p.exclusive;
+            s[0] = p.count as i128;
+            s[1] = p.total as i128;
+            s[2] = r.open_calls as i128;
+            s[3] = p.exclusive as i128;
             s[4] = 1;
+            s[5] = p.total as i128 * p.total as i128;
             for (b, h) in p.hist.iter().take(HIST_BUCKETS).enumerate() {
-                s[5 + b] = *h as i64;
+                s[6 + b] = *h as i128;
             }
+            let m = &mut mins[i * 4..(i + 1) * 4];
             if p.count > 0 {
-                mins[2 * i] = p.min;
-                maxs[2 * i] = p.max;
+                m[0] = p.min;
+                m[1] = -p.max;
             }
-            mins[2 * i + 1] = p.total;
-            maxs[2 * i + 1] = p.total;
-            squares[i] = p.total as i128 * p.total as i128;
+            m[2] = p.total;
+            m[3] = -p.total;
         }
         let sums = comm.allreduce(&sums, mpi_comm::SUM)?;
         let mins = comm.allreduce(&mins, mpi_comm::MIN)?;
-        let maxs = comm.allreduce(&maxs, mpi_comm::MAX)?;
-        let squares = comm.allreduce(&squares, mpi_comm::SUM)?;
         for (i, name) in block.iter().enumerate() {
             let s = &sums[i * SUMS..(i + 1) * SUMS];
-            let calls = s[0] as u64;
+            let m = &mins[i * 4..(i + 1) * 4];
+            let (calls, ranks) = (s[0] as u64, s[4] as u64);
             out.push(CrossRankStats {
                 name: name.clone(),
                 calls,
-                total_ns: s[1],
-                min_ns: if calls > 0 { mins[2 * i] } else { 0 },
-                max_ns: if calls > 0 { maxs[2 * i] } else { 0 },
+                total_ns: s[1] as i64,
+                min_ns: if calls > 0 { m[0] } else { 0 },
+                max_ns: if calls > 0 { -m[1] } else { 0 },
                 open_calls: s[2] as u64,
-                exclusive_ns: s[3],
-                hist: s[5..].iter().map(|&h| h as u64).collect(),
-                ranks: s[4] as u64,
-                rank_total_squares: squares[i],
-                rank_total_min: if s[4] > 0 { mins[2 * i + 1] } else { 0 },
-                rank_total_max: if s[4] > 0 { maxs[2 * i + 1] } else { 0 },
+                exclusive_ns: s[3] as i64,
+                hist: s[6..].iter().map(|&h| h as u64).collect(),
+                ranks,
+                rank_total_squares: s[5],
+                rank_total_min: if ranks > 0 { m[2] } else { 0 },
+                rank_total_max: if ranks > 0 { -m[3] } else { 0 },
             });
         }
     }

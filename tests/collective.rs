@@ -269,3 +269,40 @@ fn collective_operations_and_bytes_at_rank_0_do_not_grow_with_the_ranks() {
     }
     assert!(through[&16] > 10 * through[&2], "through rank 0: {through:?}");
 }
+
+/// Above 16 ranks the regions layout (asked for) is still written, through rank 0, and rank 0
+/// says once why that is slow; without a layout asked for, the file is columnar.
+#[test]
+fn regions_above_16_ranks_warns_once_that_it_goes_through_rank_0() {
+    let dir = scratch("collective_regions");
+    let exe = build(&dir);
+    let file = dir.join("regions17.h5");
+    let out = mpirun(17, &exe, &[file.to_str().unwrap(), "10", "uniform"], &dir, &[("SCOPE_PROFILER_LAYOUT", "regions")], &[], true);
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("the regions layout is written through rank 0").count(), 1, "{stderr}");
+    let h5 = hdf5::File::open(&file).unwrap();
+    for r in 0..17 {
+        assert_eq!(read_regions(&h5, r)["solve"].starts.len(), 10, "rank {r}");
+        assert_eq!(int_attr(&h5.group(&format!("rank{r}")).unwrap(), "mpi_rank"), r as i64);
+    }
+    let file = dir.join("default17.h5");
+    let out = mpirun(17, &exe, &[file.to_str().unwrap(), "10", "uniform"], &dir, &[], &[], true);
+    assert!(!text(&out.stderr).contains("through rank 0"), "{}", text(&out.stderr));
+    let h5 = hdf5::File::open(&file).unwrap();
+    assert_eq!(str_attr(&h5, "storage_layout"), "columnar");
+    assert_eq!(python_view(&file)["regions"]["solve"]["16"]["calls"], 10);
+}
+
+/// A rank with more calls than one round takes (2^20) writes them in several rounds, and the
+/// ranks with fewer take part in as many: rank 2 has 2.25 M calls (3 rounds), rank 1 1.35 M
+/// (2), rank 0 0.45 M (1).
+#[test]
+fn ranks_with_more_calls_than_a_round_write_in_several_rounds() {
+    let dir = scratch("collective_rounds");
+    let exe = build(&dir);
+    let (file, _) = collective_equals_rank0(&dir, &exe, 3, 450_000, "columnar", &[]);
+    let h5 = hdf5::File::open(&file).unwrap();
+    assert_eq!(h5.dataset("events/durations").unwrap().size(), 450_000 * (1 + 3 + 3 + 2) + 1 + 2 + 3 + 2 * 3 + 3);
+    drop(h5);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -199,6 +199,9 @@ static int file_write_at_all(void *file, uint64_t offset, const void *buf, uint6
     uint64_t mine = (len + PIECE - 1) / PIECE, rounds = 0;
     int rc = PMPI_Allreduce(&mine, &rounds, 1, MPI_UINT64_T, MPI_MAX, f->comm);
     if (rc != MPI_SUCCESS) return rc;
+    /* Offsets are bytes from the file's start, whatever view file_write_pieces_all left. */
+    rc = PMPI_File_set_view(f->fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    if (rc != MPI_SUCCESS) return rc;
     const char *p = buf;
     int failed = MPI_SUCCESS;
     for (uint64_t i = 0; i < rounds; i++) {
@@ -213,10 +216,12 @@ static int file_write_at_all(void *file, uint64_t offset, const void *buf, uint6
 }
 
 /* One collective transfer of a rank's pieces (see sp_mpi_plugin.h): a file view made of the
- * pieces (an hindexed filetype over bytes), MPI_File_write_all of the buffer, and the plain
- * byte view back. A rank whose pieces are unusable (out of order, too large, no memory) still
- * takes part, with nothing, and gets the error: every rank makes the same collective calls. */
-static int file_write_pieces_all(void *file, uint32_t n, const uint64_t *offsets, const uint64_t *lens, const void *buf) {
+ * pieces (an hindexed filetype over bytes, left set; file_write_at_all sets the plain byte view
+ * again) and one MPI_File_write_all from the pieces' own buffers (an hindexed memory type of
+ * their addresses: nothing is copied together first). A rank whose pieces are unusable (out
+ * of order, too large, no memory) still takes part, with nothing, and gets the error: every
+ * rank makes the same collective calls. */
+static int file_write_pieces_all(void *file, uint32_t n, const uint64_t *offsets, const uint64_t *lens, const void *const *bufs) {
     sp_file *f = file;
     uint64_t total = 0;
     int blocks = 0, bad = MPI_SUCCESS;
@@ -227,39 +232,47 @@ static int file_write_pieces_all(void *file, uint32_t n, const uint64_t *offsets
     }
     if (total > PIECE) bad = MPI_ERR_COUNT;
     int *lengths = NULL;
-    MPI_Aint *places = NULL;
-    MPI_Datatype view = MPI_BYTE;
+    MPI_Aint *places = NULL, *addresses = NULL;
+    MPI_Datatype view = MPI_BYTE, memory = MPI_BYTE;
     if (bad == MPI_SUCCESS && blocks > 0) {
         lengths = malloc((size_t)blocks * sizeof *lengths);
         places = malloc((size_t)blocks * sizeof *places);
-        if (!lengths || !places) bad = MPI_ERR_NO_MEM;
+        addresses = malloc((size_t)blocks * sizeof *addresses);
+        if (!lengths || !places || !addresses) bad = MPI_ERR_NO_MEM;
     }
     if (bad == MPI_SUCCESS && blocks > 0) {
         int k = 0;
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; i < n && bad == MPI_SUCCESS; i++) {
             if (lens[i] == 0) continue;
             lengths[k] = (int)lens[i];
             places[k] = (MPI_Aint)offsets[i];
+            bad = PMPI_Get_address(bufs[i], &addresses[k]);
             k++;
         }
-        bad = PMPI_Type_create_hindexed(blocks, lengths, places, MPI_BYTE, &view);
+        if (bad == MPI_SUCCESS) bad = PMPI_Type_create_hindexed(blocks, lengths, places, MPI_BYTE, &view);
         if (bad == MPI_SUCCESS) {
             bad = PMPI_Type_commit(&view);
             if (bad != MPI_SUCCESS) PMPI_Type_free(&view);
         }
         if (bad != MPI_SUCCESS) view = MPI_BYTE;
+        if (bad == MPI_SUCCESS) bad = PMPI_Type_create_hindexed(blocks, lengths, addresses, MPI_BYTE, &memory);
+        if (bad == MPI_SUCCESS) {
+            bad = PMPI_Type_commit(&memory);
+            if (bad != MPI_SUCCESS) PMPI_Type_free(&memory);
+        }
+        if (bad != MPI_SUCCESS) memory = MPI_BYTE;
     }
     free(lengths);
     free(places);
-    int count = (bad == MPI_SUCCESS && blocks > 0) ? (int)total : 0;
-    int rc = PMPI_File_set_view(f->fh, 0, MPI_BYTE, view, "native", MPI_INFO_NULL);
-    if (rc != MPI_SUCCESS) count = 0;
+    free(addresses);
+    int writing = bad == MPI_SUCCESS && blocks > 0;
+    int rc = PMPI_File_set_view(f->fh, 0, MPI_BYTE, writing ? view : MPI_BYTE, "native", MPI_INFO_NULL);
     if (bad == MPI_SUCCESS) bad = rc;
-    rc = PMPI_File_write_all(f->fh, count ? buf : NULL, count, MPI_BYTE, MPI_STATUS_IGNORE);
-    if (bad == MPI_SUCCESS) bad = rc;
-    rc = PMPI_File_set_view(f->fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    writing = writing && rc == MPI_SUCCESS;
+    rc = PMPI_File_write_all(f->fh, writing ? MPI_BOTTOM : NULL, writing ? 1 : 0, writing ? memory : MPI_BYTE, MPI_STATUS_IGNORE);
     if (bad == MPI_SUCCESS) bad = rc;
     if (view != MPI_BYTE) PMPI_Type_free(&view);
+    if (memory != MPI_BYTE) PMPI_Type_free(&memory);
     return bad;
 }
 

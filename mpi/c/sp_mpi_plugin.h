@@ -48,10 +48,10 @@ typedef struct sp_mpi_ops {
     /* Collective: every rank calls it once, with its own offset and length (0 is fine). */
     int (*file_write_at_all)(void *file, uint64_t offset, const void *buf, uint64_t len);
     /* Collective: every rank calls it once with its own n pieces (0 is fine): piece i is lens[i]
-     * bytes written at file offset offsets[i], taken one after the other from buf. Offsets
-     * ascend and pieces do not overlap; at most 2^30 bytes in all per call. One file view
-     * (MPI_File_set_view with an hindexed filetype) and one MPI_File_write_all. */
-    int (*file_write_pieces_all)(void *file, uint32_t n, const uint64_t *offsets, const uint64_t *lens, const void *buf);
+     * bytes at bufs[i], written at file offset offsets[i]. Offsets ascend and pieces do not
+     * overlap; at most 2^30 bytes in all per call. One file view (MPI_File_set_view with an
+     * hindexed filetype, left set) and one MPI_File_write_all (from the buffers in place). */
+    int (*file_write_pieces_all)(void *file, uint32_t n, const uint64_t *offsets, const uint64_t *lens, const void *const *bufs);
     int (*file_close)(void *file);
     /* Run cb from inside MPI_Finalize, while MPI still works (an attribute of MPI_COMM_SELF,
      * whose delete callback MPI runs first: MPI-3.1 section 8.7.1). */

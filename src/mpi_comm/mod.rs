@@ -234,20 +234,36 @@ impl Comm {
         Ok(Some(acc))
     }
 
-    /// `bytes` from `root` (which passes Some) on every rank: its length, then the bytes.
+    /// `bytes` from `root` (which passes Some) on every rank: one broadcast of a fixed-size
+    /// block holding the length and the first bytes, and a second one for the rest only when
+    /// they do not fit (most broadcasts of small data are one operation).
     pub fn bcast_bytes(&self, bytes: Option<Vec<u8>>, root: i32) -> Result<Vec<u8>> {
-        let mut len = bytes.as_ref().map_or(0u64, |b| b.len() as u64);
-        self.bcast_value(&mut len, root)?;
-        let mut buf = match bytes {
-            Some(b) if self.rank == root => b,
-            _ => {
-                let mut v = Vec::new();
-                v.try_reserve_exact(len as usize).map_err(|_| Error::new(Status::Mpi, format!("no memory for {len} broadcast bytes")))?;
-                v.resize(len as usize, 0);
-                v
-            }
-        };
-        self.bcast(&mut buf, root)?;
+        const FIRST: usize = 4096;
+        let mut block = vec![0u8; FIRST];
+        let mine = if self.rank == root { bytes.unwrap_or_default() } else { Vec::new() };
+        if self.rank == root {
+            block[..8].copy_from_slice(&(mine.len() as u64).to_le_bytes());
+            let n = mine.len().min(FIRST - 8);
+            block[8..8 + n].copy_from_slice(&mine[..n]);
+        }
+        self.bcast(&mut block, root)?;
+        let len = u64::from_le_bytes(block[..8].try_into().unwrap()) as usize;
+        if len <= FIRST - 8 {
+            block.truncate(8 + len);
+            block.drain(..8);
+            return Ok(block);
+        }
+        if self.rank == root {
+            let mut rest = mine[FIRST - 8..].to_vec();
+            self.bcast(&mut rest, root)?;
+            return Ok(mine);
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len).map_err(|_| Error::new(Status::Mpi, format!("no memory for {len} broadcast bytes")))?;
+        buf.extend_from_slice(&block[8..]);
+        let mut rest = vec![0u8; len - (FIRST - 8)];
+        self.bcast(&mut rest, root)?;
+        buf.extend_from_slice(&rest);
         Ok(buf)
     }
 
@@ -328,8 +344,8 @@ pub struct MpiFile {
 impl MpiFile {
     /// Collective: every rank calls it, each with its own offset and bytes (maybe none).
     pub fn write_at_all(&self, offset: u64, bytes: &[u8]) -> Result<()> {
-        // An allreduce of the rounds, then (at least) one collective write.
-        count(COLLECTIVES, 2);
+        // An allreduce of the rounds, the plain view, then (at least) one collective write.
+        count(COLLECTIVES, 3);
         // SAFETY: the slice is valid for its length.
         let rc = unsafe { (self.ops.file_write_at_all)(self.handle, offset, bytes.as_ptr().cast(), bytes.len() as u64) };
         check(self.ops, "MPI_File_write_at_all", rc)
@@ -337,29 +353,25 @@ impl MpiFile {
 
     /// Collective: every rank calls it, each with its own pieces (file offset, bytes), maybe
     /// none, at most `MAX_PIECES_BYTES` in all; pieces must not overlap. One transfer (a file
-    /// view of the pieces, `MPI_File_write_all`, the plain view back).
+    /// view of the pieces, `MPI_File_write_all`).
     pub fn write_pieces_all(&self, pieces: &[(u64, &[u8])]) -> Result<()> {
-        count(COLLECTIVES, 3);
+        count(COLLECTIVES, 2);
         let mut order: Vec<usize> = (0..pieces.len()).filter(|&i| !pieces[i].1.is_empty()).collect();
         order.sort_by_key(|&i| pieces[i].0);
-        let total: usize = order.iter().map(|&i| pieces[i].1.len()).sum();
-        let mut buf = Vec::new();
-        let (mut offsets, mut lens) = (Vec::with_capacity(order.len()), Vec::with_capacity(order.len()));
-        // Too much, or no memory for it: take part with nothing (the others must not wait),
-        // and fail.
-        let fits = total as u64 <= MAX_PIECES_BYTES && buf.try_reserve_exact(total).is_ok();
-        if fits {
-            for &i in &order {
-                offsets.push(pieces[i].0);
-                lens.push(pieces[i].1.len() as u64);
-                buf.extend_from_slice(pieces[i].1);
-            }
+        let total: u64 = order.iter().map(|&i| pieces[i].1.len() as u64).sum();
+        // Too much for one call: take part with nothing (the others must not wait), and fail.
+        let fits = total <= MAX_PIECES_BYTES;
+        if !fits {
+            order.clear();
         }
-        // SAFETY: offsets and lens hold n entries; buf holds their sum.
-        let rc = unsafe { (self.ops.file_write_pieces_all)(self.handle, offsets.len() as u32, offsets.as_ptr(), lens.as_ptr(), buf.as_ptr().cast()) };
+        let offsets: Vec<u64> = order.iter().map(|&i| pieces[i].0).collect();
+        let lens: Vec<u64> = order.iter().map(|&i| pieces[i].1.len() as u64).collect();
+        let bufs: Vec<*const c_void> = order.iter().map(|&i| pieces[i].1.as_ptr().cast()).collect();
+        // SAFETY: offsets, lens and bufs hold n entries; each buffer is valid for its length.
+        let rc = unsafe { (self.ops.file_write_pieces_all)(self.handle, offsets.len() as u32, offsets.as_ptr(), lens.as_ptr(), bufs.as_ptr()) };
         check(self.ops, "MPI_File_write_all", rc)?;
         if !fits {
-            return Err(Error::new(Status::Mpi, format!("{total} bytes to write in one collective transfer: more than {MAX_PIECES_BYTES}, or no memory for them")));
+            return Err(Error::new(Status::Mpi, format!("{total} bytes to write in one collective transfer: more than {MAX_PIECES_BYTES}")));
         }
         Ok(())
     }

@@ -41,7 +41,7 @@ pub struct Ops {
     pub gather: unsafe extern "C" fn(comm: Handle, inp: *const c_void, len: u64, out: *mut c_void, root: c_int) -> c_int,
     pub file_open: unsafe extern "C" fn(comm: Handle, path: *const c_char, file: *mut Handle) -> c_int,
     pub file_write_at_all: unsafe extern "C" fn(file: Handle, offset: u64, buf: *const c_void, len: u64) -> c_int,
-    pub file_write_pieces_all: unsafe extern "C" fn(file: Handle, n: u32, offsets: *const u64, lens: *const u64, buf: *const c_void) -> c_int,
+    pub file_write_pieces_all: unsafe extern "C" fn(file: Handle, n: u32, offsets: *const u64, lens: *const u64, bufs: *const *const c_void) -> c_int,
     pub file_close: unsafe extern "C" fn(file: Handle) -> c_int,
     pub at_finalize: unsafe extern "C" fn(cb: extern "C" fn()) -> c_int,
     pub error_string: unsafe extern "C" fn(code: c_int, buf: *mut c_char, cap: c_int),
