@@ -101,6 +101,15 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         comm.send_bytes(0, &encode_groups(profile))?;
     }
 
+    // A rank whose calls fit in one round encodes them before the file is there (while rank 0
+    // lays it out; rank 0 right after); one with more writes them round by round as it
+    // encodes them.
+    let mut w = Rounds::new(&cols, plan, pos.calls, counts[0]);
+    if fault("write", ctx.rank) {
+        w.error = Some(failed("test fault injected: this rank's data is bad".into()));
+    }
+    let early = counts[0] <= BATCH;
+    let mut rows = (early && ctx.rank != 0).then(|| encode_events(census, profile, &mut w));
     phases.mark("place");
     // Rank 0 lays the file out and shares where the datasets are, or that it failed.
     let laid = (ctx.rank == 0).then(|| lay_out(run, ctx, profile, census, layout));
@@ -127,6 +136,9 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     let offsets: Vec<u64> = shared[8..8 + n * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
     let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&shared[8 + n * 8..]));
     let raw = laid.and_then(|l| l.ok()).map(|(raw, _)| raw);
+    if early && ctx.rank == 0 {
+        rows = Some(encode_events(census, profile, &mut w));
+    }
 
     phases.mark("lay out");
     // Every rank opens it.
@@ -146,23 +158,21 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         if let Some(f) = file {
             let _ = f.close();
         }
-        raw.map(RawFile::abandon);
+        if let Some(r) = raw {
+            r.abandon();
+        }
         return Ok(outcome(code, rank, "opening the file with MPI-IO", &mine));
     }
     let file = file.expect("opened on every rank");
 
     phases.mark("open");
     // Every rank writes its part, in the same number of rounds.
-    let mut w = Rounds::new(&file, &cols, &offsets, plan, pos.calls);
-    // The staging holds at most a round's calls and a slab: reserved once.
-    let staged = (counts[0].min(BATCH) as usize).saturating_add(crate::model::SLAB.min(counts[0] as usize));
-    let _ = w.staged.deltas.try_reserve_exact(staged);
-    let _ = w.staged.durations.try_reserve_exact(staged);
-    let _ = w.staged.threads.try_reserve_exact(staged * w.thread_width);
-    if fault("write", ctx.rank) {
-        w.error = Some(failed("test fault injected: this rank's data is bad".into()));
-    }
-    let rows = encode_events(census, profile, &mut w);
+    w.file = Some(&file);
+    w.offsets = &offsets;
+    let rows = match rows {
+        Some(rows) => rows,
+        None => encode_events(census, profile, &mut w),
+    };
     phases.mark("encode");
     let pieces = match w.error {
         None => rank_pieces(&cols, plan, &region_ids(plan), ctx.rank as u32, profile, &rows, &pos).unwrap_or_else(|e| {
@@ -187,7 +197,9 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     }
     let (code, rank) = agree(ctx, &mine)?;
     if code != 0 {
-        raw.map(RawFile::abandon);
+        if let Some(r) = raw {
+            r.abandon();
+        }
         return Ok(outcome(code, rank, "writing its part", &mine));
     }
 
@@ -329,9 +341,10 @@ impl Staged {
 
 /// The rounds of collective transfers of one rank (the same number on every rank).
 struct Rounds<'a> {
-    file: &'a MpiFile,
-    cols: &'a Columns,
+    /// The file and its datasets' offsets, once open.
+    file: Option<&'a MpiFile>,
     offsets: &'a [u64],
+    cols: &'a Columns,
     rounds: u64,
     done: u64,
     /// This rank's first event, and the next one to write.
@@ -342,16 +355,24 @@ struct Rounds<'a> {
 }
 
 impl<'a> Rounds<'a> {
-    fn new(file: &'a MpiFile, cols: &'a Columns, offsets: &'a [u64], plan: &crate::writer::Plan, first_event: u64) -> Rounds<'a> {
+    /// For a rank whose first event is `first_event`, with `calls` calls.
+    fn new(cols: &'a Columns, plan: &crate::writer::Plan, first_event: u64, calls: u64) -> Rounds<'a> {
+        let thread_width = columnar::thread_width(plan.max_threads);
+        // The staging holds at most a round's calls and a slab: reserved once.
+        let n = (calls.min(BATCH) as usize).saturating_add(crate::model::SLAB.min(calls as usize));
+        let mut staged = Staged::default();
+        let _ = staged.deltas.try_reserve_exact(n);
+        let _ = staged.durations.try_reserve_exact(n);
+        let _ = staged.threads.try_reserve_exact(n * thread_width);
         Rounds {
-            file,
+            file: None,
+            offsets: &[],
             cols,
-            offsets,
             rounds: plan.max_rank_calls.div_ceil(BATCH).max(1),
             done: 0,
             next_event: first_event,
-            thread_width: columnar::thread_width(plan.max_threads),
-            staged: Staged::default(),
+            thread_width,
+            staged,
             error: None,
         }
     }
@@ -418,8 +439,16 @@ impl<'a> Rounds<'a> {
         if self.error.is_some() {
             pieces.clear();
         }
-        if let Err(e) = self.file.write_pieces_all(&pieces) {
-            self.error.get_or_insert(e);
+        match self.file {
+            Some(f) => {
+                if let Err(e) = f.write_pieces_all(&pieces) {
+                    self.error.get_or_insert(e);
+                }
+            }
+            // Cannot happen (a rank writes rounds only once the file is open); never hang.
+            None => {
+                self.error.get_or_insert(failed("a round before the file was open".into()));
+            }
         }
         self.done += 1;
         let tw = self.thread_width;

@@ -158,7 +158,7 @@ pub fn merge_rank_files(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
                     // Counters and LIKWID results; the attributes are in the rank table.
                     if let Some(group) = group {
                         let g = f.group(group)?;
-                        if g.len() > 0 {
+                        if !g.is_empty() {
                             g.copy_to(out, group)?;
                             let copied = out.group(group)?;
                             for name in copied.attr_names()? {

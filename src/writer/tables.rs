@@ -433,7 +433,7 @@ pub struct RawColumn {
 impl RawColumn {
     fn create(group: &hdf5::Group, name: &str, ty: Ty, len: u64) -> hdf5::Result<RawColumn> {
         use hdf5::plist::dataset_create::{AllocTime, FillTime};
-        let builder = group.new_dataset_builder().empty_as(&ty.descriptor());
+        let builder = group.new_dataset_builder().empty_as(ty.descriptor());
         let builder = if ty == Ty::Hist { builder.shape((len as usize, HIST_BUCKETS)) } else { builder.shape(len as usize) };
         let ds = builder.fill_time(FillTime::Never).alloc_time(Some(AllocTime::Early)).create(name)?;
         let stored = ds.dtype()?.size() * if ty == Ty::Hist { HIST_BUCKETS } else { 1 };
