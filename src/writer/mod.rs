@@ -83,6 +83,12 @@ pub struct AttrColumn {
     pub values: u64,
 }
 
+/// Whether a rank attribute can be a dataset of the rank table: a plain name that is not one
+/// of the table's own (`ranks`, `<list>_offsets`); anything else stays out of the table.
+pub fn is_table_column(name: &str) -> bool {
+    !name.is_empty() && name != "ranks" && !name.ends_with("_offsets") && !name.contains(['/', '\0']) && name != "." && name != ".."
+}
+
 /// A string as it is stored: HDF5 strings hold no NUL.
 pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains('\0') { std::borrow::Cow::Owned(s.replace('\0', "")) } else { std::borrow::Cow::Borrowed(s) }
@@ -124,6 +130,7 @@ impl Plan {
         let source_width = profile.regions.iter().filter_map(|r| r.source.as_ref()).map(|s| clean(&s.file).len() as u64).max().unwrap_or(0);
         let attrs = rank_attrs(profile)
             .into_iter()
+            .filter(|(name, _)| is_table_column(name))
             .map(|(name, value)| {
                 let (width, values) = match &value {
                     AttrValue::Int(_) => (0, 0),
@@ -509,6 +516,23 @@ impl ProfileFile {
 mod tests {
     use super::*;
     use crate::model::{RegionData, SourceLocation};
+
+    /// The rank table takes every attribute it can name, and leaves out the ones whose names
+    /// would clash with its own datasets or make a path.
+    #[test]
+    fn rank_table_columns() {
+        let mut p = RankProfile::default();
+        p.info.hostname = "h".into();
+        p.info.thread_os_ids = vec![7, 8];
+        for name in ["clock", "ranks", "x_offsets", "a/b", "clock"] {
+            p.info.extra.push((name.into(), AttrValue::Str("v".into())));
+        }
+        let plan = Plan::of(&p);
+        let names: Vec<&str> = plan.attrs.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["hostname", "pid", "cpus", "num_threads", "thread_os_ids", "clock"]);
+        assert_eq!(plan.attrs[4].values, 2);
+        assert_eq!(plan.attrs[0].width, 1);
+    }
 
     #[test]
     fn group_names() {
