@@ -226,7 +226,7 @@ contains
    !>              (default: $SCOPE_PROFILER_VERBOSE, else 1)
    !>   ierr       status (SP_OK, SP_ALREADY_SET_UP, or an SP_ERR_* code)
    !>   layout     "regions", "columnar" or "aggregate" (default: $SCOPE_PROFILER_LAYOUT,
-   !>              else regions; see docs/layouts.md)
+   !>              else regions up to 16 ranks, columnar above; see docs/layouts.md)
    !>   clock      "auto", "tsc" or "monotonic" (default: $SCOPE_PROFILER_CLOCK, else "auto";
    !>              see docs/clock.md); a blank value counts as not given
    !>   perf_events perf events to count per region, e.g. "task-clock,cycles,flops"

@@ -215,9 +215,10 @@ typedef struct sp_options {
    */
   int32_t has_comm;
   /**
-   * How the file stores the regions: "regions" (every call, per-rank groups; the default),
-   * "columnar" (every call, the Python package's schema-3 columns, 17 bytes per call) or
-   * "aggregate" (per region and thread statistics only; no calls kept). NULL: $SCOPE_PROFILER_LAYOUT.
+   * How the file stores the regions: "regions" (every call, per-rank groups; the default up
+   * to 16 ranks), "columnar" (every call, the Python package's schema-3 columns, 17 bytes per
+   * call; the default above 16 ranks, written by every rank collectively) or "aggregate" (per
+   * region and thread statistics only; no calls kept). NULL: $SCOPE_PROFILER_LAYOUT.
    */
   const char *layout;
   /**

@@ -48,12 +48,23 @@ pub struct Config {
     pub perf_events: String,
     /// Comma-separated globs of the regions that count them (empty: every region).
     pub perf_regions: String,
+    /// The layout asked for, or the default for a single process (see `layout_for`).
     pub layout: Layout,
+    /// Whether `layout` was asked for (option or environment), or is the default.
+    pub layout_explicit: bool,
+    /// Write the schema-3 layouts collectively over MPI (`SCOPE_PROFILER_COLLECTIVE`, default
+    /// on); off: through rank 0, as the regions layout is (the reference the collective write is
+    /// tested against).
+    pub collective: bool,
     /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
     pub mpi: crate::mpi_stats::Settings,
     /// Sampling (`SCOPE_PROFILER_SAMPLE_*`, docs/sampling.md).
     pub sampling: crate::sampling::Settings,
 }
+
+/// Up to this many ranks the default layout is `regions`; above, `columnar` (written by every
+/// rank collectively; `regions` is written through rank 0). See docs/layouts.md.
+pub const REGIONS_UP_TO_RANKS: i64 = 16;
 
 /// How the file stores the regions (see docs/layouts.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -105,6 +116,7 @@ pub mod env {
     pub const FUNCTIONS: &str = "SCOPE_PROFILER_FUNCTIONS";
     pub const FILTER: &str = "SCOPE_PROFILER_FILTER";
     pub const THROTTLE: &str = "SCOPE_PROFILER_THROTTLE";
+    pub const COLLECTIVE: &str = "SCOPE_PROFILER_COLLECTIVE";
 }
 
 /// Parse a boolean environment value (`parse_bool`'s words), for the modules that read their
@@ -175,19 +187,20 @@ impl Config {
             }
         });
         // An explicit option wins; a bad value (option or variable) warns once and falls back.
-        let layout = match (options.layout.as_deref(), env(env::LAYOUT)) {
+        let asked = match (options.layout.as_deref(), env(env::LAYOUT)) {
             (Some(v), _) => Some((v.to_string(), "sp_options.layout")),
             (None, Some(v)) if !v.trim().is_empty() => Some((v, env::LAYOUT)),
             _ => None,
         }
-        .map_or(Layout::default(), |(v, source)| {
-            Layout::parse(&v).unwrap_or_else(|| {
+        .and_then(|(v, source)| {
+            let parsed = Layout::parse(&v);
+            if parsed.is_none() {
                 crate::warn::once(
                     "env:layout",
-                    &format!("ignoring {source}={v:?}: expected regions, columnar or aggregate; using the default layout, regions"),
+                    &format!("ignoring {source}={v:?}: expected regions, columnar or aggregate; using the default layout, regions (columnar above {REGIONS_UP_TO_RANKS} ranks)"),
                 );
-                Layout::default()
-            })
+            }
+            parsed
         });
         let mpi = env(env::MPI).map_or(crate::mpi_stats::Settings::default(), |v| {
             crate::mpi_stats::Settings::parse(&v).unwrap_or_else(|e| {
@@ -195,6 +208,7 @@ impl Config {
                 crate::mpi_stats::Settings::default()
             })
         });
+        let (layout, layout_explicit) = (asked.unwrap_or_default(), asked.is_some());
         let file_path = options
             .file_path
             .clone()
@@ -215,6 +229,18 @@ impl Config {
             layout,
             mpi,
             sampling: crate::sampling::Settings::from_env(&env),
+            layout_explicit,
+            collective: bool_env(env::COLLECTIVE).unwrap_or(true),
+        }
+    }
+
+    /// The layout of a run of `ranks` ranks: the one asked for, else `regions` up to
+    /// `REGIONS_UP_TO_RANKS` ranks and `columnar` above (which every rank writes collectively).
+    pub fn layout_for(&self, ranks: i64) -> Layout {
+        match self.layout_explicit {
+            true => self.layout,
+            false if ranks > REGIONS_UP_TO_RANKS => Layout::Columnar,
+            false => Layout::Regions,
         }
     }
 
@@ -304,6 +330,13 @@ mod tests {
         assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", "tree")]).layout, Layout::Regions);
         let o = Options { layout: Some("regions".into()), ..Options::default() };
         assert_eq!(resolve(&o, &[("SCOPE_PROFILER_LAYOUT", "aggregate")]).layout, Layout::Regions);
+        // The default depends on the number of ranks; an explicit choice does not.
+        let d = resolve(&Options::default(), &[]);
+        assert_eq!((d.layout_for(1), d.layout_for(REGIONS_UP_TO_RANKS), d.layout_for(REGIONS_UP_TO_RANKS + 1)), (Layout::Regions, Layout::Regions, Layout::Columnar));
+        assert_eq!(resolve(&o, &[]).layout_for(10_000), Layout::Regions);
+        assert_eq!(resolve(&Options::default(), &[("SCOPE_PROFILER_LAYOUT", "tree")]).layout_for(1000), Layout::Columnar, "a bad value is no choice");
+        assert!(d.collective);
+        assert!(!resolve(&Options::default(), &[("SCOPE_PROFILER_COLLECTIVE", "0")]).collective);
     }
 
     #[test]

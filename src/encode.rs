@@ -1,5 +1,6 @@
 //! A `RankProfile` as bytes, to send it to rank 0: a JSON header (everything but the call
-//! columns) followed by the columns as raw little-endian i64, region by region.
+//! columns) followed by the columns as raw little-endian i64, region by region. Also without
+//! the regions (`encode_groups`): a rank's counter and LIKWID results for its `rank<N>` group.
 
 use crate::model::{Calls, Columns, LikwidRun, PageVec, RankCounters, RankInfo, RankProfile, RegionData, SourceLocation, Stats};
 use serde::{Deserialize, Serialize};
@@ -37,11 +38,22 @@ struct RegionHeader {
 /// The bytes, in a mapping of their own (`PageVec`): a rank's calls take 24 bytes each, and
 /// freeing a malloc'd block that size would move glibc's thresholds for the host.
 pub fn encode(p: &RankProfile) -> PageVec<u8> {
+    encode_with(p, true)
+}
+
+/// Everything of `p` but its regions: what a collective write sends to rank 0 for the rank's
+/// `rank<N>` groups (counters, LIKWID); decoded by `decode` into a profile without regions.
+pub fn encode_groups(p: &RankProfile) -> PageVec<u8> {
+    encode_with(p, false)
+}
+
+fn encode_with(p: &RankProfile, regions: bool) -> PageVec<u8> {
     let mut header = Header {
         info: p.info.clone(),
         regions: p
             .regions
             .iter()
+            .filter(|_| regions)
             .map(|r| RegionHeader {
                 name: r.name.clone(),
                 calls: r.calls() as u64,

@@ -86,9 +86,10 @@ pub struct sp_options {
     pub comm: i32,
     /// 1 if `comm` is set, else 0 (MPI_COMM_WORLD when MPI is initialized).
     pub has_comm: i32,
-    /// How the file stores the regions: "regions" (every call, per-rank groups; the default),
-    /// "columnar" (every call, the Python package's schema-3 columns, 17 bytes per call) or
-    /// "aggregate" (per region and thread statistics only; no calls kept). NULL: $SCOPE_PROFILER_LAYOUT.
+    /// How the file stores the regions: "regions" (every call, per-rank groups; the default up
+    /// to 16 ranks), "columnar" (every call, the Python package's schema-3 columns, 17 bytes per
+    /// call; the default above 16 ranks, written by every rank collectively) or "aggregate" (per
+    /// region and thread statistics only; no calls kept). NULL: $SCOPE_PROFILER_LAYOUT.
     pub layout: *const c_char,
     /// Clock: "auto" (the TSC where the hardware and kernel make it safe, else
     /// CLOCK_MONOTONIC), "tsc" (forced, with a warning where unsafe) or "monotonic"; NULL for

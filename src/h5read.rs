@@ -483,6 +483,11 @@ impl Group {
         if self.path.is_empty() { "the root group" } else { &self.path }
     }
 
+    /// Whether the group holds no link at all.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.links()?.is_empty())
+    }
+
     /// The subgroups of the group, in name order. Datasets and dangling soft links are
     /// skipped; an external link, or a group linked twice, is an error.
     pub fn subgroups(&self) -> Result<Vec<Member>> {

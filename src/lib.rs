@@ -12,6 +12,8 @@ pub mod calllog;
 /// cbindgen:ignore
 pub mod clock;
 /// cbindgen:ignore
+pub mod collective;
+/// cbindgen:ignore
 pub mod config;
 /// cbindgen:ignore
 pub mod counters;
@@ -84,6 +86,8 @@ pub mod status;
 pub mod summary;
 /// cbindgen:ignore
 pub mod symbols;
+/// cbindgen:ignore
+pub mod unify;
 /// cbindgen:ignore
 pub mod warn;
 /// cbindgen:ignore

@@ -1,7 +1,10 @@
-//! Combining per-rank files (written when MPI was not usable at finalize) into the normal
-//! single file: every `rank<N>` group is copied whole (LIKWID results included), and the
-//! metadata of the first file is kept with `mpi_size`, `num_nodes`, `total_cores` and the run's
-//! clock (pooled over the ranks' clock attributes) redone.
+//! Combining per-rank files (written when MPI was not usable at finalize, or when the
+//! collective write failed) into the normal single file: in the regions layout every
+//! `rank<N>` group is copied whole; in the schema-3 layouts each rank's regions and attributes
+//! are read back (`writer::read3`) and written again through the layout writer, and its
+//! `rank<N>` group (counters, LIKWID) copied. The metadata of the first file is kept with
+//! `mpi_size`, `num_nodes`, `total_cores` and the run's clock (pooled over the ranks' clock
+//! attributes) redone.
 //!
 //! The input files are whatever the caller names, so they are read as hostile, and never in
 //! the calling process: [`merge_rank_files`] starts the merge helper (`scope_profiler_merge`,
@@ -219,8 +222,9 @@ pub fn helper_main(args: &[OsString]) -> i32 {
 /// What one input holds.
 struct Scanned {
     input: Input,
-    /// Its rank groups: (rank, group name).
-    ranks: Vec<(i64, String)>,
+    /// Its ranks: (rank, its `rank<N>` group if it has one; a schema-3 rank may have only
+    /// its row of the rank table).
+    ranks: Vec<(i64, Option<String>)>,
 }
 
 /// Merge in this process (the helper; never a host: see [`merge_rank_files`]).
@@ -243,7 +247,7 @@ pub fn merge_here(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             }
             _ => {}
         }
-        let mut ranks = Vec::new();
+        let mut groups: BTreeMap<i64, String> = BTreeMap::new();
         for m in f.subgroups().map_err(|e| in_file(&input, e))? {
             let Some(digits) = m.name.strip_prefix("rank").filter(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())) else { continue };
             let rank = digits.parse::<u64>().ok().filter(|&r| r <= crate::writer::read3::MAX_RANK);
@@ -252,13 +256,25 @@ pub fn merge_here(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             };
             let g = f.member(&m).map_err(|e| in_file(&input, e))?;
             g.check_tree().map_err(|e| in_file(&input, e))?;
-            if owner.insert(rank as i64, scanned.len()).is_some() {
+            if groups.insert(rank as i64, m.name.clone()).is_some() {
+                return Err(in_file(&input, format_args!("is damaged: two groups name rank {rank}")));
+            }
+        }
+        // Schema 3: the ranks of the rank table too (files written before it: the groups).
+        let mut all: BTreeSet<i64> = groups.keys().copied().collect();
+        if this_layout.is_some() {
+            let infos = crate::writer::read3::read_ranks(&f).map_err(|e| in_file(&input, e))?;
+            all.extend(infos.keys().map(|&r| r as i64));
+        }
+        let mut ranks = Vec::new();
+        for rank in all {
+            if owner.insert(rank, scanned.len()).is_some() {
                 return Err(Error::new(Status::InvalidArgument, format!("rank {rank} appears in more than one input file")));
             }
-            ranks.push((rank as i64, m.name));
+            ranks.push((rank, groups.remove(&rank)));
         }
         if ranks.is_empty() {
-            return Err(in_file(&input, "holds no rank<N> group"));
+            return Err(in_file(&input, "holds no rank"));
         }
         if scanned.is_empty() {
             let meta = f.group("metadata").map_err(|e| in_file(&input, e))?;
@@ -267,24 +283,28 @@ pub fn merge_here(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
         scanned.push(Scanned { input, ranks });
     }
     let schema3 = layout.flatten();
-    // Schema-3 inputs: their regions live in file-wide tables, read back (and checked) here and
-    // written again through the layout writer, rank by rank; the rank groups are copied.
-    let mut regions: BTreeMap<i64, Vec<crate::model::RegionData>> = BTreeMap::new();
+    // Schema-3 inputs: their regions and rank attributes live in file-wide tables, read back
+    // (and checked) here and written again through the layout writer, rank by rank; the rank
+    // groups (counters, LIKWID) are copied. Their plan sizes the merged file's datasets before
+    // the first rank is written.
+    let mut profiles: BTreeMap<i64, crate::model::RankProfile> = BTreeMap::new();
     let mut plan = crate::writer::Plan::default();
     if schema3.is_some() {
         for (i, s) in scanned.iter().enumerate() {
             let f = open(&s.input)?;
-            for (rank, r) in crate::writer::read3::read_regions(&f).map_err(|e| in_file(&s.input, e))? {
-                let rank = rank as i64;
-                if owner.get(&rank) != Some(&i) {
-                    return Err(in_file(&s.input, format_args!("is damaged: its tables hold regions of rank {rank}, which has no group in it")));
-                }
-                let threads = r.iter().flat_map(|x| x.stats.iter().map(|(t, _)| *t as u64 + 1)).max().unwrap_or(0);
-                let calls = r.iter().map(|x| x.calls() as u64).sum();
-                plan = plan.and(crate::writer::Plan { total_calls: calls, max_threads: threads });
-                regions.insert(rank, r);
+            let mut infos = crate::writer::read3::read_ranks(&f).map_err(|e| in_file(&s.input, e))?;
+            let mut regions = crate::writer::read3::read_regions(&f).map_err(|e| in_file(&s.input, e))?;
+            if let Some(rank) = regions.keys().find(|&&r| owner.get(&(r as i64)) != Some(&i)) {
+                return Err(in_file(&s.input, format_args!("is damaged: its tables hold regions of rank {rank}, which it does not list")));
+            }
+            for (rank, _) in &s.ranks {
+                let r = *rank as usize;
+                let profile = crate::model::RankProfile { info: infos.remove(&r).unwrap_or_default(), regions: regions.remove(&r).unwrap_or_default(), ..Default::default() };
+                profiles.insert(*rank, profile);
             }
         }
+        // In rank order (the files were read file by file).
+        plan = profiles.values().map(crate::writer::Plan::of).reduce(crate::writer::Plan::and).unwrap_or_default();
     }
     // The metadata of the lowest rank's file is the run's.
     let first = &scanned[*owner.values().next().expect("every input has a rank")];
@@ -302,26 +322,46 @@ pub fn merge_here(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             let f = open(&first.input).map_err(|e| hdf5::Error::from(e.message.as_str()))?;
             f.group("metadata").map_err(|e| source_err(first, e))?.location().copy_to(out, "metadata")?;
         }
-        let mut writer = schema3.map(|l| crate::writer::layout_writer(l, plan));
+        crate::writer::replace_attr(out, "scope_profiler_schema", &AttrValue::Int(crate::writer::SCHEMA_VERSION))?;
+        let mut writer = schema3.map(|l| crate::writer::layout_writer(l, plan.clone()));
         for (rank, &i) in &owner {
             let s = &scanned[i];
             let f = open(&s.input).map_err(|e| hdf5::Error::from(e.message.as_str()))?;
             let name = &s.ranks.iter().find(|(r, _)| r == rank).expect("listed when scanned").1;
-            let g = f.group(name).map_err(|e| source_err(s, e))?;
-            if let Some(h) = g.attr_string("hostname") {
-                hosts.insert(h);
-            }
-            clock.add(*rank, &crate::model::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
-            g.location().copy_to(out, name)?;
-            if let Some(w) = writer.as_mut() {
-                // Lent to the writer and put back: a later attempt writes them again.
-                let profile = crate::model::RankProfile { regions: regions.remove(rank).unwrap_or_default(), ..Default::default() };
-                let done = out.group(name).and_then(|g| w.write_rank(out, &g, *rank as usize, &profile));
-                regions.insert(*rank, profile.regions);
-                done?;
+            let group = match name {
+                Some(name) => Some((name, f.group(name).map_err(|e| source_err(s, e))?)),
+                None => None,
+            };
+            match profiles.get(rank) {
+                Some(profile) => {
+                    if !profile.info.hostname.is_empty() {
+                        hosts.insert(profile.info.hostname.clone());
+                    }
+                    clock.add(*rank, &profile.info);
+                    // Counters and LIKWID results; the attributes are in the rank table.
+                    if let Some((name, g)) = group {
+                        if !g.is_empty().map_err(|e| source_err(s, e))? {
+                            g.location().copy_to(out, name)?;
+                            let copied = out.group(name)?;
+                            for attr in copied.attr_names()? {
+                                copied.delete_attr(&attr)?;
+                            }
+                        }
+                    }
+                    if let Some(w) = writer.as_mut() {
+                        w.write_rank(out, *rank as usize, profile)?;
+                    }
+                }
+                None => {
+                    let Some((name, g)) = group else { continue };
+                    if let Some(h) = g.attr_string("hostname") {
+                        hosts.insert(h);
+                    }
+                    clock.add(*rank, &crate::model::RankInfo { extra: clock_attrs_of(&g), ..Default::default() });
+                    g.location().copy_to(out, name)?;
+                }
             }
         }
-        crate::writer::put_int(out, "scope_profiler_schema", crate::writer::SCHEMA_VERSION)?;
         if let Some(w) = writer.as_mut() {
             w.finish(out)?;
         }

@@ -121,7 +121,7 @@ pub fn clock_attrs(r: &crate::clock::ClockReport, note: Option<&str>) -> Vec<(St
 /// its own ticks, see `clock_attrs`): the clock used (`tsc`, `monotonic`, or `mixed` when ranks
 /// differ), the first rank's TSC frequency, the largest conversion error bound of any rank, and
 /// `ok` or which ranks' conversions were flagged.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClockSummary {
     clocks: std::collections::BTreeSet<String>,
     tsc_hz: Option<i64>,
@@ -144,6 +144,15 @@ impl ClockSummary {
                 _ => {}
             }
         }
+    }
+
+    /// This summary (of some ranks) followed by `later` (of the ranks after them).
+    pub fn then(mut self, later: ClockSummary) -> ClockSummary {
+        self.clocks.extend(later.clocks);
+        self.tsc_hz = self.tsc_hz.or(later.tsc_hz);
+        self.error_bound_ns = self.error_bound_ns.max(later.error_bound_ns);
+        self.flagged.extend(later.flagged);
+        self
     }
 
     pub fn attrs(&self) -> Vec<(String, AttrValue)> {

@@ -1,7 +1,8 @@
 //! Writing one file: a single process's profile, or one rank's own file when the ranks cannot
 //! write one together (`write_rank_file`), each retried in a fallback directory when the
 //! target cannot take it (`write_file`); the message saying where it went, the summary table.
-//! Which of these a run takes, or the collective write (`gather`), is chosen by `route`.
+//! Which of these a run takes, or a write over MPI (`gather`, `collective`), is chosen by
+//! `route`.
 
 use crate::config::Config;
 use crate::metadata::run_metadata;
@@ -11,6 +12,15 @@ use crate::summary::{RegionStats, render};
 use crate::warn;
 use crate::writer::{Plan, ProfileFile, Written, layout_writer};
 use std::path::{Path, PathBuf};
+
+/// How a write over MPI ended, the same on every rank: `code` 0 (written) or the status code
+/// of the failure; rank 0 knows where the file went; `why` says what failed, for the message
+/// of the per-rank files every rank then writes.
+pub struct Outcome {
+    pub code: i32,
+    pub written: Option<Written>,
+    pub why: String,
+}
 
 /// What writing needs to know about the run: plain data, no profiler state.
 #[derive(Clone, Copy)]

@@ -354,6 +354,10 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
         crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
         stay_loaded();
     }
+    // The default layout follows the number of ranks (decided again at finalize, where the
+    // ranks agree on it).
+    let ranks = mpi.as_ref().map(|m| m.size as i64).or_else(|| crate::mpi_comm::launcher_rank().map(|(_, s)| s)).unwrap_or(1);
+    config.layout = config.layout_for(ranks);
     quiesce::prepare();
     KEEP_CALLS.store(config.layout != crate::config::Layout::Aggregate, Ordering::Relaxed);
     let facts = RunFacts::now();

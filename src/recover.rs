@@ -100,6 +100,7 @@ fn config_of(r: &RecoveredRun, target: &Path) -> Config {
     c.file_path = target.to_path_buf();
     c.verbosity = 0;
     c.layout = Layout::parse(&r.meta.layout).unwrap_or_default();
+    c.layout_explicit = true;
     c.metadata_detail = if r.meta.full_metadata { MetadataDetail::Full } else { MetadataDetail::Minimal };
     c
 }

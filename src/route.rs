@@ -1,11 +1,15 @@
-//! Where a finished run goes: the collective write over MPI (`gather`), this process's own
-//! file, or one file per rank when the ranks cannot meet (`output`), as the run's MPI
-//! situation allows. Above both: neither calls back into here.
+//! Where a finished run goes: over MPI one file for every rank, written collectively
+//! (`collective`, the schema-3 layouts) or through rank 0 (`gather`, the regions layout); this
+//! process's own file, or one file per rank when the ranks cannot meet (`output`), as the
+//! run's MPI situation allows. Above all of them: none calls back into here.
 
+use crate::config::{Config, Layout, REGIONS_UP_TO_RANKS};
 use crate::model::{AttrValue, RankProfile};
 use crate::mpi_comm::{self, MpiContext};
-use crate::output::{RunContext, write_rank_file, write_single};
-use crate::status::{Result, Status};
+use crate::output::{Outcome, RunContext, report, write_rank_file, write_single};
+use crate::status::{Error, Result, Status};
+use crate::unify::{Census, Settings};
+use crate::warn;
 use std::path::PathBuf;
 
 /// Whether finalize may talk to the other ranks.
@@ -17,9 +21,9 @@ pub enum Gather {
     LocalOnly,
 }
 
-/// Write the run the way its MPI situation allows.
-/// `notes` prints this rank's notes on finalize; it is called once, after the write (under
-/// MPI before rank 0 prints the summary table: see `gather::write_collective`).
+/// Write the run the way its MPI situation allows. `notes` prints this rank's notes on
+/// finalize; it is called once, after the write (under MPI before rank 0 prints the summary
+/// table: see `write_over_mpi`).
 pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, gather: Gather, notes: &mut dyn FnMut()) -> Result<Status> {
     let mut printed = false;
     let mut once = || {
@@ -28,7 +32,7 @@ pub fn write_run(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProf
         }
     };
     let result = write_run_with(run, mpi, profile, gather, &mut once);
-    // Every path but the collective one (which prints them before the table) prints them here.
+    // Every path but the one over MPI (which prints them before the table) prints them here.
     once();
     result
 }
@@ -46,7 +50,7 @@ fn write_run_with(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankPro
         };
     }
     match mpi {
-        Some(ctx) if mpi_comm::is_usable() => crate::gather::write_collective(run, ctx, profile, notes),
+        Some(ctx) if mpi_comm::is_usable() => write_over_mpi(run, ctx, profile, notes),
         Some(ctx) => {
             let (rank, size) = (ctx.world_rank as i64, ctx.size as i64);
             // MPI is gone: the communicator can no longer be freed.
@@ -55,7 +59,7 @@ fn write_run_with(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankPro
         }
         None if mpi_comm::is_usable() => match mpi_comm::attach(None)? {
             // MPI was initialized after sp_setup: gather over MPI_COMM_WORLD now.
-            Some(ctx) => crate::gather::write_collective(run, ctx, profile, notes),
+            Some(ctx) => write_over_mpi(run, ctx, profile, notes),
             // The MPI plugin is missing (warned): one file per rank, as without MPI.
             None => write_local(run, profile, "the MPI plugin is missing"),
         },
@@ -69,6 +73,137 @@ fn write_local(run: RunContext<'_>, profile: RankProfile, why: &str) -> Result<S
         Some((rank, size)) => write_rank_file(run, rank, size, profile, why).map(|_| Status::Ok),
         None => write_single(run, profile),
     }
+}
+
+/// The attributes a rank has under MPI: its rank in the communicator profiled, its rank in
+/// MPI_COMM_WORLD where that differs, its clock offset to rank 0.
+fn mpi_attrs(profile: &mut RankProfile, ctx: &MpiContext) {
+    let extra = &mut profile.info.extra;
+    extra.retain(|(k, _)| !matches!(k.as_str(), "mpi_rank" | "world_rank" | "clock_offset_ns" | "clock_offset_rtt_ns"));
+    extra.push(("mpi_rank".into(), AttrValue::Int(ctx.rank as i64)));
+    if ctx.world_rank != ctx.rank {
+        extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
+    }
+    extra.push(("clock_offset_ns".into(), AttrValue::Int(ctx.clock_offset.0)));
+    extra.push(("clock_offset_rtt_ns".into(), AttrValue::Int(ctx.clock_offset.1)));
+}
+
+/// Every rank of `ctx` writes the one file together (collective): the ranks unify what they
+/// must agree on (`unify::census`), then write collectively or through rank 0 as the layout
+/// (rank 0's) says; if that fails anywhere, every rank writes its own file. Rank 0 prints the
+/// summary, from the cross-rank statistics of the unified regions.
+fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile, notes: &mut dyn FnMut()) -> Result<Status> {
+    mpi_comm::reset_traffic();
+    let started = std::time::Instant::now();
+    mpi_attrs(&mut profile, &ctx);
+    let host = profile.info.hostname.clone();
+    crate::metadata::apply_detail(run.config, &mut profile);
+    let mine = Census::of(ctx.rank as i64, &profile, &host, Settings::of(run.config, ctx.size as i64));
+    let census = match crate::unify::census(&ctx.comm, &mine) {
+        Ok(c) => c,
+        Err(e) => return fall_back(run, ctx, profile, &format!("the ranks could not agree on the file ({e})"), e.status.code()),
+    };
+    let agreed = started.elapsed().as_secs_f64();
+    // Rank 0's settings (a rank with another environment must not take another path).
+    let layout = census.settings.layout();
+    let config = Config { layout, layout_explicit: true, verbosity: census.settings.verbosity, ..run.config.clone() };
+    let run = RunContext { config: &config, ..run };
+    let collective = layout != Layout::Regions && census.settings.collective;
+    if ctx.rank == 0 && !collective && ctx.size as i64 > REGIONS_UP_TO_RANKS {
+        let why = if layout == Layout::Regions { "the regions layout is" } else { "SCOPE_PROFILER_COLLECTIVE=0: the layout is" };
+        warn::once(
+            "mpi-through-rank0",
+            &format!(
+                "{why} written through rank 0 (every rank's calls are sent to it, and it writes them one rank after another): with {} ranks finalize takes as long as one process writing the whole run; the columnar and aggregate layouts are written by every rank collectively",
+                ctx.size
+            ),
+        );
+    }
+    let outcome = if collective { crate::collective::write(run, &ctx, &profile, &census) } else { crate::gather::write(run, &ctx, &profile, &census) };
+    if outcome.code != 0 {
+        let Outcome { code, why, .. } = outcome;
+        return fall_back(run, ctx, profile, &why, code);
+    }
+    if let (true, Some(path)) = (collective, &census.settings.reference) {
+        // Tests only: the same data through rank 0, for the collective file to be compared with.
+        let reference = Config { file_path: path.into(), ..config.clone() };
+        let r = crate::gather::write(RunContext { config: &reference, ..run }, &ctx, &profile, &census);
+        if r.code != 0 {
+            warn::always(&format!("the reference file {path} was not written: {}", r.why));
+        }
+    }
+    let written = started.elapsed().as_secs_f64();
+    // Every rank prints its notes, then rank 0 its summary table: the table after a barrier
+    // that every rank enters once its lines are written, so that the launcher, which forwards
+    // each rank's output as it comes, has no other rank's line to put inside the table.
+    {
+        use std::io::Write;
+        notes();
+        let _ = std::io::stderr().flush();
+        let _ = std::io::stdout().flush();
+        let _ = ctx.comm.barrier();
+    }
+    if config.verbosity >= 1 {
+        let mpi_totals = mpi_totals(&ctx, &profile);
+        match crate::unify::cross_rank_stats(&ctx.comm, &census.plan.names, &profile) {
+            Ok(stats) => {
+                if let Some(written) = &outcome.written {
+                    report(config.verbosity, written, stats.iter().map(|s| s.table_row()).collect(), ctx.size as usize, &mpi_totals);
+                }
+            }
+            Err(e) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),
+        }
+    }
+    if config.verbosity >= 2 && ctx.rank == 0 {
+        let all = started.elapsed().as_secs_f64();
+        warn::always(&format!("finalize over MPI on rank 0: agreeing {agreed:.3} s, writing {:.3} s, the summary's statistics {:.3} s", written - agreed, all - written));
+    }
+    say_traffic(&config, &ctx, collective);
+    drop(ctx); // frees our communicator while MPI is still up
+    profile.release();
+    Ok(Status::Ok)
+}
+
+/// The program's MPI time over the ranks (the summary's MPI line): one reduction of four
+/// numbers, whatever the ranks recorded (a rank that recorded none adds zeros).
+fn mpi_totals(ctx: &MpiContext, profile: &RankProfile) -> crate::model::mpi::Totals {
+    let mut mine = crate::model::mpi::Totals::default();
+    mine.add(profile.mpi.as_ref());
+    let v = [mine.ranks as i64, mine.app_ns, mine.mpi_ns, mine.calls as i64];
+    match ctx.comm.allreduce(&v, mpi_comm::SUM) {
+        Ok(s) if s.len() == 4 => crate::model::mpi::Totals { ranks: s[0].max(0) as u64, app_ns: s[1], mpi_ns: s[2], calls: s[3].max(0) as u64 },
+        _ => mine,
+    }
+}
+
+/// At verbosity 2, each rank's MPI traffic during finalize in one line.
+fn say_traffic(config: &Config, ctx: &MpiContext, collective: bool) {
+    if config.verbosity < 2 {
+        return;
+    }
+    let t = mpi_comm::traffic();
+    warn::always(&format!(
+        "rank {} of {}: finalize over MPI ({}): {} collective operations, {} messages received ({} bytes, broadcasts included), {} sent ({} bytes)",
+        ctx.rank,
+        ctx.size,
+        if collective { "collective write" } else { "through rank 0" },
+        t.collectives,
+        t.messages_received,
+        t.bytes_received,
+        t.messages_sent,
+        t.bytes_sent
+    ));
+}
+
+/// Nothing is lost: each rank keeps its own data in a per-rank file.
+fn fall_back(run: RunContext<'_>, ctx: MpiContext, profile: RankProfile, why: &str, code: i32) -> Result<Status> {
+    let rank = ctx.world_rank as i64;
+    let size = mpi_comm::world_rank_size().map_or(ctx.size as i64, |(_, s)| s);
+    say_traffic(run.config, &ctx, true);
+    drop(ctx);
+    write_rank_file(run, rank, size, profile, why)?;
+    let status = Status::from_code(code).filter(|s| s.code() < 0).unwrap_or(Status::WriteFailed);
+    Err(Error::new(status, format!("{why}; every rank wrote its own file instead (see stderr)")))
 }
 
 /// Where the write after a termination signal went.

@@ -20,7 +20,8 @@ pub fn mark_seen(key: &str) {
 }
 
 /// Print `message` now (for messages that are by nature one-off, like where the file went).
-/// One write per line, so that lines of several ranks sharing a pipe do not interleave.
+/// One write of the whole line, so that lines of ranks sharing a terminal or a launcher's
+/// output stream do not break up.
 pub fn always(message: &str) {
     use std::io::Write;
     let line = format!("[scope_profiler] {message}\n");

@@ -244,8 +244,11 @@ fn columnar_and_aggregate_layouts_gather_every_rank_into_one_file() {
             assert_eq!(int_attr(&h5, "scope_profiler_schema"), 3);
             assert_eq!(str_attr(&h5, "storage_layout"), layout);
             for r in 0..3 {
-                // The rank groups keep their attributes in every layout.
-                assert_eq!(int_attr(&h5.group(&format!("rank{r}")).unwrap(), "mpi_rank"), r as i64);
+                // The rank attributes are rows of the rank table; no rank has a group (no
+                // counters, no LIKWID).
+                assert_eq!(rank_int(&h5, r, "mpi_rank"), Some(r as i64), "{layout} {mode}");
+                assert_eq!(rank_str(&h5, r, "hostname"), Some(crate_hostname()), "{layout} {mode}");
+                assert!(h5.group(&format!("rank{r}")).is_err(), "{layout} {mode}");
             }
             let py = python_view(&file);
             assert_eq!(py["num_ranks"], 3, "{layout} {mode}");
@@ -302,12 +305,12 @@ fn merge_combines_per_rank_files_of_the_schema3_layouts() {
         assert!(out.status.success(), "{layout}: {}", text(&out.stderr));
         let rows = |f: &PathBuf| -> std::collections::BTreeSet<(u32, String, String, i64)> {
             let h5 = hdf5::File::open(f).unwrap();
-            let names: Vec<hdf5::types::VarLenUnicode> = h5.dataset("region_table/names").unwrap().read_raw().unwrap();
+            let names = strings(&h5.dataset("region_table/names").unwrap());
             let col = |n: &str| h5.dataset(&format!("rank_region_index/{n}")).unwrap();
             let (ranks, ids): (Vec<u32>, Vec<u32>) = (col("ranks").read_raw().unwrap(), col("region_ids").read_raw().unwrap());
-            let files: Vec<hdf5::types::VarLenUnicode> = col("source_files").read_raw().unwrap();
+            let files = strings(&col("source_files"));
             let lines: Vec<i64> = col("source_lines").read_raw().unwrap();
-            (0..ranks.len()).map(|i| (ranks[i], names[ids[i] as usize].to_string(), files[i].to_string(), lines[i])).collect()
+            (0..ranks.len()).map(|i| (ranks[i], names[ids[i] as usize].clone(), files[i].clone(), lines[i])).collect()
         };
         let want: std::collections::BTreeSet<_> = inputs.iter().flat_map(rows).collect();
         assert!(want.iter().any(|r| r.2.ends_with("source_locations.c") && r.3 > 0), "{layout}: {want:?}");

@@ -67,3 +67,42 @@ fn one_library_serves_mpich_programs_through_its_mpich_plugin() {
         }
     }
 }
+
+/// The collective write through MPICH's MPI-IO (ROMIO) writes what the rank-0 path writes
+/// from the same data (`SCOPE_PROFILER_TEST_REFERENCE`), in both schema-3 layouts.
+#[test]
+fn the_collective_write_works_through_mpich() {
+    let root = repo_root();
+    let lib = lib_dir();
+    let dir = scratch("mpich_collective");
+    let exe = dir.join("mpi_collective");
+    let out = run(Command::new("mpicc.mpich")
+        .args(["-std=c99", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root.join("include").display()))
+        .arg(root.join("tests/c/mpi_collective.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lscope_profiler", "-lpthread"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for layout in ["columnar", "aggregate"] {
+        let (file, reference) = (dir.join(format!("{layout}.h5")), dir.join(format!("{layout}.rank0.h5")));
+        let out = run(Command::new("mpiexec.mpich")
+            .args(["-n", "5"])
+            .arg(&exe)
+            .arg(&file)
+            .arg("400")
+            .current_dir(&dir)
+            .env("SCOPE_PROFILER_LAYOUT", layout)
+            .env("SCOPE_PROFILER_TEST_REFERENCE", &reference)
+            .env_remove("LD_LIBRARY_PATH"));
+        assert!(out.status.success(), "{layout}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        let cmp = run(Command::new(python()).arg(root.join("tests/python/compare_files.py")).arg(&file).arg(&reference));
+        assert!(cmp.status.success(), "{layout}: the collective file differs from the rank-0 file:\n{}{}", text(&cmp.stdout), text(&cmp.stderr));
+        let py = python_view(&file);
+        assert_eq!(py["num_ranks"], 5);
+        assert_eq!(py["regions"]["solve"]["4"]["calls"], 400 * 5, "{layout}");
+        assert!(py["regions"]["solve"].get("3").is_none(), "{layout}: rank 3 records nothing");
+    }
+}

@@ -99,7 +99,41 @@ static int bcast(void *comm, void *buf, uint64_t len, int root) {
     return MPI_SUCCESS;
 }
 
+/* The exact sum of two's-complement 128-bit integers (two uint64_t, low word first). */
+static void sum_i128(void *in, void *inout, int *len, MPI_Datatype *type) {
+    const uint64_t *a = in;
+    uint64_t *b = inout;
+    (void)type;
+    for (int i = 0; i < *len; i++) {
+        uint64_t lo = a[2 * i] + b[2 * i];
+        b[2 * i + 1] += a[2 * i + 1] + (lo < a[2 * i]);
+        b[2 * i] = lo;
+    }
+}
+
+/* Made on first use (every rank reaches its first 128-bit reduction at the same point), kept
+ * until MPI_Finalize frees them. */
+static MPI_Datatype i128_type = MPI_DATATYPE_NULL;
+static MPI_Op i128_sum = MPI_OP_NULL;
+
+static int i128_setup(void) {
+    if (i128_sum != MPI_OP_NULL) return MPI_SUCCESS;
+    int rc = PMPI_Type_contiguous(2, MPI_UINT64_T, &i128_type);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(&i128_type);
+    if (rc == MPI_SUCCESS) rc = PMPI_Op_create(sum_i128, 1, &i128_sum);
+    return rc;
+}
+
 static int types(int type, int op, MPI_Datatype *t, MPI_Op *o, size_t *width) {
+    if (type == SP_MPI_I128) {
+        if (op != SP_MPI_SUM) return MPI_ERR_OP;
+        int rc = i128_setup();
+        if (rc != MPI_SUCCESS) return rc;
+        *t = i128_type;
+        *o = i128_sum;
+        *width = 16;
+        return MPI_SUCCESS;
+    }
     switch (type) {
     case SP_MPI_I64: *t = MPI_INT64_T; break;
     case SP_MPI_U64: *t = MPI_UINT64_T; break;
@@ -165,6 +199,9 @@ static int file_write_at_all(void *file, uint64_t offset, const void *buf, uint6
     uint64_t mine = (len + PIECE - 1) / PIECE, rounds = 0;
     int rc = PMPI_Allreduce(&mine, &rounds, 1, MPI_UINT64_T, MPI_MAX, f->comm);
     if (rc != MPI_SUCCESS) return rc;
+    /* Offsets are bytes from the file's start, whatever view file_write_pieces_all left. */
+    rc = PMPI_File_set_view(f->fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    if (rc != MPI_SUCCESS) return rc;
     const char *p = buf;
     int failed = MPI_SUCCESS;
     for (uint64_t i = 0; i < rounds; i++) {
@@ -176,6 +213,67 @@ static int file_write_at_all(void *file, uint64_t offset, const void *buf, uint6
         len -= (uint64_t)n;
     }
     return failed;
+}
+
+/* One collective transfer of a rank's pieces (see sp_mpi_plugin.h): a file view made of the
+ * pieces (an hindexed filetype over bytes, left set; file_write_at_all sets the plain byte view
+ * again) and one MPI_File_write_all from the pieces' own buffers (an hindexed memory type of
+ * their addresses: nothing is copied together first). A rank whose pieces are unusable (out
+ * of order, too large, no memory) still takes part, with nothing, and gets the error: every
+ * rank makes the same collective calls. */
+static int file_write_pieces_all(void *file, uint32_t n, const uint64_t *offsets, const uint64_t *lens, const void *const *bufs) {
+    sp_file *f = file;
+    uint64_t total = 0;
+    int blocks = 0, bad = MPI_SUCCESS;
+    for (uint32_t i = 0; i < n; i++) {
+        total += lens[i];
+        if (lens[i] > 0) blocks++;
+        if (i > 0 && offsets[i] < offsets[i - 1] + lens[i - 1]) bad = MPI_ERR_ARG;
+    }
+    if (total > PIECE) bad = MPI_ERR_COUNT;
+    int *lengths = NULL;
+    MPI_Aint *places = NULL, *addresses = NULL;
+    MPI_Datatype view = MPI_BYTE, memory = MPI_BYTE;
+    if (bad == MPI_SUCCESS && blocks > 0) {
+        lengths = malloc((size_t)blocks * sizeof *lengths);
+        places = malloc((size_t)blocks * sizeof *places);
+        addresses = malloc((size_t)blocks * sizeof *addresses);
+        if (!lengths || !places || !addresses) bad = MPI_ERR_NO_MEM;
+    }
+    if (bad == MPI_SUCCESS && blocks > 0) {
+        int k = 0;
+        for (uint32_t i = 0; i < n && bad == MPI_SUCCESS; i++) {
+            if (lens[i] == 0) continue;
+            lengths[k] = (int)lens[i];
+            places[k] = (MPI_Aint)offsets[i];
+            bad = PMPI_Get_address(bufs[i], &addresses[k]);
+            k++;
+        }
+        if (bad == MPI_SUCCESS) bad = PMPI_Type_create_hindexed(blocks, lengths, places, MPI_BYTE, &view);
+        if (bad == MPI_SUCCESS) {
+            bad = PMPI_Type_commit(&view);
+            if (bad != MPI_SUCCESS) PMPI_Type_free(&view);
+        }
+        if (bad != MPI_SUCCESS) view = MPI_BYTE;
+        if (bad == MPI_SUCCESS) bad = PMPI_Type_create_hindexed(blocks, lengths, addresses, MPI_BYTE, &memory);
+        if (bad == MPI_SUCCESS) {
+            bad = PMPI_Type_commit(&memory);
+            if (bad != MPI_SUCCESS) PMPI_Type_free(&memory);
+        }
+        if (bad != MPI_SUCCESS) memory = MPI_BYTE;
+    }
+    free(lengths);
+    free(places);
+    free(addresses);
+    int writing = bad == MPI_SUCCESS && blocks > 0;
+    int rc = PMPI_File_set_view(f->fh, 0, MPI_BYTE, writing ? view : MPI_BYTE, "native", MPI_INFO_NULL);
+    if (bad == MPI_SUCCESS) bad = rc;
+    writing = writing && rc == MPI_SUCCESS;
+    rc = PMPI_File_write_all(f->fh, writing ? MPI_BOTTOM : NULL, writing ? 1 : 0, writing ? memory : MPI_BYTE, MPI_STATUS_IGNORE);
+    if (bad == MPI_SUCCESS) bad = rc;
+    if (view != MPI_BYTE) PMPI_Type_free(&view);
+    if (memory != MPI_BYTE) PMPI_Type_free(&memory);
+    return bad;
 }
 
 static int file_close(void *file) {
@@ -244,6 +342,7 @@ static const sp_mpi_ops OPS = {
     .gather = gather,
     .file_open = file_open,
     .file_write_at_all = file_write_at_all,
+    .file_write_pieces_all = file_write_pieces_all,
     .file_close = file_close,
     .at_finalize = at_finalize,
     .error_string = error_string,

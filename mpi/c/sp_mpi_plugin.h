@@ -11,10 +11,12 @@
 #define SP_MPI_PLUGIN_H
 #include <stdint.h>
 
-#define SP_MPI_PLUGIN_VERSION 1
+#define SP_MPI_PLUGIN_VERSION 2
 
-/* Element types and operations of the reductions. */
-enum { SP_MPI_I64 = 0, SP_MPI_U64 = 1, SP_MPI_F64 = 2 };
+/* Element types and operations of the reductions. SP_MPI_I128 is a two's-complement 128-bit
+ * integer stored as two uint64_t (low word first); it takes SP_MPI_SUM only (exact sums of
+ * squares, see src/unify.rs). */
+enum { SP_MPI_I64 = 0, SP_MPI_U64 = 1, SP_MPI_F64 = 2, SP_MPI_I128 = 3 };
 enum { SP_MPI_SUM = 0, SP_MPI_MIN = 1, SP_MPI_MAX = 2 };
 /* state() */
 enum { SP_MPI_NOT_INITIALIZED = 0, SP_MPI_USABLE = 1, SP_MPI_FINALIZED = 2 };
@@ -45,6 +47,11 @@ typedef struct sp_mpi_ops {
     int (*file_open)(void *comm, const char *path, void **file);
     /* Collective: every rank calls it once, with its own offset and length (0 is fine). */
     int (*file_write_at_all)(void *file, uint64_t offset, const void *buf, uint64_t len);
+    /* Collective: every rank calls it once with its own n pieces (0 is fine): piece i is lens[i]
+     * bytes at bufs[i], written at file offset offsets[i]. Offsets ascend and pieces do not
+     * overlap; at most 2^30 bytes in all per call. One file view (MPI_File_set_view with an
+     * hindexed filetype, left set) and one MPI_File_write_all (from the buffers in place). */
+    int (*file_write_pieces_all)(void *file, uint32_t n, const uint64_t *offsets, const uint64_t *lens, const void *const *bufs);
     int (*file_close)(void *file);
     /* Run cb from inside MPI_Finalize, while MPI still works (an attribute of MPI_COMM_SELF,
      * whose delete callback MPI runs first: MPI-3.1 section 8.7.1). */

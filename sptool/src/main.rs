@@ -24,6 +24,7 @@ mod lines;
 mod model;
 mod mpi;
 mod plot;
+mod ranks;
 mod read;
 mod recover;
 mod roofline;

@@ -97,6 +97,16 @@ fn read_open(file: &h5util::File, path: &Path, size: u64) -> Result<Profile> {
         let (layout, found, found_extras) = columnar::read_regions(file, schema)?;
         regions = found;
         extras = found_extras;
+        // The rank attributes of scope_profiler's schema-3 files are rows of a table.
+        for (rank, mut attrs) in crate::ranks::read_table(file)?.unwrap_or_default() {
+            match ranks.iter_mut().find(|k| k.rank == rank) {
+                Some(k) => {
+                    attrs.append(&mut k.attrs);
+                    k.attrs = attrs;
+                }
+                None => ranks.push(RankInfo { rank, attrs, likwid_attrs: Vec::new() }),
+            }
+        }
         for r in &regions {
             if !ranks.iter().any(|k| k.rank == r.rank) {
                 ranks.push(RankInfo { rank: r.rank, attrs: Vec::new(), likwid_attrs: Vec::new() });

@@ -50,7 +50,7 @@ struct Source {
     /// Schemas 2/3: the event columns are start gaps and durations (schema 3).
     deltas: bool,
     offsets: BTreeMap<u32, i64>,
-    /// Per rank: the OS thread ids, indexed by thread id (schema 1).
+    /// Per rank: the OS thread ids, indexed by thread id (rank groups or the rank table).
     os_tids: BTreeMap<u32, Vec<i64>>,
     hosts: BTreeMap<u32, String>,
 }
@@ -94,6 +94,26 @@ impl Source {
             }
         }
         if schema != 1 {
+            // scope_profiler's schema-3 files keep the rank attributes in a table.
+            for (rank, attrs) in crate::ranks::read_table(&src.file)?.unwrap_or_default() {
+                if !filter.rank(rank) {
+                    continue;
+                }
+                for (name, value) in attrs {
+                    match (name.as_str(), value) {
+                        ("clock_offset_ns", crate::model::AttrValue::Int(o)) => {
+                            src.offsets.insert(rank, o);
+                        }
+                        ("thread_os_ids", crate::model::AttrValue::IntArray(ids)) => {
+                            src.os_tids.insert(rank, ids);
+                        }
+                        ("hostname", crate::model::AttrValue::Str(h)) => {
+                            src.hosts.insert(rank, h);
+                        }
+                        _ => {}
+                    }
+                }
+            }
             src.columnar_runs(filter)?;
         }
         Ok(src)

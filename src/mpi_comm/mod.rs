@@ -1,8 +1,11 @@
 //! The MPI the host program initialized, reached through the MPI plugin (`plugin.rs`): the
 //! core links no MPI library. Here: the communicator we profile over (a duplicate, freed
-//! before MPI finalizes), byte-level point-to-point and collective operations on it, clock
-//! offsets to rank 0, and the hook that runs our finalize from inside `MPI_Finalize`. The
-//! library never initializes or finalizes MPI.
+//! before MPI finalizes), byte-level point-to-point and collective operations on it (and the
+//! two patterns built from them: a reduction up a binary tree of rank ranges, `reduce_tree`,
+//! and a broadcast of bytes of any length), MPI-IO on a shared file, clock offsets to rank 0
+//! (measured down the same tree), the count of what each rank took part in (`traffic`), and
+//! the hook that runs our finalize from inside `MPI_Finalize`. The library never initializes
+//! or finalizes MPI.
 
 pub mod plugin;
 
@@ -14,6 +17,7 @@ use plugin::{MpiState, Ops};
 use std::ffi::{CString, c_int, c_void};
 
 pub use plugin::{MAX, MIN, SUM};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Message tags of our point-to-point traffic on the private communicator.
 pub mod tag {
@@ -21,6 +25,48 @@ pub mod tag {
     pub const GO: i32 = 102;
     pub const LEN: i32 = 103;
     pub const DATA: i32 = 104;
+    pub const TREE: i32 = 105;
+}
+
+/// What this process took part in over MPI since `reset_traffic`: collective operations
+/// (each MPI collective call the plugin makes for us counts once: a broadcast, a reduction,
+/// opening and closing a file, setting a file view, a collective write), point-to-point
+/// messages and their bytes. Counted so a test can see that finalize's traffic does not grow
+/// with the number of ranks (SCOPE_PROFILER_VERBOSE=2 prints it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub collectives: u64,
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    pub messages_received: u64,
+    /// Point-to-point bytes received, and the bytes a broadcast brought from its root.
+    pub bytes_received: u64,
+}
+
+static TRAFFIC: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+const COLLECTIVES: usize = 0;
+const SENT: usize = 1;
+const SENT_BYTES: usize = 2;
+const RECEIVED: usize = 3;
+const RECEIVED_BYTES: usize = 4;
+
+fn count(what: usize, n: u64) {
+    TRAFFIC[what].fetch_add(n, Ordering::Relaxed);
+}
+
+pub fn traffic() -> Traffic {
+    let get = |i: usize| TRAFFIC[i].load(Ordering::Relaxed);
+    Traffic {
+        collectives: get(COLLECTIVES),
+        messages_sent: get(SENT),
+        bytes_sent: get(SENT_BYTES),
+        messages_received: get(RECEIVED),
+        bytes_received: get(RECEIVED_BYTES),
+    }
+}
+
+pub fn reset_traffic() {
+    TRAFFIC.iter().for_each(|c| c.store(0, Ordering::Relaxed));
 }
 
 /// Whether MPI calls can be made now (initialized, not finalized).
@@ -95,6 +141,10 @@ impl Reducible for u64 {
 impl Reducible for f64 {
     const TYPE: c_int = plugin::F64;
 }
+/// Summed exactly (SUM only): sums of squares that overflow 64 bits.
+impl Reducible for i128 {
+    const TYPE: c_int = plugin::I128;
+}
 
 impl Comm {
     pub fn rank(&self) -> i32 {
@@ -106,11 +156,15 @@ impl Comm {
     }
 
     pub fn send(&self, to: i32, tag: i32, bytes: &[u8]) -> Result<()> {
+        count(SENT, 1);
+        count(SENT_BYTES, bytes.len() as u64);
         // SAFETY: the slice is valid for its length.
         check(self.ops, "MPI_Send", unsafe { (self.ops.send)(self.handle, bytes.as_ptr().cast(), bytes.len() as u64, to, tag) })
     }
 
     pub fn recv_into(&self, from: i32, tag: i32, buf: &mut [u8]) -> Result<()> {
+        count(RECEIVED, 1);
+        count(RECEIVED_BYTES, buf.len() as u64);
         // SAFETY: the slice is valid for its length.
         check(self.ops, "MPI_Recv", unsafe { (self.ops.recv)(self.handle, buf.as_mut_ptr().cast(), buf.len() as u64, from, tag) })
     }
@@ -129,13 +183,22 @@ impl Comm {
 
     /// A length, then the bytes.
     pub fn send_bytes(&self, to: i32, bytes: &[u8]) -> Result<()> {
-        self.send_value(to, tag::LEN, &(bytes.len() as u64))?;
-        self.send(to, tag::DATA, bytes)
+        self.send_bytes_tagged(to, tag::DATA, bytes)
     }
 
     /// The counterpart of `send_bytes`. The length comes from a rank of our own job over our
     /// private communicator, and `limit` bounds it all the same.
     pub fn recv_bytes(&self, from: i32, limit: u64) -> Result<Vec<u8>> {
+        self.recv_bytes_tagged(from, tag::DATA, limit)
+    }
+
+    /// `send_bytes` with the bytes under `tag` (the length goes under `tag::LEN`).
+    fn send_bytes_tagged(&self, to: i32, tag: i32, bytes: &[u8]) -> Result<()> {
+        self.send_value(to, tag::LEN, &(bytes.len() as u64))?;
+        self.send(to, tag, bytes)
+    }
+
+    fn recv_bytes_tagged(&self, from: i32, tag: i32, limit: u64) -> Result<Vec<u8>> {
         let len: u64 = self.recv_value(from, tag::LEN)?;
         if len > limit {
             return Err(Error::new(Status::Mpi, format!("rank {from} announced {len} bytes, more than the {limit} expected")));
@@ -143,16 +206,78 @@ impl Comm {
         let mut buf = Vec::new();
         buf.try_reserve_exact(len as usize).map_err(|_| Error::new(Status::Mpi, format!("no memory for {len} bytes from rank {from}")))?;
         buf.resize(len as usize, 0);
-        self.recv_into(from, tag::DATA, &mut buf)?;
+        self.recv_into(from, tag, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Combine every rank's `mine` up a binary tree of rank ranges: at each level the rank at
+    /// the start of a range receives what the rank at the start of the range's right half
+    /// combined, and keeps `merge(left, right)`. Rank 0 gets the result over all ranks (None
+    /// elsewhere) after ceil(log2 P) messages; no rank receives more than that many. With an
+    /// associative `merge`, the result is the left-to-right fold over the ranks in rank order.
+    pub fn reduce_tree(&self, mine: Vec<u8>, merge: impl Fn(Vec<u8>, Vec<u8>) -> std::result::Result<Vec<u8>, String>) -> Result<Option<Vec<u8>>> {
+        let (rank, size) = (self.rank, self.size);
+        let mut acc = mine;
+        let mut step = 1i32;
+        while step < size {
+            if rank % (2 * step) != 0 {
+                // The start of a right half: hand the range up and stop.
+                self.send_bytes_tagged(rank - step, tag::TREE, &acc)?;
+                return Ok(None);
+            }
+            if rank + step < size {
+                let right = self.recv_bytes_tagged(rank + step, tag::TREE, u64::MAX)?;
+                acc = merge(acc, right).map_err(|e| Error::new(Status::Mpi, format!("combining rank {}'s data: {e}", rank + step)))?;
+            }
+            step = step.saturating_mul(2);
+        }
+        Ok(Some(acc))
+    }
+
+    /// `bytes` from `root` (which passes Some) on every rank: one broadcast of a fixed-size
+    /// block holding the length and the first bytes, and a second one for the rest only when
+    /// they do not fit (most broadcasts of small data are one operation).
+    pub fn bcast_bytes(&self, bytes: Option<Vec<u8>>, root: i32) -> Result<Vec<u8>> {
+        const FIRST: usize = 4096;
+        let mut block = vec![0u8; FIRST];
+        let mine = if self.rank == root { bytes.unwrap_or_default() } else { Vec::new() };
+        if self.rank == root {
+            block[..8].copy_from_slice(&(mine.len() as u64).to_le_bytes());
+            let n = mine.len().min(FIRST - 8);
+            block[8..8 + n].copy_from_slice(&mine[..n]);
+        }
+        self.bcast(&mut block, root)?;
+        let len = u64::from_le_bytes(block[..8].try_into().unwrap()) as usize;
+        if len <= FIRST - 8 {
+            block.truncate(8 + len);
+            block.drain(..8);
+            return Ok(block);
+        }
+        if self.rank == root {
+            let mut rest = mine[FIRST - 8..].to_vec();
+            self.bcast(&mut rest, root)?;
+            return Ok(mine);
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len).map_err(|_| Error::new(Status::Mpi, format!("no memory for {len} broadcast bytes")))?;
+        buf.extend_from_slice(&block[8..]);
+        let mut rest = vec![0u8; len - (FIRST - 8)];
+        self.bcast(&mut rest, root)?;
+        buf.extend_from_slice(&rest);
         Ok(buf)
     }
 
     pub fn barrier(&self) -> Result<()> {
+        count(COLLECTIVES, 1);
         // SAFETY: our handle.
         check(self.ops, "MPI_Barrier", unsafe { (self.ops.barrier)(self.handle) })
     }
 
     pub fn bcast(&self, buf: &mut [u8], root: i32) -> Result<()> {
+        count(COLLECTIVES, 1);
+        if self.rank != root {
+            count(RECEIVED_BYTES, buf.len() as u64);
+        }
         // SAFETY: the slice is valid for its length.
         check(self.ops, "MPI_Bcast", unsafe { (self.ops.bcast)(self.handle, buf.as_mut_ptr().cast(), buf.len() as u64, root) })
     }
@@ -164,6 +289,7 @@ impl Comm {
 
     /// Element-wise reduction over every rank; every rank gets the result.
     pub fn allreduce<T: Reducible>(&self, values: &[T], op: c_int) -> Result<Vec<T>> {
+        count(COLLECTIVES, 1);
         let mut out = vec![T::default(); values.len()];
         // SAFETY: in and out hold values.len() elements of T's MPI type.
         let rc = unsafe { (self.ops.allreduce)(self.handle, values.as_ptr().cast(), out.as_mut_ptr().cast(), values.len() as c_int, T::TYPE, op) };
@@ -173,6 +299,7 @@ impl Comm {
 
     /// Exclusive prefix reduction (rank 0 gets zeros).
     pub fn exscan<T: Reducible>(&self, values: &[T], op: c_int) -> Result<Vec<T>> {
+        count(COLLECTIVES, 1);
         let mut out = vec![T::default(); values.len()];
         // SAFETY: in and out hold values.len() elements of T's MPI type.
         let rc = unsafe { (self.ops.exscan)(self.handle, values.as_ptr().cast(), out.as_mut_ptr().cast(), values.len() as c_int, T::TYPE, op) };
@@ -182,6 +309,10 @@ impl Comm {
 
     /// Every rank's `mine` (all the same length) on `root`, in rank order; None elsewhere.
     pub fn gather(&self, mine: &[u8], root: i32) -> Result<Option<Vec<u8>>> {
+        count(COLLECTIVES, 1);
+        if self.rank == root {
+            count(RECEIVED_BYTES, (mine.len() * self.size as usize) as u64);
+        }
         let mut out = if self.rank == root { vec![0u8; mine.len() * self.size as usize] } else { Vec::new() };
         // SAFETY: the root's buffer holds size * len bytes; others pass an unused pointer.
         let rc = unsafe { (self.ops.gather)(self.handle, mine.as_ptr().cast(), mine.len() as u64, out.as_mut_ptr().cast(), root) };
@@ -194,11 +325,15 @@ impl Comm {
         use std::os::unix::ffi::OsStrExt;
         let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::new(Status::Mpi, "NUL in the file path"))?;
         let mut fh = std::ptr::null_mut();
+        count(COLLECTIVES, 1);
         // SAFETY: valid path and out pointer.
         check(self.ops, "MPI_File_open", unsafe { (self.ops.file_open)(self.handle, c.as_ptr(), &mut fh) })?;
         Ok(MpiFile { ops: self.ops, handle: fh })
     }
 }
+
+/// The most bytes one rank passes to one `write_pieces_all` (the plugin's limit per call).
+pub const MAX_PIECES_BYTES: u64 = 1 << 30;
 
 /// A file open for MPI-IO by every rank of a communicator; closed (collectively) on `close`.
 pub struct MpiFile {
@@ -209,12 +344,40 @@ pub struct MpiFile {
 impl MpiFile {
     /// Collective: every rank calls it, each with its own offset and bytes (maybe none).
     pub fn write_at_all(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        // An allreduce of the rounds, the plain view, then (at least) one collective write.
+        count(COLLECTIVES, 3);
         // SAFETY: the slice is valid for its length.
         let rc = unsafe { (self.ops.file_write_at_all)(self.handle, offset, bytes.as_ptr().cast(), bytes.len() as u64) };
         check(self.ops, "MPI_File_write_at_all", rc)
     }
 
+    /// Collective: every rank calls it, each with its own pieces (file offset, bytes), maybe
+    /// none, at most `MAX_PIECES_BYTES` in all; pieces must not overlap. One transfer (a file
+    /// view of the pieces, `MPI_File_write_all`).
+    pub fn write_pieces_all(&self, pieces: &[(u64, &[u8])]) -> Result<()> {
+        count(COLLECTIVES, 2);
+        let mut order: Vec<usize> = (0..pieces.len()).filter(|&i| !pieces[i].1.is_empty()).collect();
+        order.sort_by_key(|&i| pieces[i].0);
+        let total: u64 = order.iter().map(|&i| pieces[i].1.len() as u64).sum();
+        // Too much for one call: take part with nothing (the others must not wait), and fail.
+        let fits = total <= MAX_PIECES_BYTES;
+        if !fits {
+            order.clear();
+        }
+        let offsets: Vec<u64> = order.iter().map(|&i| pieces[i].0).collect();
+        let lens: Vec<u64> = order.iter().map(|&i| pieces[i].1.len() as u64).collect();
+        let bufs: Vec<*const c_void> = order.iter().map(|&i| pieces[i].1.as_ptr().cast()).collect();
+        // SAFETY: offsets, lens and bufs hold n entries; each buffer is valid for its length.
+        let rc = unsafe { (self.ops.file_write_pieces_all)(self.handle, offsets.len() as u32, offsets.as_ptr(), lens.as_ptr(), bufs.as_ptr()) };
+        check(self.ops, "MPI_File_write_all", rc)?;
+        if !fits {
+            return Err(Error::new(Status::Mpi, format!("{total} bytes to write in one collective transfer: more than {MAX_PIECES_BYTES}")));
+        }
+        Ok(())
+    }
+
     pub fn close(mut self) -> Result<()> {
+        count(COLLECTIVES, 1);
         let h = std::mem::replace(&mut self.handle, std::ptr::null_mut());
         // SAFETY: our handle, closed once.
         check(self.ops, "MPI_File_close", unsafe { (self.ops.file_close)(h) })
@@ -237,8 +400,9 @@ pub struct MpiContext {
     pub size: i32,
     /// Rank in MPI_COMM_WORLD (differs from `rank` for a split communicator).
     pub world_rank: i32,
-    /// On rank 0: per rank, (clock offset to rank 0 in ns, round-trip time of the best probe).
-    pub clock_offsets: Vec<(i64, i64)>,
+    /// This rank's clock offset to rank 0 in ns (this rank's clock minus rank 0's) and the
+    /// round-trip time it was measured within ((0, 0) on rank 0).
+    pub clock_offset: (i64, i64),
 }
 
 /// Attach to the host's MPI: a duplicate of `fcomm` (a Fortran handle) or of MPI_COMM_WORLD.
@@ -265,37 +429,50 @@ pub fn attach(fcomm: Option<i32>) -> Result<Option<MpiContext>> {
     }
     let comm = Comm { ops, handle, rank, size };
     let world_rank = world_rank_size().map_or(rank, |(r, _)| r as i32);
-    let clock_offsets = measure_clock_offsets(&comm)?;
-    Ok(Some(MpiContext { comm, rank, size, world_rank, clock_offsets }))
+    let clock_offset = measure_clock_offset(&comm)?;
+    Ok(Some(MpiContext { comm, rank, size, world_rank, clock_offset }))
 }
 
-/// Rank 0 ping-pongs each rank a few times; the probe with the shortest round trip gives the
-/// offset (rank clock minus rank 0 clock, at the probe's midpoint). Collective.
-fn measure_clock_offsets(comm: &Comm) -> Result<Vec<(i64, i64)>> {
+/// Each rank's clock offset to rank 0, measured down the binary tree of `reduce_tree` (from
+/// the largest range to the smallest): the rank at the start of a range ping-pongs the rank at
+/// the start of its right half a few times, the probe with the shortest round trip gives that
+/// rank's offset to it (its clock minus the prober's, at the probe's midpoint), and the prober
+/// sends it back with its own offset to rank 0 added (round trips add up too). No rank takes
+/// part in more than ceil(log2 P) + 1 probe rounds; rank 0 in ceil(log2 P). Collective.
+fn measure_clock_offset(comm: &Comm) -> Result<(i64, i64)> {
     const PROBES: usize = 8;
     let (rank, size) = (comm.rank(), comm.size());
-    let mut offsets = vec![(0i64, 0i64); if rank == 0 { size as usize } else { 0 }];
-    if rank == 0 {
-        for r in 1..size {
+    let mut mine = (0i64, 0i64);
+    let mut step = 1i32;
+    while step.saturating_mul(2) < size {
+        step *= 2;
+    }
+    while step >= 1 {
+        if rank % (2 * step) == 0 && rank + step < size {
+            let child = rank + step;
             let mut best = (0i64, i64::MAX);
             for _ in 0..PROBES {
                 let t0 = now_ns();
-                comm.send_value(r, tag::CLOCK, &t0)?;
-                let tr: i64 = comm.recv_value(r, tag::CLOCK)?;
+                comm.send_value(child, tag::CLOCK, &t0)?;
+                let tr: i64 = comm.recv_value(child, tag::CLOCK)?;
                 let t1 = now_ns();
                 if t1 - t0 < best.1 {
                     best = (tr - (t0 + (t1 - t0) / 2), t1 - t0);
                 }
             }
-            offsets[r as usize] = best;
+            comm.send_value(child, tag::CLOCK, &[best.0 + mine.0, best.1 + mine.1])?;
+        } else if rank % (2 * step) == step {
+            let parent = rank - step;
+            for _ in 0..PROBES {
+                let _t0: i64 = comm.recv_value(parent, tag::CLOCK)?;
+                comm.send_value(parent, tag::CLOCK, &now_ns())?;
+            }
+            let got: [i64; 2] = comm.recv_value(parent, tag::CLOCK)?;
+            mine = (got[0], got[1]);
         }
-    } else {
-        for _ in 0..PROBES {
-            let _t0: i64 = comm.recv_value(0, tag::CLOCK)?;
-            comm.send_value(0, tag::CLOCK, &now_ns())?;
-        }
+        step /= 2;
     }
-    Ok(offsets)
+    Ok(mine)
 }
 
 static ON_FINALIZE: std::sync::Mutex<Option<fn()>> = std::sync::Mutex::new(None);

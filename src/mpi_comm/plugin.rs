@@ -8,11 +8,13 @@ use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::Mutex;
 
 pub const ENV_LIBRARY: &str = "SCOPE_PROFILER_MPI_LIBRARY";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 pub const I64: c_int = 0;
 pub const U64: c_int = 1;
 pub const F64: c_int = 2;
+/// Two's-complement 128-bit integers (low word first), summed exactly; SUM only.
+pub const I128: c_int = 3;
 pub const SUM: c_int = 0;
 pub const MIN: c_int = 1;
 pub const MAX: c_int = 2;
@@ -39,6 +41,7 @@ pub struct Ops {
     pub gather: unsafe extern "C" fn(comm: Handle, inp: *const c_void, len: u64, out: *mut c_void, root: c_int) -> c_int,
     pub file_open: unsafe extern "C" fn(comm: Handle, path: *const c_char, file: *mut Handle) -> c_int,
     pub file_write_at_all: unsafe extern "C" fn(file: Handle, offset: u64, buf: *const c_void, len: u64) -> c_int,
+    pub file_write_pieces_all: unsafe extern "C" fn(file: Handle, n: u32, offsets: *const u64, lens: *const u64, bufs: *const *const c_void) -> c_int,
     pub file_close: unsafe extern "C" fn(file: Handle) -> c_int,
     pub at_finalize: unsafe extern "C" fn(cb: extern "C" fn()) -> c_int,
     pub error_string: unsafe extern "C" fn(code: c_int, buf: *mut c_char, cap: c_int),

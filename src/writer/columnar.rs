@@ -8,11 +8,15 @@
 //! - `/region_table/names` and `/rank_region_index/*`: one row per (rank, region) with the
 //!   offset and count of its calls, the summary statistics and the exclusive time.
 //! - Ours, beside it (the Python reader ignores them): `rank_region_index/open_calls`,
-//!   `dropped_calls`, `histograms`, and the per-thread statistics in `/scope_profiler_threads`.
+//!   `dropped_calls`, `histograms`, the per-thread statistics in `/scope_profiler_threads` and
+//!   the rank table `/scope_profiler_ranks` (see `tables`).
+//!
+//! Here: encoding a region's calls for the event columns (`encode`, summing up its statistics
+//! on the way in a `Partial`) and writing them (`EventColumns`); `tables` lays the file out and
+//! writes the rows. The collective write over MPI encodes with `encode_region` too.
 
-use super::aggregate::{IndexRows, Row};
-use super::{Column, LayoutWriter, Plan, new_column};
-use crate::model::{Call, HIST_BUCKETS, PageVec, RankProfile, Slab, SlabPlace, Stats, bucket};
+use super::tables::{DirectBytes, RawColumn, RowData, Tables};
+use crate::model::{Call, HIST_BUCKETS, PageVec, RegionData, Slab, SlabPlace, Stats, bucket};
 
 #[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
 #[repr(C)]
@@ -30,70 +34,47 @@ pub struct Summary {
     pub m2: f64,
 }
 
-struct Events {
-    deltas: Column<i64>,
-    durations: Column<i64>,
-    threads: ThreadColumn,
-}
-
 /// One slab encoded for the columns (mappings of their own: see `model/pages.rs`).
 #[derive(Default)]
-struct Encoded {
-    d: PageVec<i64>,
-    u: PageVec<i64>,
-    t8: PageVec<u8>,
-    t16: PageVec<u16>,
-    t32: PageVec<u32>,
+pub struct Encoded {
+    pub d: PageVec<i64>,
+    pub u: PageVec<i64>,
+    pub t8: PageVec<u8>,
+    pub t16: PageVec<u16>,
+    pub t32: PageVec<u32>,
 }
 
-enum ThreadColumn {
-    U8(Column<u8>),
-    U16(Column<u16>),
-    U32(Column<u32>),
-}
-
-pub struct Columnar {
-    plan: Plan,
-    events: Option<Events>,
-    offset: usize,
-    index: IndexRows,
-    offsets: Vec<u64>,
-    counts: Vec<u64>,
-    summaries: Vec<Summary>,
-}
-
-impl Columnar {
-    pub fn new(plan: Plan) -> Columnar {
-        Columnar {
-            plan,
-            events: None,
-            offset: 0,
-            index: IndexRows::default(),
-            offsets: Vec::new(),
-            counts: Vec::new(),
-            summaries: Vec::new(),
-        }
+impl Encoded {
+    pub fn len(&self) -> usize {
+        self.d.len()
     }
 
-    fn events(&mut self, file: &hdf5::File) -> hdf5::Result<&Events> {
-        if self.events.is_none() {
-            let g = file.create_group("events")?;
-            let n = self.plan.total_calls as usize;
-            let threads = match self.plan.max_threads {
-                0..=256 => ThreadColumn::U8(new_column::<u8>(&g, "thread_ids", n)?),
-                257..=65536 => ThreadColumn::U16(new_column::<u16>(&g, "thread_ids", n)?),
-                _ => ThreadColumn::U32(new_column::<u32>(&g, "thread_ids", n)?),
-            };
-            self.events = Some(Events { deltas: new_column::<i64>(&g, "start_deltas", n)?, durations: new_column::<i64>(&g, "durations", n)?, threads });
-        }
-        Ok(self.events.as_ref().unwrap())
+    pub fn is_empty(&self) -> bool {
+        self.d.is_empty()
     }
+
+    /// The thread ids' bytes (of whichever width is in use).
+    pub fn thread_bytes(&self) -> &[u8] {
+        if !self.t8.is_empty() {
+            &self.t8
+        } else if !self.t16.is_empty() {
+            plain_bytes(&self.t16)
+        } else {
+            plain_bytes(&self.t32)
+        }
+    }
+}
+
+/// A slice of plain integers as its bytes in memory (the dataset's native type).
+pub fn plain_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: only called with integer slices, whose bytes are initialized.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 /// What the encoding of some of a region's slabs sums up (one per worker, added at the end).
 #[derive(Default)]
-struct Partial {
-    count: u64,
+pub struct Partial {
+    pub count: u64,
     total: i64,
     minimum: i64,
     maximum: i64,
@@ -113,7 +94,7 @@ struct Partial {
 }
 
 impl Partial {
-    fn add(&mut self, o: Partial) {
+    pub fn add(&mut self, o: Partial) {
         if o.count == 0 {
             return;
         }
@@ -142,7 +123,15 @@ impl Partial {
         }
     }
 
-    fn summary(&self) -> Summary {
+    /// The exact sums of the durations and of their squares (the variance merged over any
+    /// number of parts without rounding).
+    pub fn moments(&self) -> (i128, i128) {
+        let f = self.first.map_or(0, |c| c.end.wrapping_sub(c.start)) as i128;
+        let n = self.count as i128;
+        (self.s1.wrapping_add(n.wrapping_mul(f)), self.s2.wrapping_add((2 * f).wrapping_mul(self.s1)).wrapping_add(n.wrapping_mul(f).wrapping_mul(f)))
+    }
+
+    pub fn summary(&self) -> Summary {
         let first = self.first.map_or(0, |c| c.end.wrapping_sub(c.start));
         let mut s = Summary {
             total: self.total,
@@ -166,7 +155,7 @@ impl Partial {
 /// Encode one slab for the event columns (gaps, durations, narrow thread ids) and add it to
 /// the worker's `Partial`. `place` says where the slab is in its region: the first gap is from
 /// the call before, and the first call of the region starts absolute.
-fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
+pub fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
     e.d.clear();
     e.u.clear();
     e.t8.clear();
@@ -215,117 +204,97 @@ fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &
     }
 }
 
-impl Events {
-    /// Write an encoded slab at event `at` (of the whole file).
-    fn write(&self, at: usize, e: &Encoded) -> hdf5::Result<()> {
-        self.deltas.write_at(at, &e.d)?;
-        self.durations.write_at(at, &e.u)?;
-        match &self.threads {
-            ThreadColumn::U8(c) => c.write_at(at, &e.t8),
-            ThreadColumn::U16(c) => c.write_at(at, &e.t16),
-            ThreadColumn::U32(c) => c.write_at(at, &e.t32),
-        }
-    }
-
-    /// Every column writes directly (see `writer::Column`), so any thread may write.
-    fn direct(&self) -> bool {
-        self.deltas.direct().is_some()
-            && self.durations.direct().is_some()
-            && match &self.threads {
-                ThreadColumn::U8(c) => c.direct().is_some(),
-                ThreadColumn::U16(c) => c.direct().is_some(),
-                ThreadColumn::U32(c) => c.direct().is_some(),
-            }
-    }
+/// Bytes per thread id in `events/thread_ids` for a run of `max_threads` threads.
+pub fn thread_width(max_threads: u64) -> usize {
+    super::tables::thread_ty(max_threads).size()
 }
 
-impl LayoutWriter for Columnar {
-    fn write_rank(&mut self, file: &hdf5::File, _group: &hdf5::Group, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
-        self.events(file)?;
-        for region in &profile.regions {
-            let n = region.calls();
-            if self.offset + n > self.plan.total_calls as usize {
-                return Err(hdf5::Error::from(format!("rank {rank} has more calls than announced ({} > {})", self.offset + n, self.plan.total_calls)));
-            }
-            let start_offset = self.offset;
-            let ev = self.events.as_ref().unwrap();
-            let width = match &ev.threads {
-                ThreadColumn::U8(_) => 1,
-                ThreadColumn::U16(_) => 2,
-                ThreadColumn::U32(_) => 4,
-            };
-            let mut sum = Partial::default();
-            if ev.direct() {
-                // Two threads take turns merging; each encodes and writes the slabs it merged.
-                let parts = region.for_each_slab_parallel(
-                    super::WORKERS,
-                    || (Partial::default(), Encoded::default()),
-                    |(p, e), place, slab| {
-                        encode(slab, &place, width, p, e);
-                        ev.write(start_offset + place.at, e)
-                    },
-                )?;
-                parts.into_iter().for_each(|(p, _)| sum.add(p));
-            } else {
-                // Merging and encoding on a helper thread, the writes through HDF5 here.
-                let (mut place, mut at, p) = (SlabPlace::default(), start_offset, &mut sum);
-                region.for_each_slab_mapped(
-                    |slab, e: &mut Encoded| {
-                        place.first.get_or_insert(Call { start: slab.starts[0], end: slab.ends[0] });
-                        encode(slab, &place, width, p, e);
-                        place.at += slab.starts.len();
-                        place.prev_start = slab.starts.last().copied();
-                    },
-                    |e: &Encoded| {
-                        ev.write(at, e)?;
-                        at += e.d.len();
-                        Ok::<(), hdf5::Error>(())
-                    },
-                )?;
-            }
-            if sum.count as usize != n {
-                // Never leave unwritten elements in a file that looks complete.
-                return Err(hdf5::Error::from(format!("region '{}': {} of {n} calls encoded", region.name, sum.count)));
-            }
-            self.offset += sum.count as usize;
-            self.offsets.push(start_offset as u64);
-            self.counts.push(sum.count);
-            self.summaries.push(sum.summary());
-            let hists = std::mem::take(&mut sum.hists);
-            let threads: Vec<(i64, Stats)> = region
-                .stats
-                .iter()
-                .map(|(t, st)| {
-                    let hist = hists.get(*t as usize).filter(|h| !h.is_empty()).cloned().unwrap_or_else(|| vec![0; HIST_BUCKETS]);
-                    (*t, Stats { hist, ..st.clone() })
-                })
-                .collect();
-            let mut pooled = Stats::default();
-            threads.iter().for_each(|(_, st)| pooled.merge(st));
-            self.index.push(Row { rank: rank as u32, region, stats: pooled, threads });
-        }
-        Ok(())
+/// The rows of a region whose calls were encoded into `p`: its count and summary statistics,
+/// and its per-thread statistics with histograms counted from the calls (the hot path keeps
+/// none when calls are kept).
+pub fn row(region: &RegionData, mut p: Partial) -> RowData {
+    let hists = std::mem::take(&mut p.hists);
+    let threads: Vec<(i64, Stats)> = region
+        .stats
+        .iter()
+        .map(|(t, st)| {
+            let hist = hists.get(*t as usize).filter(|h| !h.is_empty()).cloned().unwrap_or_else(|| vec![0; HIST_BUCKETS]);
+            (*t, Stats { hist, ..st.clone() })
+        })
+        .collect();
+    let mut pooled = Stats::default();
+    threads.iter().for_each(|(_, st)| pooled.merge(st));
+    RowData { pooled, threads, events: Some((p.count, p.summary())) }
+}
+
+/// Encode `region`'s calls slab by slab, merging (and encoding) on a helper thread while
+/// `sink` takes each encoded slab on this one; the region's sums at the end.
+pub fn encode_region<E>(region: &RegionData, max_threads: u64, mut sink: impl FnMut(&Encoded) -> Result<(), E>) -> Result<Partial, E> {
+    let width = thread_width(max_threads);
+    let mut sum = Partial::default();
+    let (mut place, p) = (SlabPlace::default(), &mut sum);
+    region.for_each_slab_mapped(
+        |slab, e: &mut Encoded| {
+            place.first.get_or_insert(Call { start: slab.starts[0], end: slab.ends[0] });
+            encode(slab, &place, width, p, e);
+            place.at += slab.starts.len();
+            place.prev_start = slab.starts.last().copied();
+        },
+        |e: &Encoded| sink(e),
+    )?;
+    Ok(sum)
+}
+
+/// The event columns of a file being written by this process.
+pub struct EventColumns<'t> {
+    deltas: &'t RawColumn,
+    durations: &'t RawColumn,
+    threads: &'t RawColumn,
+}
+
+impl<'t> EventColumns<'t> {
+    pub fn of(tables: &'t Tables) -> EventColumns<'t> {
+        EventColumns { deltas: tables.column("events/start_deltas"), durations: tables.column("events/durations"), threads: tables.column("events/thread_ids") }
     }
 
-    fn finish(&mut self, file: &hdf5::File) -> hdf5::Result<()> {
-        let n = self.plan.total_calls as usize;
-        self.events(file)?;
-        if self.offset != n {
-            return Err(hdf5::Error::from(format!("{} calls written of {} announced", self.offset, n)));
+    fn direct(&self) -> Option<[DirectBytes<'_>; 3]> {
+        Some([self.deltas.direct()?, self.durations.direct()?, self.threads.direct()?])
+    }
+
+    /// Encode and write `region`'s calls from event `at` on; its sums.
+    pub fn write_region(&self, at: u64, region: &RegionData, max_threads: u64) -> hdf5::Result<Partial> {
+        let n = region.calls();
+        let mut sum = Partial::default();
+        if let Some([d, u, t]) = self.direct() {
+            // Two threads take turns merging; each encodes and writes the slabs it merged.
+            let width = thread_width(max_threads);
+            let parts = region.for_each_slab_parallel(
+                super::WORKERS,
+                || (Partial::default(), Encoded::default()),
+                |(p, e), place, slab| {
+                    encode(slab, &place, width, p, e);
+                    let at = at + place.at as u64;
+                    d.write(at, plain_bytes(&e.d))?;
+                    u.write(at, plain_bytes(&e.u))?;
+                    t.write(at, e.thread_bytes())
+                },
+            )?;
+            parts.into_iter().for_each(|(p, _)| sum.add(p));
+        } else {
+            // Merging and encoding on a helper thread, the writes through HDF5 here.
+            let mut next = at;
+            sum = encode_region(region, max_threads, |e| {
+                self.deltas.write(next, plain_bytes(&e.d))?;
+                self.durations.write(next, plain_bytes(&e.u))?;
+                self.threads.write(next, e.thread_bytes())?;
+                next += e.len() as u64;
+                Ok::<(), hdf5::Error>(())
+            })?;
         }
-        let index = self.index.write(file, "columnar")?;
-        index.new_dataset_builder().with_data(&self.offsets).create("event_offsets")?;
-        index.new_dataset_builder().with_data(&self.counts).create("event_counts")?;
-        index.new_dataset_builder().with_data(&self.summaries).create("summary_statistics")?;
-        let rows = self.counts.len();
-        let (empty, brackets) = (vec![String::new(); rows], vec!["[]".to_string(); rows]);
-        super::put_strings_dataset(&index, "source_texts", &empty)?;
-        super::put_strings_dataset(&index, "tags", &brackets)?;
-        super::put_strings_dataset(&index, "event_metadata", &brackets)?;
-        let excl: Vec<i64> = self.index.rows_exclusive();
-        index.new_dataset_builder().with_data(&excl).create("exclusive_totals")?;
-        // Close the event columns: the file closes only when its last object does.
-        self.events = None;
-        Ok(())
+        if sum.count as usize != n {
+            // Never leave unwritten elements in a file that looks complete.
+            return Err(hdf5::Error::from(format!("region '{}': {} of {n} calls encoded", region.name, sum.count)));
+        }
+        Ok(sum)
     }
 }

@@ -1,8 +1,11 @@
 //! The HDF5 file: written under a temporary name and renamed into place, or written to a
 //! fallback location when the target is not writable. What a rank's regions look like in it
-//! is up to the layout writer (`regions`, `columnar`, `aggregate`); the rank group's
-//! attributes, its counter results (`counters`) and its LIKWID results (`likwid`) are the same
-//! in every layout. `read3` reads the layouts back (merging rank files).
+//! is up to the layout writer (`regions`, `columnar`, `aggregate`). A rank's attributes are the
+//! `rank<N>` group's attributes in the regions layout (schema 1) and a row of the rank table
+//! (`tables`) in the schema-3 layouts; its counter results (`counters`) and LIKWID results
+//! (`likwid`) are `rank<N>` groups in every layout. `read3` reads the schema-3 layouts back
+//! (merging rank files). The schema-3 files are laid out once, from the run's `Plan`, so that
+//! each rank's part can be written into them by this process or by the rank itself (`tables`).
 
 pub mod aggregate;
 pub mod columnar;
@@ -13,6 +16,7 @@ pub mod read3;
 pub mod regions;
 pub mod samples;
 pub mod sps;
+pub mod tables;
 
 use crate::config::Layout;
 use crate::model::{AttrValue, RankProfile};
@@ -24,39 +28,182 @@ use std::path::Path;
 
 pub const SCHEMA_VERSION: i64 = 1;
 
-/// What a layout writer needs to know before the first rank: the calls and threads of the
-/// whole run (summed and maximized over the ranks), so columns can be sized once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the layout writers need to know before the first rank is written, for the whole run:
+/// counted per rank (`of`) and combined over the ranks in rank order (`and`, associative), so
+/// that every dataset is created once at its final size and each rank knows where its part
+/// goes. Plain data: sent between ranks (`unify`) as JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
+    /// Calls of all ranks.
     pub total_calls: u64,
+    /// Threads of the rank with the most (the width of `events/thread_ids`).
     pub max_threads: u64,
+    /// Calls of the rank with the most (the rounds of a collective write).
+    pub max_rank_calls: u64,
+    /// Ranks (rows of the rank table).
+    pub ranks: u64,
+    /// (rank, region) rows of `rank_region_index`.
+    pub rows: u64,
+    /// (rank, region, thread) rows of `scope_profiler_threads`.
+    pub thread_rows: u64,
+    /// Region names in the order of their first appearance, rank by rank (`region_table/names`).
+    pub names: Vec<String>,
+    /// Bytes of the longest source file name (`rank_region_index/source_files`).
+    pub source_width: u64,
+    /// The rank table's columns: every rank attribute of any rank, in the order of first
+    /// appearance.
+    pub attrs: Vec<AttrColumn>,
+}
+
+/// The kind of a rank attribute (`AttrValue`'s variants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum AttrKind {
+    Int,
+    Str,
+    IntList,
+    StrList,
+}
+
+impl AttrKind {
+    pub fn of(value: &AttrValue) -> AttrKind {
+        match value {
+            AttrValue::Int(_) => AttrKind::Int,
+            AttrValue::Str(_) => AttrKind::Str,
+            AttrValue::IntList(_) => AttrKind::IntList,
+            AttrValue::StrList(_) => AttrKind::StrList,
+        }
+    }
+}
+
+/// One column of the rank table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AttrColumn {
+    pub name: String,
+    pub kind: AttrKind,
+    /// Bytes of the longest string (string kinds).
+    pub width: u64,
+    /// Values of all ranks (list kinds).
+    pub values: u64,
+}
+
+/// Whether a rank attribute can be a dataset of the rank table: a plain name that is not one
+/// of the table's own (`ranks`, `<list>_offsets`); anything else stays out of the table.
+pub fn is_table_column(name: &str) -> bool {
+    !name.is_empty() && name != "ranks" && !name.ends_with("_offsets") && !name.contains(['/', '\0']) && name != "." && name != ".."
+}
+
+/// A string as it is stored: HDF5 strings hold no NUL.
+pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') { std::borrow::Cow::Owned(s.replace('\0', "")) } else { std::borrow::Cow::Borrowed(s) }
+}
+
+/// A rank's attributes, in the order they are written: host name (left out when empty, as
+/// `SCOPE_PROFILER_METADATA=minimal` leaves it), process id, CPUs, threads, then the others
+/// (clock, MPI rank and clock offset, ...); a name given twice keeps its first value.
+pub fn rank_attrs(profile: &RankProfile) -> Vec<(String, AttrValue)> {
+    let info = &profile.info;
+    let mut out: Vec<(String, AttrValue)> = Vec::with_capacity(5 + info.extra.len());
+    if !info.hostname.is_empty() {
+        out.push(("hostname".into(), AttrValue::Str(info.hostname.clone())));
+    }
+    out.push(("pid".into(), AttrValue::Int(info.pid)));
+    out.push(("cpus".into(), AttrValue::IntList(info.cpus.clone())));
+    out.push(("num_threads".into(), AttrValue::Int(profile.num_threads() as i64)));
+    out.push(("thread_os_ids".into(), AttrValue::IntList(info.thread_os_ids.clone())));
+    for (name, value) in &info.extra {
+        if !out.iter().any(|(n, _)| n == name) {
+            out.push((name.clone(), value.clone()));
+        }
+    }
+    out
 }
 
 impl Plan {
+    /// One rank's plan.
     pub fn of(profile: &RankProfile) -> Plan {
-        Plan { total_calls: profile.regions.iter().map(|r| r.calls() as u64).sum(), max_threads: profile.num_threads() as u64 }
+        let calls: u64 = profile.regions.iter().map(|r| r.calls() as u64).sum();
+        let stats_threads = profile.regions.iter().flat_map(|r| r.stats.iter().map(|(t, _)| (*t).max(0) as u64 + 1)).max().unwrap_or(0);
+        let mut names = Vec::with_capacity(profile.regions.len());
+        let mut seen = std::collections::HashSet::with_capacity(profile.regions.len());
+        for r in &profile.regions {
+            if seen.insert(r.name.as_str()) {
+                names.push(r.name.clone());
+            }
+        }
+        let source_width = profile.regions.iter().filter_map(|r| r.source.as_ref()).map(|s| clean(&s.file).len() as u64).max().unwrap_or(0);
+        let attrs = rank_attrs(profile)
+            .into_iter()
+            .filter(|(name, _)| is_table_column(name))
+            .map(|(name, value)| {
+                let (width, values) = match &value {
+                    AttrValue::Int(_) => (0, 0),
+                    AttrValue::Str(s) => (clean(s).len() as u64, 0),
+                    AttrValue::IntList(l) => (0, l.len() as u64),
+                    AttrValue::StrList(l) => (l.iter().map(|s| clean(s).len() as u64).max().unwrap_or(0), l.len() as u64),
+                };
+                AttrColumn { name, kind: AttrKind::of(&value), width, values }
+            })
+            .collect();
+        Plan {
+            total_calls: calls,
+            max_threads: (profile.num_threads() as u64).max(stats_threads),
+            max_rank_calls: calls,
+            ranks: 1,
+            rows: profile.regions.len() as u64,
+            thread_rows: profile.regions.iter().map(|r| r.stats.len() as u64).sum(),
+            names,
+            source_width,
+            attrs,
+        }
     }
 
-    pub fn and(self, other: Plan) -> Plan {
-        Plan { total_calls: self.total_calls + other.total_calls, max_threads: self.max_threads.max(other.max_threads) }
+    /// This plan followed by `later` (the ranks after these): sums, maxima, and names and
+    /// columns in the order of first appearance.
+    pub fn and(mut self, later: Plan) -> Plan {
+        self.total_calls += later.total_calls;
+        self.max_threads = self.max_threads.max(later.max_threads);
+        self.max_rank_calls = self.max_rank_calls.max(later.max_rank_calls);
+        self.ranks += later.ranks;
+        self.rows += later.rows;
+        self.thread_rows += later.thread_rows;
+        self.source_width = self.source_width.max(later.source_width);
+        let seen: std::collections::HashSet<String> = self.names.iter().cloned().collect();
+        self.names.extend(later.names.into_iter().filter(|n| !seen.contains(n)));
+        for c in later.attrs {
+            match self.attrs.iter_mut().find(|a| a.name == c.name) {
+                // A rank whose value has another kind than the column's leaves its cell empty.
+                Some(a) if a.kind == c.kind => {
+                    a.width = a.width.max(c.width);
+                    a.values += c.values;
+                }
+                Some(_) => {}
+                None => self.attrs.push(c),
+            }
+        }
+        self
     }
 }
 
 /// Writes the regions of each rank in one layout, then whatever the layout keeps for the
 /// whole file (its index tables, the schema attributes).
 pub trait LayoutWriter {
-    /// The regions of `profile`, which is rank `rank`; `group` is its `rank<N>` group.
-    fn write_rank(&mut self, file: &hdf5::File, group: &hdf5::Group, rank: usize, profile: &RankProfile) -> hdf5::Result<()>;
+    /// The regions of `profile`, which is rank `rank` (in the regions layout, under its
+    /// `rank<rank>` group, which the caller made).
+    fn write_rank(&mut self, file: &hdf5::File, rank: usize, profile: &RankProfile) -> hdf5::Result<()>;
     /// After the last rank.
     fn finish(&mut self, file: &hdf5::File) -> hdf5::Result<()>;
+    /// Whether the rank's attributes are attributes of its `rank<N>` group (schema 1); else
+    /// they are a row of the rank table, and the group exists only for counters and LIKWID.
+    fn rank_attributes_in_groups(&self) -> bool {
+        false
+    }
 }
 
 /// The writer of `layout`, for a run described by `plan`.
 pub fn layout_writer(layout: Layout, plan: Plan) -> Box<dyn LayoutWriter> {
     match layout {
         Layout::Regions => Box::new(regions::Regions),
-        Layout::Columnar => Box::new(columnar::Columnar::new(plan)),
-        Layout::Aggregate => Box::new(aggregate::Aggregate::default()),
+        Layout::Columnar | Layout::Aggregate => Box::new(tables::Schema3::new(layout, plan)),
     }
 }
 
@@ -125,7 +272,7 @@ pub fn new_column<T: ColumnValue>(group: &hdf5::Group, name: &str, n: usize) -> 
 
 /// The descriptor and offset for writing `ds`'s values directly, if that writes exactly what
 /// HDF5 would: the sec2 driver, a native little-endian type, space allocated.
-fn direct_target(group: &hdf5::Group, ds: &hdf5::Dataset) -> Option<(std::os::fd::RawFd, u64)> {
+pub(crate) fn direct_target(group: &hdf5::Group, ds: &hdf5::Dataset) -> Option<(std::os::fd::RawFd, u64)> {
     if cfg!(target_endian = "big") {
         return None;
     }
@@ -168,61 +315,27 @@ impl<T: ColumnValue> Direct<'_, T> {
             return Err(hdf5::Error::from(format!("column write past its end ({at} + {} > {})", data.len(), self.len)));
         }
         // SAFETY: `T` is a plain integer (`ColumnValue`): its bytes are initialized.
-        let mut bytes = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) };
-        let mut offset = self.offset + (at * std::mem::size_of::<T>()) as u64;
-        while !bytes.is_empty() {
-            // SAFETY: writes `bytes` (valid for reads) to HDF5's open descriptor.
-            let n = unsafe { libc::pwrite(self.fd, bytes.as_ptr().cast(), bytes.len(), offset as libc::off_t) };
-            if n <= 0 {
-                let e = std::io::Error::last_os_error();
-                if n < 0 && e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(hdf5::Error::from(format!("writing a column at byte {offset}: {}", if n == 0 { "no progress".into() } else { e.to_string() })));
-            }
-            bytes = &bytes[n as usize..];
-            offset += n as u64;
-        }
-        Ok(())
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) };
+        pwrite_all(self.fd, self.offset + (at * std::mem::size_of::<T>()) as u64, bytes)
     }
 }
 
-/// Bytes of HDF5's type-conversion buffer for our writes that convert (variable-length
-/// strings). HDF5's default is 1 MiB, malloc'd and freed at every such write: a block that big
-/// is mapped by glibc, and freeing it raises glibc's mmap threshold for the host (see
-/// `model/pages.rs`). A small buffer is converted through in pieces instead.
-const CONVERSION_BUFFER: usize = 32 * 1024;
-
-/// A 1-D dataset `name` of variable-length UTF-8 strings holding `values`, written with a
-/// small type-conversion buffer (`CONVERSION_BUFFER`).
-pub fn put_strings_dataset(group: &hdf5::Group, name: &str, values: &[String]) -> hdf5::Result<hdf5::Dataset> {
-    let data: Vec<VarLenUnicode> = values.iter().map(|v| v.replace('\0', "").parse().unwrap_or_default()).collect();
-    let ds = group.new_dataset::<VarLenUnicode>().shape(data.len()).create(name)?;
-    if data.is_empty() {
-        return Ok(ds);
-    }
-    let mem_type = hdf5::Datatype::from_type::<VarLenUnicode>()?;
-    let status = hdf5::sync::sync(|| {
-        use hdf5_sys::{h5d, h5p, h5s};
-        // SAFETY: a property list of our own, closed below; `data` holds `ds`'s length of
-        // values of the memory type given.
-        unsafe {
-            let dxpl = h5p::H5Pcreate(*h5p::H5P_CLS_DATASET_XFER);
-            if dxpl < 0 {
-                return -1;
+/// Write all of `bytes` at `offset` of the open descriptor `fd`.
+pub(crate) fn pwrite_all(fd: std::os::fd::RawFd, mut offset: u64, mut bytes: &[u8]) -> hdf5::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: writes `bytes` (valid for reads) to an open descriptor.
+        let n = unsafe { libc::pwrite(fd, bytes.as_ptr().cast(), bytes.len(), offset as libc::off_t) };
+        if n <= 0 {
+            let e = std::io::Error::last_os_error();
+            if n < 0 && e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
-            let mut status = h5p::H5Pset_buffer(dxpl, CONVERSION_BUFFER, std::ptr::null_mut(), std::ptr::null_mut());
-            if status >= 0 {
-                status = h5d::H5Dwrite(ds.id(), mem_type.id(), h5s::H5S_ALL, h5s::H5S_ALL, dxpl, data.as_ptr().cast());
-            }
-            h5p::H5Pclose(dxpl);
-            status
+            return Err(hdf5::Error::from(format!("writing a column at byte {offset}: {}", if n == 0 { "no progress".into() } else { e.to_string() })));
         }
-    });
-    if status < 0 {
-        return Err(hdf5::Error::from(format!("writing the strings of dataset {name} failed")));
+        bytes = &bytes[n as usize..];
+        offset += n as u64;
     }
-    Ok(ds)
+    Ok(())
 }
 
 /// Group name of a region: `/` separates HDF5 groups, so it becomes `|` (the `tag` attribute
@@ -276,6 +389,90 @@ pub fn put_i64_dataset(group: &hdf5::Group, name: &str, data: &[i64]) -> hdf5::R
 
 pub use crate::placement::Written;
 
+/// Whether a rank has results kept in a `rank<N>` group in every layout (LIKWID, counters,
+/// MPI calls, samples).
+pub fn has_rank_groups(profile: &RankProfile) -> bool {
+    !profile.likwid.regions.is_empty()
+        || !profile.counters.perf.is_empty()
+        || !profile.counters.annotated.is_empty()
+        || profile.mpi.is_some()
+        || profile.samples.is_some()
+}
+
+/// The groups of a rank that every layout keeps under `rank<N>`.
+fn write_groups(g: &hdf5::Group, profile: &RankProfile) -> hdf5::Result<()> {
+    likwid::write_group(g, &profile.likwid)?;
+    counters::write(g, &profile.counters)?;
+    if let Some(m) = &profile.mpi {
+        mpi::write(g, m)?;
+    }
+    if let Some(s) = &profile.samples {
+        samples::write(g, s)?;
+    }
+    Ok(())
+}
+
+/// Bytes of HDF5's type-conversion buffer for our writes that convert (variable-length
+/// strings). HDF5's default is 1 MiB, malloc'd and freed at every such write: a block that big
+/// is mapped by glibc, and freeing it raises glibc's mmap threshold for the host (see
+/// `model/pages.rs`). A small buffer is converted through in pieces instead.
+const CONVERSION_BUFFER: usize = 32 * 1024;
+
+/// A 1-D dataset `name` of variable-length UTF-8 strings holding `values`, written with a
+/// small type-conversion buffer (`CONVERSION_BUFFER`).
+pub fn put_strings_dataset(group: &hdf5::Group, name: &str, values: &[String]) -> hdf5::Result<hdf5::Dataset> {
+    let data: Vec<VarLenUnicode> = values.iter().map(|v| v.replace('\0', "").parse().unwrap_or_default()).collect();
+    let ds = group.new_dataset::<VarLenUnicode>().shape(data.len()).create(name)?;
+    if data.is_empty() {
+        return Ok(ds);
+    }
+    let mem_type = hdf5::Datatype::from_type::<VarLenUnicode>()?;
+    let status = hdf5::sync::sync(|| {
+        use hdf5_sys::{h5d, h5p, h5s};
+        // SAFETY: a property list of our own, closed below; `data` holds `ds`'s length of
+        // values of the memory type given.
+        unsafe {
+            let dxpl = h5p::H5Pcreate(*h5p::H5P_CLS_DATASET_XFER);
+            if dxpl < 0 {
+                return -1;
+            }
+            let mut status = h5p::H5Pset_buffer(dxpl, CONVERSION_BUFFER, std::ptr::null_mut(), std::ptr::null_mut());
+            if status >= 0 {
+                status = h5d::H5Dwrite(ds.id(), mem_type.id(), h5s::H5S_ALL, h5s::H5S_ALL, dxpl, data.as_ptr().cast());
+            }
+            h5p::H5Pclose(dxpl);
+            status
+        }
+    });
+    if status < 0 {
+        return Err(hdf5::Error::from(format!("writing the strings of dataset {name} failed")));
+    }
+    Ok(ds)
+}
+
+/// A profile file laid out and closed by HDF5, still at its private place, whose datasets'
+/// bytes are written by other means (see `ProfileFile::close_for_raw_writes`).
+pub struct RawFile {
+    place: Placement,
+}
+
+impl RawFile {
+    /// Where the file is while it is written.
+    pub fn path(&self) -> std::path::PathBuf {
+        self.place.temporary_path()
+    }
+
+    /// Move the finished file into place.
+    pub fn finish(self) -> Result<Written> {
+        self.place.finish()
+    }
+
+    /// Give up: remove it.
+    pub fn abandon(self) {
+        self.place.abandon();
+    }
+}
+
 /// An open profile file being written (created privately, see src/placement.rs).
 pub struct ProfileFile {
     file: hdf5::File,
@@ -314,32 +511,42 @@ impl ProfileFile {
         Ok(())
     }
 
-    /// Write one process's data as `rank<rank>/`, its regions as `layout` stores them.
+    /// Write one process's data as rank `rank`, its regions as `layout` stores them: in the
+    /// regions layout a `rank<rank>` group with the rank's attributes; in the schema-3 layouts
+    /// a row of the rank table, and a `rank<rank>` group only for counters and LIKWID.
     pub fn write_rank(&self, rank: usize, profile: &RankProfile, layout: &mut dyn LayoutWriter) -> hdf5::Result<()> {
-        let g = self.file.create_group(&format!("rank{rank}"))?;
-        let info = &profile.info;
-        if !info.hostname.is_empty() {
-            put_str(&g, "hostname", &info.hostname)?; // left out with SCOPE_PROFILER_METADATA=minimal
+        if layout.rank_attributes_in_groups() {
+            let g = self.file.create_group(&format!("rank{rank}"))?;
+            for (name, value) in rank_attrs(profile) {
+                put_attr(&g, &name, &value)?;
+            }
+            layout.write_rank(&self.file, rank, profile)?;
+            return write_groups(&g, profile);
         }
-        put_int(&g, "pid", info.pid)?;
-        put_attr(&g, "cpus", &AttrValue::IntList(info.cpus.clone()))?;
-        put_int(&g, "num_threads", profile.num_threads() as i64)?;
-        put_attr(&g, "thread_os_ids", &AttrValue::IntList(info.thread_os_ids.clone()))?;
-        for (name, value) in &info.extra {
-            put_attr(&g, name, value)?;
-        }
-        layout.write_rank(&self.file, &g, rank, profile)?;
-        likwid::write_group(&g, &profile.likwid)?;
-        counters::write(&g, &profile.counters)?;
-        if let Some(m) = &profile.mpi {
-            mpi::write(&g, m)?;
-        }
-        if let Some(s) = &profile.samples {
-            samples::write(&g, s)?;
-        }
-        Ok(())
+        layout.write_rank(&self.file, rank, profile)?;
+        self.write_rank_groups(rank, profile)
     }
 
+    /// The `rank<rank>` group of a schema-3 file: the rank's counter and LIKWID results (no
+    /// group when it has none).
+    pub fn write_rank_groups(&self, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
+        if !has_rank_groups(profile) {
+            return Ok(());
+        }
+        write_groups(&self.file.create_group(&format!("rank{rank}"))?, profile)
+    }
+
+    /// Close the HDF5 file, keeping it where it was created privately, for its datasets' bytes
+    /// to be written by other means (MPI-IO from every rank); then `finish` or `abandon` it.
+    pub fn close_for_raw_writes(self) -> Result<RawFile> {
+        let ProfileFile { file, place } = self;
+        if let Err(e) = file.close() {
+            let e = Error::new(Status::WriteFailed, format!("closing {}: {e}", place.temporary_path().display()));
+            place.abandon();
+            return Err(e);
+        }
+        Ok(RawFile { place })
+    }
     /// Close the file and move it into place.
     pub fn finish(self) -> Result<Written> {
         let ProfileFile { file, place } = self;
@@ -362,6 +569,23 @@ impl ProfileFile {
 mod tests {
     use super::*;
     use crate::model::{RegionData, SourceLocation};
+
+    /// The rank table takes every attribute it can name, and leaves out the ones whose names
+    /// would clash with its own datasets or make a path.
+    #[test]
+    fn rank_table_columns() {
+        let mut p = RankProfile::default();
+        p.info.hostname = "h".into();
+        p.info.thread_os_ids = vec![7, 8];
+        for name in ["clock", "ranks", "x_offsets", "a/b", "clock"] {
+            p.info.extra.push((name.into(), AttrValue::Str("v".into())));
+        }
+        let plan = Plan::of(&p);
+        let names: Vec<&str> = plan.attrs.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["hostname", "pid", "cpus", "num_threads", "thread_os_ids", "clock"]);
+        assert_eq!(plan.attrs[4].values, 2);
+        assert_eq!(plan.attrs[0].width, 1);
+    }
 
     #[test]
     fn group_names() {

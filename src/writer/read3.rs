@@ -1,6 +1,6 @@
-//! Reading back our own schema-3 files (columnar and aggregate) into per-rank region data, so
-//! `scope_profiler_merge` can combine per-rank files of those layouts through the same layout
-//! writers.
+//! Reading back our own schema-3 files (columnar and aggregate) into per-rank region data and
+//! rank attributes, so `scope_profiler_merge` can combine per-rank files of those layouts
+//! through the same layout writers.
 //!
 //! The files are read as hostile (`h5read`: names as bytes, sizes checked against the file
 //! before anything is allocated), and everything the layout writers will compute from them is
@@ -10,9 +10,10 @@
 //! durations, their sums and the sums of their squares fit the writers' integers. A file that
 //! fails a check is refused as damaged, naming what is wrong.
 
+use super::tables::{ABSENT, RANKS};
 use crate::config::Layout;
 use crate::h5read::{self, Group};
-use crate::model::{Calls, Columns, HIST_BUCKETS, RegionData, SourceLocation, Stats};
+use crate::model::{AttrValue, Calls, Columns, HIST_BUCKETS, RankInfo, RegionData, SourceLocation, Stats};
 use std::collections::BTreeMap;
 
 /// What is wrong with a file, as one line.
@@ -82,6 +83,105 @@ fn row_calls(row: usize, range: std::ops::Range<usize>, deltas: &[i64], duration
         c.thread_ids.push(tids[i] as i64);
     }
     Ok(c)
+}
+
+/// Entries of one rank's list in the rank table, at most (a rank's CPUs or thread ids).
+const MAX_LIST: usize = 1 << 22;
+
+/// The rank attributes of a schema-3 file, by rank: from its rank table, or (files written
+/// before it) from the attributes of its `rank<N>` groups. Every index and offset checked.
+pub fn read_ranks(file: &Group) -> Result<BTreeMap<usize, RankInfo>> {
+    let mut out = BTreeMap::new();
+    if !file.has(RANKS) {
+        for m in file.subgroups().map_err(e)? {
+            let Some(rank) = m.name.strip_prefix("rank").and_then(|r| r.parse::<u64>().ok()).filter(|r| format!("rank{r}") == m.name) else { continue };
+            if rank > MAX_RANK {
+                return Err(damaged(format_args!("group {} names a rank beyond {MAX_RANK}", m.name)));
+            }
+            let g = file.member(&m).map_err(e)?;
+            out.insert(rank as usize, info_of(g.attrs().map_err(e)?.into_iter().filter_map(|(n, v)| model_value(v).map(|v| (n, v))).collect()));
+        }
+        return Ok(out);
+    }
+    let table = file.group(RANKS).map_err(e)?;
+    let ranks = uints(&table, "ranks")?;
+    if let Some(r) = ranks.iter().find(|&&r| r > MAX_RANK) {
+        return Err(damaged(format_args!("{RANKS}/ranks names rank {r}")));
+    }
+    let columns = table.attr_strings("columns").unwrap_or_default();
+    let mut attrs: Vec<Vec<(String, AttrValue)>> = vec![Vec::new(); ranks.len()];
+    for name in columns {
+        if name.is_empty() || name.contains('/') || !table.has(&name) {
+            continue;
+        }
+        let offsets_name = format!("{name}_offsets");
+        let offsets: Option<Vec<u64>> = if table.has(&offsets_name) { Some(uints(&table, &offsets_name)?) } else { None };
+        let ds = table.dataset(&name).map_err(e)?;
+        // Strings, else integers.
+        let values: std::result::Result<Vec<String>, Vec<i64>> = match ds.read_strings() {
+            Ok(v) => Ok(v),
+            Err(_) => Err(ds.read_i64().map_err(e)?),
+        };
+        let n = match &values {
+            Ok(v) => v.len(),
+            Err(v) => v.len(),
+        };
+        if let Some(o) = &offsets {
+            let sorted = o.windows(2).all(|w| w[0] <= w[1]);
+            let long = o.windows(2).any(|w| (w[1] - w[0]) as usize > MAX_LIST);
+            if o.len() != ranks.len() + 1 || !sorted || long || o.last().is_some_and(|&l| l as usize > n) {
+                return Err(damaged(format_args!("{RANKS}/{offsets_name} does not cut {RANKS}/{name} into one list per rank")));
+            }
+        } else if n != ranks.len() {
+            return Err(damaged(format_args!("{RANKS}/{name} has {n} entries for {} ranks", ranks.len())));
+        }
+        for (r, a) in attrs.iter_mut().enumerate() {
+            let range = offsets.as_ref().map(|o| o[r] as usize..o[r + 1] as usize);
+            let value = match (&values, range) {
+                (Ok(v), Some(range)) => AttrValue::StrList(v[range].to_vec()),
+                (Err(v), Some(range)) => AttrValue::IntList(v[range].to_vec()),
+                (Ok(v), None) if !v[r].is_empty() => AttrValue::Str(v[r].clone()),
+                (Err(v), None) if v[r] != ABSENT => AttrValue::Int(v[r]),
+                _ => continue,
+            };
+            a.push((name.clone(), value));
+        }
+    }
+    for (rank, a) in ranks.into_iter().zip(attrs) {
+        out.insert(rank as usize, info_of(a));
+    }
+    Ok(out)
+}
+
+/// An attribute as we write them (strings, integers and lists of either); others are left out.
+fn model_value(v: h5read::AttrValue) -> Option<AttrValue> {
+    use h5read::AttrValue as H;
+    Some(match v {
+        H::Int(i) => AttrValue::Int(i),
+        H::UInt(u) => AttrValue::Int(i64::try_from(u).ok()?),
+        H::Str(s) => AttrValue::Str(s),
+        H::IntArray(v) => AttrValue::IntList(v),
+        H::UIntArray(v) => AttrValue::IntList(v.into_iter().map(|u| i64::try_from(u).unwrap_or(i64::MAX)).collect()),
+        H::StrArray(v) => AttrValue::StrList(v),
+        _ => return None,
+    })
+}
+
+/// A rank's `RankInfo` from its attributes (`writer::rank_attrs` backwards; `num_threads`
+/// follows from the thread ids).
+fn info_of(attrs: Vec<(String, AttrValue)>) -> RankInfo {
+    let mut info = RankInfo::default();
+    for (name, value) in attrs {
+        match (name.as_str(), value) {
+            ("hostname", AttrValue::Str(h)) => info.hostname = h,
+            ("pid", AttrValue::Int(p)) => info.pid = p,
+            ("cpus", AttrValue::IntList(c)) => info.cpus = c,
+            ("thread_os_ids", AttrValue::IntList(t)) => info.thread_os_ids = t,
+            ("num_threads", _) => {}
+            (_, v) => info.extra.push((name, v)),
+        }
+    }
+    info
 }
 
 /// Every rank's regions in `file`: rank -> regions, in row order. `Err` says what is wrong.

@@ -13,8 +13,8 @@ use std::collections::HashSet;
 pub struct Regions;
 
 impl LayoutWriter for Regions {
-    fn write_rank(&mut self, _file: &hdf5::File, group: &hdf5::Group, _rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
-        let regions = group.create_group("regions")?;
+    fn write_rank(&mut self, file: &hdf5::File, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
+        let regions = file.group(&format!("rank{rank}"))?.create_group("regions")?;
         let mut used = HashSet::new();
         for region in &profile.regions {
             write_region(&regions, region, &mut used)?;
@@ -24,6 +24,10 @@ impl LayoutWriter for Regions {
 
     fn finish(&mut self, _file: &hdf5::File) -> hdf5::Result<()> {
         Ok(())
+    }
+
+    fn rank_attributes_in_groups(&self) -> bool {
+        true
     }
 }
 

@@ -164,6 +164,78 @@ pub fn int_list_attr(loc: &hdf5::Location, name: &str) -> Vec<i64> {
     loc.attr(name).unwrap_or_else(|e| panic!("attribute {name}: {e}")).read_raw::<i64>().unwrap()
 }
 
+/// The row of `rank` in the rank table of a schema-3 file (`scope_profiler_ranks`).
+fn rank_row(file: &hdf5::File, rank: usize) -> usize {
+    let ranks: Vec<u32> = file.dataset("scope_profiler_ranks/ranks").unwrap_or_else(|e| panic!("rank table: {e}")).read_raw().unwrap();
+    ranks.iter().position(|&r| r as usize == rank).unwrap_or_else(|| panic!("rank {rank} not in the rank table {ranks:?}"))
+}
+
+/// An integer attribute of rank `rank`: of its `rank<N>` group (schema 1), else its row of the
+/// rank table (schema 3; None where the rank has no value).
+pub fn rank_int(file: &hdf5::File, rank: usize, name: &str) -> Option<i64> {
+    if let Ok(g) = file.group(&format!("rank{rank}")) {
+        if g.attr(name).is_ok() {
+            return Some(int_attr(&g, name));
+        }
+    }
+    let v: Vec<i64> = file.dataset(&format!("scope_profiler_ranks/{name}")).ok()?.read_raw().unwrap();
+    Some(v[rank_row(file, rank)]).filter(|&v| v != i64::MIN)
+}
+
+/// A string attribute of rank `rank` (see `rank_int`; fixed-length strings in the table).
+pub fn rank_str(file: &hdf5::File, rank: usize, name: &str) -> Option<String> {
+    if let Ok(g) = file.group(&format!("rank{rank}")) {
+        if g.attr(name).is_ok() {
+            return Some(str_attr(&g, name));
+        }
+    }
+    let ds = file.dataset(&format!("scope_profiler_ranks/{name}")).ok()?;
+    let w = ds.dtype().unwrap().size();
+    let row = rank_row(file, rank);
+    let bytes: Vec<u8> = fixed_bytes(&ds);
+    let cell = &bytes[row * w..(row + 1) * w];
+    let s = String::from_utf8(cell[..cell.iter().position(|&b| b == 0).unwrap_or(w)].to_vec()).unwrap();
+    Some(s).filter(|s| !s.is_empty())
+}
+
+/// An integer list attribute of rank `rank` (see `rank_int`; values and offsets in the table).
+pub fn rank_int_list(file: &hdf5::File, rank: usize, name: &str) -> Option<Vec<i64>> {
+    if let Ok(g) = file.group(&format!("rank{rank}")) {
+        if g.attr(name).is_ok() {
+            return Some(int_list_attr(&g, name));
+        }
+    }
+    let values: Vec<i64> = file.dataset(&format!("scope_profiler_ranks/{name}")).ok()?.read_raw().unwrap();
+    let offsets: Vec<u64> = file.dataset(&format!("scope_profiler_ranks/{name}_offsets")).unwrap().read_raw().unwrap();
+    let row = rank_row(file, rank);
+    Some(values[offsets[row] as usize..offsets[row + 1] as usize].to_vec())
+}
+
+/// A string dataset, variable-length or fixed-length (NUL-padded).
+pub fn strings(ds: &hdf5::Dataset) -> Vec<String> {
+    if ds.dtype().unwrap().is::<hdf5::types::VarLenUnicode>() {
+        return ds.read_raw::<hdf5::types::VarLenUnicode>().unwrap().iter().map(|s| s.to_string()).collect();
+    }
+    let w = ds.dtype().unwrap().size();
+    fixed_bytes(ds).chunks(w.max(1)).map(|c| String::from_utf8(c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())].to_vec()).unwrap()).collect()
+}
+
+/// The raw bytes of a fixed-length string dataset (h5py reads them as numpy `S` arrays).
+pub fn fixed_bytes(ds: &hdf5::Dataset) -> Vec<u8> {
+    let n = ds.size() * ds.dtype().unwrap().size();
+    let mut buf = vec![0u8; n];
+    if n > 0 {
+        let rc = unsafe {
+            let ty = hdf5_sys::h5d::H5Dget_type(ds.id());
+            let rc = hdf5_sys::h5d::H5Dread(ds.id(), ty, hdf5_sys::h5s::H5S_ALL, hdf5_sys::h5s::H5S_ALL, hdf5_sys::h5p::H5P_DEFAULT, buf.as_mut_ptr().cast());
+            hdf5_sys::h5t::H5Tclose(ty);
+            rc
+        };
+        assert!(rc >= 0, "reading {}", ds.name());
+    }
+    buf
+}
+
 /// All regions of `rank<rank>/`, keyed by their real name (the `tag` attribute).
 pub fn read_regions(file: &hdf5::File, rank: usize) -> std::collections::BTreeMap<String, ReadRegion> {
     let regions = file.group(&format!("rank{rank}/regions")).unwrap();
