@@ -133,32 +133,32 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
         }
     }
     let written = started.elapsed().as_secs_f64();
-    // Every rank prints its notes, then rank 0 its summary table: the table after a barrier
-    // that every rank enters once its lines are written, so that the launcher, which forwards
-    // each rank's output as it comes, has no other rank's line to put inside the table.
+    // The summary's numbers first (reductions every rank takes part in: rank 0's verbosity
+    // decides, the same on every rank), then every rank's notes, then rank 0's table after a
+    // barrier that every rank enters once its lines are written: the launcher, which forwards
+    // each rank's output as it comes, then has no line of any rank to put inside the table.
+    let summary = (config.verbosity >= 1).then(|| (mpi_totals(&ctx, &profile), crate::unify::cross_rank_stats(&ctx.comm, &census.plan.names, &profile)));
     {
         use std::io::Write;
         notes();
+        if config.verbosity >= 2 && ctx.rank == 0 {
+            let all = started.elapsed().as_secs_f64();
+            warn::always(&format!("finalize over MPI on rank 0: agreeing {agreed:.3} s, writing {:.3} s, the summary's statistics {:.3} s", written - agreed, all - written));
+        }
+        say_traffic(&config, &ctx, collective);
         let _ = std::io::stderr().flush();
         let _ = std::io::stdout().flush();
         let _ = ctx.comm.barrier();
     }
-    if config.verbosity >= 1 {
-        let mpi_totals = mpi_totals(&ctx, &profile);
-        match crate::unify::cross_rank_stats(&ctx.comm, &census.plan.names, &profile) {
-            Ok(stats) => {
-                if let Some(written) = &outcome.written {
-                    report(config.verbosity, written, stats.iter().map(|s| s.table_row()).collect(), ctx.size as usize, &mpi_totals);
-                }
+    match summary {
+        Some((mpi_totals, Ok(stats))) => {
+            if let Some(written) = &outcome.written {
+                report(config.verbosity, written, stats.iter().map(|s| s.table_row()).collect(), ctx.size as usize, &mpi_totals);
             }
-            Err(e) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),
         }
+        Some((_, Err(e))) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),
+        None => {}
     }
-    if config.verbosity >= 2 && ctx.rank == 0 {
-        let all = started.elapsed().as_secs_f64();
-        warn::always(&format!("finalize over MPI on rank 0: agreeing {agreed:.3} s, writing {:.3} s, the summary's statistics {:.3} s", written - agreed, all - written));
-    }
-    say_traffic(&config, &ctx, collective);
     drop(ctx); // frees our communicator while MPI is still up
     profile.release();
     Ok(Status::Ok)
