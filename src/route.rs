@@ -149,6 +149,12 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
         let _ = std::io::stderr().flush();
         let _ = std::io::stdout().flush();
         let _ = ctx.comm.barrier();
+        // The launcher reads each rank's stdout and stderr from separate pipes, in no fixed
+        // order: at verbosity 2 (where every rank has printed notes) rank 0 gives it a moment
+        // to pass the notes on before the table follows on stdout.
+        if config.verbosity >= 2 && ctx.rank == 0 && summary.is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+        }
     }
     match summary {
         Some((mpi_totals, Ok(stats))) => {
