@@ -102,9 +102,18 @@ fn aggregate_histograms_bucket_each_call_by_its_duration_in_ns() {
     let (calls, region, h5) = run_layout(&dir, "aggregate");
     check_histogram("aggregate", &pooled_histogram(&region), &calls);
     // The file says which rate the histogram used (TSC runs): the anchors' rate within 0.1 %.
-    let rank = h5.group("rank0").unwrap();
-    if str_attr(&rank, "clock") == "tsc" {
-        let (hist_hz, tsc_hz) = (int_attr(&rank, "clock_histogram_tsc_hz") as f64, int_attr(&rank, "clock_tsc_hz") as f64);
+    // The rank's attributes are a row of the rank table in the schema-3 layouts.
+    drop(h5);
+    let (file, _) = scope_profiler::h5read::open(&dir.join("aggregate.h5")).unwrap();
+    let info = scope_profiler::writer::read3::read_ranks(&file).unwrap().remove(&0).expect("rank 0 in the rank table");
+    let attr = |name: &str| info.extra.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    use scope_profiler::model::AttrValue;
+    if attr("clock") == Some(AttrValue::Str("tsc".into())) {
+        let int = |name: &str| match attr(name) {
+            Some(AttrValue::Int(v)) => v as f64,
+            other => panic!("{name}: {other:?}"),
+        };
+        let (hist_hz, tsc_hz) = (int("clock_histogram_tsc_hz"), int("clock_tsc_hz"));
         assert!((hist_hz / tsc_hz - 1.0).abs() < 1e-3, "histogram rate {hist_hz} Hz against the run's {tsc_hz} Hz");
     }
     // Minimum and maximum lie in the first and last buckets the histogram uses.
