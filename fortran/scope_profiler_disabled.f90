@@ -22,6 +22,7 @@ module scope_profiler
    public :: sp_last_error, sp_status_string, sp_version
    public :: sp_region_add_flops, sp_region_add_bytes
    public :: sp_stats_t, sp_region_get_stats, sp_print_summary
+   public :: sp_start_sampling, sp_stop_sampling
 
    !> .false.: profiling is compiled out (.true. in scope_profiler.f90).
    logical, parameter, public :: SP_ENABLED = .false.
@@ -44,6 +45,8 @@ module scope_profiler
    integer, parameter, public :: SP_ERR_NOT_INNERMOST = -12
    integer, parameter, public :: SP_ERR_WRITE_FAILED = -13
    integer, parameter, public :: SP_ERR_MPI = -14
+   integer, parameter, public :: SP_ERR_UNSUPPORTED = -15
+   integer, parameter, public :: SP_ERR_REENTRANT = -16
    integer, parameter, public :: SP_ERR_INTERNAL = -99
    !> Limits.
    integer, parameter, public :: SP_MAX_NAME_LEN = 1024
@@ -103,6 +106,18 @@ contains
       integer, intent(out), optional :: ierr
       if (present(ierr)) ierr = SP_OK
    end subroutine sp_finalize
+
+   subroutine sp_start_sampling(hz, ierr)
+      integer, intent(in) :: hz
+      integer, intent(out), optional :: ierr
+      call unused_i(hz)
+      if (present(ierr)) ierr = SP_OK
+   end subroutine sp_start_sampling
+
+   subroutine sp_stop_sampling(ierr)
+      integer, intent(out), optional :: ierr
+      if (present(ierr)) ierr = SP_OK
+   end subroutine sp_stop_sampling
 
    subroutine sp_region_start(name, ierr)
       character(len=*), intent(in) :: name

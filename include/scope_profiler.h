@@ -519,6 +519,7 @@ static inline int sp_off_get_stats_(int32_t handle, struct sp_stats *out) {
     }
     return SP_OK;
 }
+static inline int sp_off_hz_(int hz) { (void)hz; return SP_OK; }
 static inline const char *sp_off_last_error_(void) { return ""; }
 #define sp_options_init(options) sp_off_options_init_(options)
 #define sp_setup(options) sp_off_setup_(options)
@@ -534,6 +535,10 @@ static inline const char *sp_off_last_error_(void) { return ""; }
 #define sp_region_stop(name) sp_off_name_(name)
 #define sp_region_start_n(name, len) sp_off_name_n_((name), (len))
 #define sp_region_stop_n(name, len) sp_off_name_n_((name), (len))
+#define sp_region_start_padded(name, len) sp_off_name_n_((name), (len))
+#define sp_region_stop_padded(name, len) sp_off_name_n_((name), (len))
+#define sp_start_sampling(hz) sp_off_hz_(hz)
+#define sp_stop_sampling() sp_off_void_()
 #define sp_finalize() sp_off_void_()
 #define sp_region_get_stats(handle, out) sp_off_get_stats_((handle), (out))
 #define sp_print_summary() sp_off_void_()
