@@ -135,8 +135,10 @@ fn set_last_error(message: &str) {
 }
 
 /// Record `e` for sp_last_error, warn once per kind, return its code. A refused reentrant
-/// call, or any error while this thread is already busy in the library (a signal handler
-/// interrupted it), returns the code alone: recording the message would allocate.
+/// call, or an error while this thread is busy in the library's locked sections (a signal
+/// handler interrupted it), returns the code alone: recording the message would allocate.
+/// Inside an exported cold entry point (`guard_cold`, which refused to start on a busy
+/// thread) the call's own errors are recorded.
 #[cold]
 fn fail(e: Error) -> c_int {
     let code = e.status.code();
@@ -173,6 +175,25 @@ fn guard_cold(f: impl FnOnce() -> c_int) -> c_int {
     }
     let _busy = crate::reentry::Busy::enter_cold_entry();
     guard(f)
+}
+
+/// `code` for the start/stop family (async-signal-safe when they succeed): an error on a thread
+/// that is busy in the library at all, even inside a cold entry point, comes from a signal
+/// handler that interrupted it, and returns its code alone (recording it would allocate).
+#[inline(always)]
+fn code_hot(r: crate::status::Result<()>) -> c_int {
+    match r {
+        Ok(()) => SP_OK,
+        Err(e) => fail_hot(e),
+    }
+}
+
+#[cold]
+fn fail_hot(e: Error) -> c_int {
+    if crate::reentry::busy() {
+        return e.status.code();
+    }
+    fail(e)
 }
 
 #[inline(always)]
@@ -557,42 +578,42 @@ pub extern "C" fn sp_region_start_id(handle: i32) -> c_int {
 #[inline(never)]
 extern "C" fn start_id(handle: i32) -> c_int {
     // A negative handle becomes a huge id, which the handle check refuses.
-    guard(|| code(profiler::start_id(handle as u32)))
+    guard(|| code_hot(profiler::start_id(handle as u32)))
 }
 
 #[inline(never)]
 extern "C" fn stop_id(handle: i32) -> c_int {
-    guard(|| code(profiler::stop_id(handle as u32)))
+    guard(|| code_hot(profiler::stop_id(handle as u32)))
 }
 
 #[inline(never)]
 unsafe extern "C" fn start_by_name(name: *const c_char) -> c_int {
-    guard(|| code(start_c(name)))
+    guard(|| code_hot(start_c(name)))
 }
 
 #[inline(never)]
 unsafe extern "C" fn stop_by_name(name: *const c_char) -> c_int {
-    guard(|| code(stop_c(name)))
+    guard(|| code_hot(stop_c(name)))
 }
 
 #[inline(never)]
 unsafe extern "C" fn start_by_counted_name(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(start_counted(name, len)))
+    guard(|| code_hot(start_counted(name, len)))
 }
 
 #[inline(never)]
 unsafe extern "C" fn stop_by_counted_name(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(stop_counted(name, len)))
+    guard(|| code_hot(stop_counted(name, len)))
 }
 
 #[inline(never)]
 unsafe extern "C" fn start_by_padded_name(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(start_padded(name, len)))
+    guard(|| code_hot(start_padded(name, len)))
 }
 
 #[inline(never)]
 unsafe extern "C" fn stop_by_padded_name(name: *const c_char, len: usize) -> c_int {
-    guard(|| code(stop_padded(name, len)))
+    guard(|| code_hot(stop_padded(name, len)))
 }
 
 /// Stop the innermost call of the region with this handle on the calling thread.
@@ -613,14 +634,14 @@ pub extern "C" fn sp_region_stop_id(handle: i32) -> c_int {
 /// Async-signal-safe as sp_region_start_id.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_add_flops(handle: i32, flops: f64) -> c_int {
-    guard(|| code(profiler::annotate(handle as u32, 0, flops)))
+    guard(|| code_hot(profiler::annotate(handle as u32, 0, flops)))
 }
 
 /// Add `bytes` of memory traffic (your own count) to the region with this handle, on the
 /// calling thread; as sp_region_add_flops. With both, sptool shows GB/s and FLOP/byte.
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_region_add_bytes(handle: i32, bytes: f64) -> c_int {
-    guard(|| code(profiler::annotate(handle as u32, 1, bytes)))
+    guard(|| code_hot(profiler::annotate(handle as u32, 1, bytes)))
 }
 
 /// Start a call of the region `name` (registered on first use) on the calling thread.
