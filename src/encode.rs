@@ -16,6 +16,9 @@ struct Header {
     /// The rank's MPI calls (`rank<N>/mpi/`).
     #[serde(default)]
     mpi: Option<crate::model::MpiProfile>,
+    /// The rank's call paths (`rank<N>/call_paths/`).
+    #[serde(default)]
+    call_paths: Option<crate::model::CallPaths>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -49,6 +52,7 @@ pub fn encode(p: &RankProfile) -> PageVec<u8> {
         likwid: p.likwid.clone(),
         counters: p.counters.clone(),
         mpi: p.mpi.clone(),
+        call_paths: p.call_paths.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
@@ -57,6 +61,7 @@ pub fn encode(p: &RankProfile) -> PageVec<u8> {
             header.likwid = LikwidRun::default();
             header.counters = Default::default();
             header.mpi = None;
+            header.call_paths = None;
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -112,7 +117,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
             source: r.source,
         });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi, call_paths: header.call_paths })
 }
 
 #[cfg(test)]
@@ -144,7 +149,13 @@ mod tests {
         mpi.routines.push(crate::model::mpi::RoutineRow { routine: "MPI_Send".into(), thread: 1, comm: 1, comm_size: 4, comm_kind: 1, stats: Default::default() });
         mpi.peers.push(crate::model::mpi::PeerRow { world_rank: 3, stats: crate::model::mpi::PeerStats { messages_sent: 2, bytes_sent: 16, ..Default::default() } });
         p.mpi = Some(mpi);
+        p.call_paths = Some(crate::model::CallPaths {
+            names: vec!["a/β".into()],
+            nodes: vec![crate::model::PathNode { thread: 1, parent: -1, region: 0, calls: 2, inclusive_ns: 4, exclusive_ns: 3 }],
+            wall_ns: 99,
+        });
         let q = decode(&encode(&p)).unwrap();
+        assert_eq!(q.call_paths, p.call_paths, "the call paths travel to rank 0");
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions.len(), 2);
         for (a, b) in q.regions.iter().zip(&p.regions) {

@@ -10,6 +10,8 @@
 /// cbindgen:ignore
 pub mod calllog;
 /// cbindgen:ignore
+pub mod callpath;
+/// cbindgen:ignore
 pub mod clock;
 /// cbindgen:ignore
 pub mod config;

@@ -40,6 +40,8 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
 /// The process that set up profiling: a forked child that exits must not write the file.
 static SETUP_PID: AtomicU32 = AtomicU32::new(0);
+/// When sp_setup ran (CLOCK_MONOTONIC ns): the start of the wall time the summary shares refer to.
+static SETUP_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 /// Whether threads keep every call (false in the aggregate layout: statistics only).
 static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
 /// Set up without the program calling sp_setup (`setup_implicit`).
@@ -307,6 +309,7 @@ pub fn setup(options: &Options) -> Result<Status> {
     *guard = Some(Session { config, facts, info, mpi, clock });
     STATE.store(running, Ordering::Release);
     SETUP_PID.store(std::process::id(), Ordering::Release);
+    SETUP_NS.store(clock::monotonic_ns(), Ordering::Release);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registering a plain extern "C" fn.
         unsafe { libc::atexit(finalize_at_exit) };
@@ -771,7 +774,10 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         crate::spill::save_anchors(timebase.anchors());
         crate::spill::open_reader();
     }
+    let wall_ns = clock::monotonic_ns().saturating_sub(SETUP_NS.load(Ordering::Acquire)).max(0);
+    let mut call_paths = crate::callpath::collect(&names, &records, &timebase, wall_ns);
     let (mut regions, kept) = crate::profile::merge(&names, records, &timebase);
+    call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
     for r in regions.iter_mut() {
         r.source = REGISTRY.location_of(&r.name);
     }
@@ -808,7 +814,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice) -> 
         mpi_threads.push((id, m));
     }
     let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
-    RankProfile { info, regions, likwid, counters, mpi }
+    RankProfile { info, regions, likwid, counters, mpi, call_paths: Some(call_paths) }
 }
 
 /// A program that set up profiling but never finalized still gets its file.

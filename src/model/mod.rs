@@ -8,6 +8,7 @@
 //! handed out slab by slab (`slabs.rs`): calls still packed as the threads recorded them come
 //! as a `PackedCalls`, which the collecting code (`profile.rs`) implements.
 
+pub mod callpath;
 pub mod counters;
 pub mod likwid;
 pub mod mpi;
@@ -15,6 +16,7 @@ pub mod pages;
 mod slabs;
 pub mod stats;
 
+pub use callpath::{CallPaths, PathNode, PathTotals, PathTree};
 pub use counters::{AnnotatedRegion, FlopsFormula, PerfRegion, RankCounters};
 pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
@@ -157,6 +159,8 @@ pub struct RankProfile {
     pub counters: RankCounters,
     /// The program's MPI calls, when they were recorded (`rank<N>/mpi/`).
     pub mpi: Option<MpiProfile>,
+    /// The regions' call paths (`rank<N>/call_paths/`), when they were built.
+    pub call_paths: Option<CallPaths>,
 }
 
 impl RankProfile {

@@ -5,6 +5,7 @@
 //! in every layout. `read3` reads the layouts back (merging rank files).
 
 pub mod aggregate;
+pub mod call_paths;
 pub mod columnar;
 pub mod counters;
 pub mod likwid;
@@ -331,6 +332,9 @@ impl ProfileFile {
         counters::write(&g, &profile.counters)?;
         if let Some(m) = &profile.mpi {
             mpi::write(&g, m)?;
+        }
+        if let Some(p) = &profile.call_paths {
+            call_paths::write(&g, p)?;
         }
         Ok(())
     }
