@@ -51,6 +51,33 @@ pub struct Config {
     pub layout: Layout,
     /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
     pub mpi: crate::mpi_stats::Settings,
+    /// The table at finalize (`SCOPE_PROFILER_SUMMARY`).
+    pub summary: SummaryMode,
+    /// Most rows of that table (`SCOPE_PROFILER_SUMMARY_ROWS`; None: a screen's worth).
+    pub summary_rows: Option<usize>,
+}
+
+/// The table rank 0 prints at finalize (with verbosity >= 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SummaryMode {
+    /// No table.
+    Off,
+    /// One row per region.
+    Flat,
+    /// One row per call path, indented by nesting.
+    #[default]
+    Tree,
+}
+
+impl SummaryMode {
+    pub fn parse(value: &str) -> Option<SummaryMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "off" | "0" | "no" | "none" | "false" => Some(SummaryMode::Off),
+            "flat" | "1" | "on" | "yes" | "true" => Some(SummaryMode::Flat),
+            "tree" => Some(SummaryMode::Tree),
+            _ => None,
+        }
+    }
 }
 
 /// How the file stores the regions (see docs/layouts.md).
@@ -97,6 +124,8 @@ pub mod env {
     pub const PERF_REGIONS: &str = "SCOPE_PROFILER_PERF_REGIONS";
     pub const LAYOUT: &str = "SCOPE_PROFILER_LAYOUT";
     pub const MPI: &str = "SCOPE_PROFILER_MPI";
+    pub const SUMMARY: &str = "SCOPE_PROFILER_SUMMARY";
+    pub const SUMMARY_ROWS: &str = "SCOPE_PROFILER_SUMMARY_ROWS";
 }
 
 /// Parse a boolean environment value: 1/true/yes/on and 0/false/no/off, any case.
@@ -181,6 +210,19 @@ impl Config {
                 crate::mpi_stats::Settings::default()
             })
         });
+        let summary = env(env::SUMMARY).filter(|v| !v.trim().is_empty()).map_or(SummaryMode::default(), |v| {
+            SummaryMode::parse(&v).unwrap_or_else(|| {
+                crate::warn::once("env:summary", &format!("ignoring {}={v:?}: expected tree, flat or off; using tree", env::SUMMARY));
+                SummaryMode::default()
+            })
+        });
+        let summary_rows = env(env::SUMMARY_ROWS).filter(|v| !v.trim().is_empty()).and_then(|v| match v.trim() {
+            "all" | "0" => Some(usize::MAX),
+            n => n.parse::<usize>().ok().or_else(|| {
+                crate::warn::once("env:summary_rows", &format!("ignoring {}={v:?}: expected a number of rows or all", env::SUMMARY_ROWS));
+                None
+            }),
+        });
         let file_path = options
             .file_path
             .clone()
@@ -193,6 +235,8 @@ impl Config {
             disabled: bool_env(env::DISABLE).unwrap_or(false),
             language: options.language.clone().unwrap_or_else(|| "C".to_string()),
             metadata_detail,
+            summary,
+            summary_rows,
             mpi_comm: options.mpi_comm,
             clock,
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),

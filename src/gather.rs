@@ -9,10 +9,9 @@ use crate::model::{AttrValue, RankProfile};
 use crate::mpi_comm::{self, MpiContext, tag};
 use crate::output::{RunContext, report, write_rank_file};
 use crate::status::{Error, Result, Status};
-use crate::summary::RegionStats;
 use crate::warn;
 use crate::writer::{Plan, ProfileFile, Written, layout_writer};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Attributes of `rank<N>/` known only to the MPI layer.
 fn mpi_attrs(profile: &mut RankProfile, rank: i32, world_rank: Option<i64>, offset: (i64, i64)) {
@@ -29,6 +28,8 @@ fn mpi_attrs(profile: &mut RankProfile, rank: i32, world_rank: Option<i64>, offs
 pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile, notes: &mut dyn FnMut()) -> Result<Status> {
     // Every rank tells rank 0 its world rank through the profile itself.
     profile.info.extra.push(("world_rank".into(), AttrValue::Int(ctx.world_rank as i64)));
+    // This rank's part of the summary, from its statistics and call paths.
+    let local = crate::spread::Local::of(&profile);
     // Rank 0 learns the run's size first, so the columnar layout sizes its columns once.
     let plan = gather_plan(&ctx, Plan::of(&profile))?;
     let outcome = if ctx.rank == 0 { gather_and_write(run, &ctx, &mut profile, plan).map(Some) } else { send_to_root(&ctx, &profile).map(|_| None) };
@@ -42,7 +43,18 @@ pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankP
         warn::always(&format!("the outcome of the write could not be shared: {e}"));
         code = code.min(-1);
     }
-    print_in_order(&ctx, shared.is_ok(), notes, outcome.ok().flatten(), run.config.verbosity);
+    // The summary's numbers over the ranks (rank 0 prints it), by reductions: no call data.
+    let wants = run.config.verbosity > 0 && run.config.summary != crate::config::SummaryMode::Off;
+    let table = if shared.is_ok() {
+        crate::spread::reduce(&ctx.comm, &local, wants).unwrap_or_else(|e| {
+            warn::once("summary-reduce", &format!("the summary table could not be computed: {e}"));
+            None
+        })
+    } else {
+        None
+    };
+    let text = table.and_then(|t| crate::summary::text(run.config, &t));
+    print_in_order(&ctx, shared.is_ok(), notes, outcome.ok().flatten(), text, run.config.verbosity);
     drop(ctx); // frees our communicator while MPI is still up
     if code == 0 {
         profile.release();
@@ -80,8 +92,6 @@ fn world_size() -> i64 {
 /// What rank 0 prints once every rank's own lines are out.
 struct Summary {
     written: Written,
-    stats: Vec<RegionStats>,
-    ranks: usize,
     mpi: crate::model::mpi::Totals,
 }
 
@@ -89,7 +99,7 @@ struct Summary {
 /// every rank enters once its lines are written, so that the launcher, which forwards each
 /// rank's output as it comes, has no other rank's line to put inside the table. (Without the
 /// barrier, the other ranks printed while rank 0's table was on its way.)
-fn print_in_order(ctx: &MpiContext, comm_ok: bool, notes: &mut dyn FnMut(), summary: Option<Summary>, verbosity: u32) {
+fn print_in_order(ctx: &MpiContext, comm_ok: bool, notes: &mut dyn FnMut(), summary: Option<Summary>, table: Option<String>, verbosity: u32) {
     use std::io::Write;
     notes();
     let _ = std::io::stderr().flush();
@@ -98,7 +108,7 @@ fn print_in_order(ctx: &MpiContext, comm_ok: bool, notes: &mut dyn FnMut(), summ
         let _ = ctx.comm.barrier();
     }
     if let Some(s) = summary {
-        report(verbosity, &s.written, s.stats, s.ranks, &s.mpi);
+        report(verbosity, &s.written, table, &s.mpi);
     }
 }
 
@@ -110,17 +120,9 @@ fn send_to_root(ctx: &MpiContext, profile: &RankProfile) -> Result<Written> {
 
 fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile, plan: Plan) -> Result<Summary> {
     let mut layout = layout_writer(run.config.layout, plan);
-    let mut stats: BTreeMap<String, RegionStats> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
     let mut clock = crate::metadata::ClockSummary::default();
     let mut mpi = crate::model::mpi::Totals::default();
-    let pool = |p: &RankProfile, stats: &mut BTreeMap<String, RegionStats>, hosts: &mut BTreeSet<String>| {
-        hosts.insert(p.info.hostname.clone());
-        for r in &p.regions {
-            let s = RegionStats::of(r);
-            stats.entry(r.name.clone()).and_modify(|a| a.merge(&s)).or_insert(s);
-        }
-    };
     let file = ProfileFile::create(&run.config.file_path);
     let mut hdf5_error: Option<String> = None;
     // After the first error, keep receiving (no rank may be left waiting) but stop writing.
@@ -140,7 +142,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     let saved = own.info.extra.clone();
     own.info.extra.retain(|(k, _)| k != "world_rank");
     mpi_attrs(own, 0, (ctx.world_rank != 0).then_some(ctx.world_rank as i64), ctx.clock_offsets[0]);
-    pool(own, &mut stats, &mut hosts);
+    hosts.insert(own.info.hostname.clone());
     mpi.add(own.mpi.as_ref());
     clock.add(0, &own.info);
     crate::metadata::apply_detail(run.config, own);
@@ -155,7 +157,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
                 let world = profile_rank(&p);
                 p.info.extra.retain(|(k, _)| k != "world_rank");
                 mpi_attrs(&mut p, r, (world != r as i64).then_some(world), ctx.clock_offsets[r as usize]);
-                pool(&p, &mut stats, &mut hosts);
+                hosts.insert(p.info.hostname.clone());
                 mpi.add(p.mpi.as_ref());
                 clock.add(r as i64, &p.info);
                 crate::metadata::apply_detail(run.config, &mut p);
@@ -192,5 +194,5 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &mut RankProfile
     if let Some(msg) = written.fallback_message() {
         warn::always(&msg);
     }
-    Ok(Summary { written, stats: stats.into_values().collect(), ranks: ctx.size as usize, mpi })
+    Ok(Summary { written, mpi })
 }

@@ -61,6 +61,8 @@ pub mod signals;
 /// cbindgen:ignore
 pub mod spill;
 /// cbindgen:ignore
+pub mod spread;
+/// cbindgen:ignore
 pub mod stats;
 /// cbindgen:ignore
 pub mod status;
