@@ -37,8 +37,14 @@ impl Local {
     /// From the profile's statistics (no pass over its calls) and call paths.
     pub fn of(p: &RankProfile) -> Local {
         let mut out = Local { wall_ns: p.call_paths.as_ref().map_or(0, |c| c.wall_ns), ..Default::default() };
+        // A recursive region's calls overlap: its time is that of its outermost calls, which
+        // the call paths hold (the statistics' total adds the inner calls again).
+        let inclusive = p.call_paths.as_ref().map(|c| c.inclusive_by_region()).unwrap_or_default();
         for r in &p.regions {
-            let s = r.pooled();
+            let mut s = r.pooled();
+            if let Some(&t) = inclusive.get(&r.name) {
+                s.total = t;
+            }
             let mut key = vec!["f".to_string(), r.name.clone()];
             // One row per name (a name registered twice is pooled).
             if let Some(i) = out.keys.iter().position(|k| *k == key) {

@@ -109,6 +109,18 @@ impl CallPaths {
         out
     }
 
+    /// Inclusive time per region over all its paths and threads (name, ns): recursion is
+    /// counted once (no node lies under a node of its own region).
+    pub fn inclusive_by_region(&self) -> HashMap<String, i64> {
+        let mut out: HashMap<String, i64> = HashMap::new();
+        for n in &self.nodes {
+            if let Some(name) = self.names.get(n.region as usize) {
+                *out.entry(name.clone()).or_default() += n.inclusive_ns;
+            }
+        }
+        out
+    }
+
     /// Renumber the threads: `map(old)` is the new id, None drops the thread's nodes (the
     /// parents of the rest are remapped).
     pub fn renumber_threads(&mut self, map: impl Fn(i64) -> Option<i64>) {
@@ -290,6 +302,7 @@ mod tests {
         assert_eq!(row(&p, &["a", "b"]), PathTotals { calls: 1, inclusive_ns: 30, exclusive_ns: 20 });
         let total_excl: i64 = p.nodes.iter().map(|n| n.exclusive_ns).sum();
         assert_eq!(total_excl, 100);
+        assert_eq!(p.inclusive_by_region()["a"], 100);
     }
 
     #[test]
