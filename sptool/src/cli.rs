@@ -51,6 +51,20 @@ pub enum Command {
     Check(CheckArgs),
     /// Report the program's MPI calls (recorded by the MPI plugin), in the spirit of mpiP
     Mpi(MpiArgs),
+    /// Show the regions as a tree by their nesting: calls, inclusive and exclusive time per call path
+    Tree(TreeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TreeArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Only this rank (default: every rank, as the mean per rank with min and max)
+    #[arg(long, value_name = "R")]
+    pub rank: Option<u32>,
+    /// Hide call paths below this share of the wall time (with what is inside them), e.g. 1%
+    #[arg(long, value_name = "PCT", default_value = "0%")]
+    pub min_share: String,
 }
 
 #[derive(Args, Debug)]
@@ -251,6 +265,7 @@ impl Cli {
             Command::Diff(a) => (vec![a.a.clone(), a.b.clone()], true),
             Command::Check(a) => (vec![a.base.clone(), a.candidate.clone()], true),
             Command::Mpi(a) => (vec![a.file.clone()], true),
+            Command::Tree(a) => (vec![a.file.clone()], true),
             Command::Recover(a) => (a.target.clone().into_iter().collect(), false),
         };
         crate::guard::Plan { inputs, limited }
@@ -336,6 +351,11 @@ fn run(command: Command) -> Result<()> {
             }
             let options = crate::mpi::Options { top: args.top, sites: args.sites, ranks: Some(selected) };
             print(&crate::mpi::render(&args.file, &ranks, &options))
+        }
+        Command::Tree(args) => {
+            let min_share = crate::tree::parse_share(&args.min_share)?;
+            let ranks = crate::tree::read(&args.file)?;
+            print(&crate::tree::render(&args.file, &ranks, &crate::tree::Options { rank: args.rank, min_share })?)
         }
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
