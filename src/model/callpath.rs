@@ -143,15 +143,21 @@ struct TreeNode {
     calls: u64,
     inclusive: i64,
     exclusive: i64,
+    /// The last call entered inside this node: (region, where it went) (`NO_HIT`: none).
+    last: (u32, (u32, bool)),
 }
+
+const NO_HIT: (u32, (u32, bool)) = (u32::MAX, (NO_NODE, false));
 
 /// One thread's tree while calls are added, in the recorder's units (ticks or ns).
 #[derive(Debug, Default)]
 pub struct PathTree {
     nodes: Vec<TreeNode>,
+    /// `TreeNode::last` of the top level.
+    top_last: Option<(u32, (u32, bool))>,
     /// (parent node, region) -> the node its calls go to, and whether that is a fold (an
     /// ancestor of the same region).
-    edges: HashMap<(u32, u32), (u32, bool)>,
+    edges: rustc_hash::FxHashMap<(u32, u32), (u32, bool)>,
 }
 
 /// Deepest node chain followed when looking for an ancestor of the same region (the
@@ -165,7 +171,22 @@ impl PathTree {
 
     /// The node a call of `region` goes to when its enclosing call is on `parent` (`NO_NODE`
     /// at the top), and whether it is folded into an ancestor (recursion).
+    #[inline]
     pub fn enter(&mut self, parent: u32, region: u32) -> (u32, bool) {
+        // A loop enters the same region inside the same node again and again.
+        let last = if parent == NO_NODE { self.top_last.unwrap_or(NO_HIT) } else { self.nodes.get(parent as usize).map_or(NO_HIT, |n| n.last) };
+        if last.0 == region {
+            return last.1;
+        }
+        let hit = self.enter_slow(parent, region);
+        match self.nodes.get_mut(parent as usize) {
+            Some(n) => n.last = (region, hit),
+            None => self.top_last = Some((region, hit)),
+        }
+        hit
+    }
+
+    fn enter_slow(&mut self, parent: u32, region: u32) -> (u32, bool) {
         if let Some(&hit) = self.edges.get(&(parent, region)) {
             return hit;
         }
@@ -184,7 +205,7 @@ impl PathTree {
         let hit = match target {
             Some(t) => (t, true),
             None => {
-                self.nodes.push(TreeNode { parent, region, calls: 0, inclusive: 0, exclusive: 0 });
+                self.nodes.push(TreeNode { parent, region, calls: 0, inclusive: 0, exclusive: 0, last: NO_HIT });
                 ((self.nodes.len() - 1) as u32, false)
             }
         };
