@@ -45,6 +45,7 @@ pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankP
     }
     // The summary's numbers over the ranks (rank 0 prints it), by reductions: no call data.
     let wants = run.config.verbosity > 0 && run.config.summary != crate::config::SummaryMode::Off;
+    let reduce_started = std::time::Instant::now();
     let table = if shared.is_ok() {
         crate::spread::reduce(&ctx.comm, &local, wants).unwrap_or_else(|e| {
             warn::once("summary-reduce", &format!("the summary table could not be computed: {e}"));
@@ -53,8 +54,13 @@ pub fn write_collective(run: RunContext<'_>, ctx: MpiContext, mut profile: RankP
     } else {
         None
     };
+    let reduced = reduce_started.elapsed();
+    let rows = table.as_ref().map(|t| (t.flat.len(), t.tree.len()));
     let text = table.and_then(|t| crate::summary::text(run.config, &t));
     print_in_order(&ctx, shared.is_ok(), notes, outcome.ok().flatten(), text, run.config.verbosity);
+    if let (Some((flat, tree)), true) = (rows, run.config.verbosity >= 2) {
+        warn::always(&format!("finalize: the summary over {} ranks ({flat} regions, {tree} call paths) took {:.3} ms", ctx.size, reduced.as_secs_f64() * 1e3));
+    }
     drop(ctx); // frees our communicator while MPI is still up
     if code == 0 {
         profile.release();

@@ -199,10 +199,23 @@ impl ThreadData {
         }
     }
 
-    /// The call-path node of a call of `id` inside the open calls, resolving theirs first (the
-    /// resolved ones are always the outermost: a call is resolved once, here).
-    #[inline(never)]
+    /// The call-path node of a call of `id` inside the open calls: one cached look-up when
+    /// the enclosing call's node is known (or there is none).
+    #[inline(always)]
     fn path_node(&mut self, id: u32) -> u32 {
+        let parent = match self.open.last() {
+            None => NO_NODE,
+            Some(p) if p.node != UNRESOLVED => p.node & !FOLDED,
+            Some(_) => return self.path_node_resolving(id),
+        };
+        let (n, folded) = self.paths.enter(parent, id);
+        n | if folded { FOLDED } else { 0 }
+    }
+
+    /// `path_node`, resolving the open calls' nodes first (the resolved ones are always the
+    /// outermost: a call is resolved once).
+    #[inline(never)]
+    fn path_node_resolving(&mut self, id: u32) -> u32 {
         let first = self.open.iter().rposition(|c| c.node != UNRESOLVED).map_or(0, |p| p + 1);
         let mut parent = if first == 0 { NO_NODE } else { self.open[first - 1].node & !FOLDED };
         let tag = |(n, folded): (u32, bool)| n | if folded { FOLDED } else { 0 };
