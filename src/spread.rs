@@ -135,19 +135,32 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
     if comm.allreduce(&[wants as i64], mpi_comm::MAX)?[0] == 0 {
         return Ok(None);
     }
+    // A step that fails on one rank must not leave the others waiting in the next collective:
+    // every rank takes every step, a failure is only noted, and the ranks agree (step 3)
+    // before the reductions whose lengths depend on the names.
+    let mut failed: Option<Error> = None;
     // 1. Rank 0's names and paths, to every rank.
     let mut bytes = if root { serde_json::to_vec(&local.keys).unwrap_or_default() } else { Vec::new() };
     bcast_bytes(comm, &mut bytes)?;
-    let mut keys = if root { local.keys.clone() } else { decode_keys(&bytes)? };
+    let mut keys = if root {
+        local.keys.clone()
+    } else {
+        decode_keys(&bytes).unwrap_or_else(|e| {
+            failed = Some(e);
+            Vec::new()
+        })
+    };
     // 2. The ones only other ranks have, gathered once on rank 0 and broadcast with the rest.
     let known: std::collections::HashSet<&Key> = keys.iter().collect();
     let extra: Vec<&Key> = local.keys.iter().filter(|k| !known.contains(k)).collect();
     let mine = if extra.is_empty() { Vec::new() } else { serde_json::to_vec(&extra).unwrap_or_default() };
+    drop(known);
     let longest = comm.allreduce(&[mine.len() as u64], mpi_comm::MAX)?[0];
+    if longest > MAX_KEY_BYTES {
+        // The same on every rank: all stop here.
+        return Err(Error::new(Status::Mpi, "summary: too many region names"));
+    }
     if longest > 0 {
-        if longest > MAX_KEY_BYTES {
-            return Err(Error::new(Status::Mpi, "summary: too many region names"));
-        }
         let slot = 8 + longest as usize;
         let mut buf = vec![0u8; slot];
         buf[..8].copy_from_slice(&(mine.len() as u64).to_le_bytes());
@@ -159,20 +172,35 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
             for chunk in all.chunks_exact(slot) {
                 let n = u64::from_le_bytes(chunk[..8].try_into().unwrap_or_default()) as usize;
                 let Some(body) = chunk.get(8..8 + n).filter(|_| n > 0) else { continue };
-                for k in decode_keys(body)? {
-                    if seen.insert(k.clone()) {
-                        keys.push(k);
+                match decode_keys(body) {
+                    Ok(list) => {
+                        for k in list {
+                            if seen.insert(k.clone()) {
+                                keys.push(k);
+                            }
+                        }
                     }
+                    Err(e) => failed = Some(e),
                 }
             }
             union = serde_json::to_vec(&keys).unwrap_or_default();
         }
         bcast_bytes(comm, &mut union)?;
         if !root {
-            keys = decode_keys(&union)?;
+            keys = decode_keys(&union).unwrap_or_else(|e| {
+                failed = Some(e);
+                Vec::new()
+            });
         }
     }
-    // 3. This rank's values in the common order; sums, minima, maxima over the ranks.
+    // 3. Every rank has the same names, or all stop here together.
+    let n = keys.len() as i64;
+    let ok = if failed.is_some() { 0 } else { 1 };
+    let agree = comm.allreduce(&[ok, n, -n], mpi_comm::MIN)?;
+    if agree[0] == 0 || agree[1] != n || agree[2] != -n {
+        return Err(failed.unwrap_or_else(|| Error::new(Status::Mpi, "summary: the ranks disagree on the region names")));
+    }
+    // 4. This rank's values in the common order; sums, minima, maxima over the ranks.
     let n = keys.len();
     let at: HashMap<&Key, usize> = local.keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
     let mine: Vec<Values> = keys.iter().map(|k| at.get(k).map_or(Values::default(), |&i| local.values[i])).collect();
