@@ -73,8 +73,8 @@ impl SummaryMode {
     pub fn parse(value: &str) -> Option<SummaryMode> {
         match value.trim().to_ascii_lowercase().as_str() {
             "off" | "0" | "no" | "none" | "false" => Some(SummaryMode::Off),
-            "flat" | "1" | "on" | "yes" | "true" => Some(SummaryMode::Flat),
-            "tree" => Some(SummaryMode::Tree),
+            "flat" => Some(SummaryMode::Flat),
+            "tree" | "1" | "on" | "yes" | "true" => Some(SummaryMode::Tree),
             _ => None,
         }
     }
@@ -341,5 +341,17 @@ mod tests {
         assert_eq!(c.verbosity, 1);
         assert!(!c.disabled);
         assert_eq!(c.file_path, PathBuf::from("profiling_data.h5"));
+    }
+
+    #[test]
+    fn summary_mode_and_rows() {
+        let c = resolve(&Options::default(), &[]);
+        assert_eq!((c.summary, c.summary_rows), (SummaryMode::Tree, None));
+        for (v, want) in [("flat", SummaryMode::Flat), (" TREE ", SummaryMode::Tree), ("off", SummaryMode::Off), ("0", SummaryMode::Off), ("bogus", SummaryMode::Tree)] {
+            assert_eq!(resolve(&Options::default(), &[(env::SUMMARY, v)]).summary, want, "{v}");
+        }
+        assert_eq!(resolve(&Options::default(), &[(env::SUMMARY_ROWS, "all")]).summary_rows, Some(usize::MAX));
+        assert_eq!(resolve(&Options::default(), &[(env::SUMMARY_ROWS, "12")]).summary_rows, Some(12));
+        assert_eq!(resolve(&Options::default(), &[(env::SUMMARY_ROWS, "x")]).summary_rows, None);
     }
 }
