@@ -65,17 +65,23 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut out: Vec<PathTree> = (0..logs.len()).map(|_| PathTree::default()).collect();
     let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| {
-                loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(l) = logs.get(k) else { break };
-                    let tree = from_logs(l);
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push((k, tree));
-                }
-            });
+    let work = || {
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(l) = logs.get(k) else { break };
+            let tree = from_logs(l);
+            results.lock().unwrap_or_else(|e| e.into_inner()).push((k, tree));
         }
+    };
+    std::thread::scope(|s| {
+        // Helpers where threads can be made (a failed spawn is no error: fewer helpers); the
+        // calling thread works too.
+        for _ in 1..workers {
+            if std::thread::Builder::new().name("sp-callpaths".into()).spawn_scoped(s, work).is_err() {
+                break;
+            }
+        }
+        work();
     });
     for (k, tree) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
         out[k] = tree;
