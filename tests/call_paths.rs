@@ -20,10 +20,14 @@ fn build(dir: &Path) -> PathBuf {
 }
 
 fn mpirun(np: usize, exe: &Path, file: &Path, env: &[(&str, &str)]) -> (String, String) {
+    mpirun_args(np, exe, &[file.to_str().unwrap()], env)
+}
+
+fn mpirun_args(np: usize, exe: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", &np.to_string()])
         .arg(exe)
-        .arg(file)
+        .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
@@ -318,8 +322,16 @@ fn call_paths_in_every_layout_and_the_summary_of_4_ranks() {
         let all = sptool(&["tree", f]);
         let rows: Vec<&str> = all.lines().skip(2).collect();
         assert_eq!(rows.len(), per_rank(&file, false).len(), "{all}");
-        assert!(rows[0].starts_with("  step ") && rows[1].starts_with("    solve ") && rows[2].starts_with("      kernel "), "{all}");
-        assert!(all.lines().any(|l| l.starts_with("      kernel ")) && all.lines().any(|l| l.starts_with("    io ")), "{all}");
+        // "step" holds everything (the costliest first); solve, io and a have their child
+        // right below them, one level deeper; refine has none.
+        assert!(rows[0].starts_with("  step "), "{all}");
+        for (child, inner) in [("    solve ", Some("      kernel ")), ("    io ", Some("      kernel ")), ("    a ", Some("      b ")), ("    refine ", None)] {
+            let at = rows.iter().position(|l| l.starts_with(child)).unwrap_or_else(|| panic!("no {child:?}:\n{all}"));
+            match inner {
+                Some(inner) => assert!(rows[at + 1].starts_with(inner), "{child:?} then {inner:?}:\n{all}"),
+                None => assert!(rows.get(at + 1).is_none_or(|l| !l.starts_with("      ")), "{child:?} has no child:\n{all}"),
+            }
+        }
         let one = sptool(&["tree", f, "--rank", "1"]);
         assert!(one.contains("rank 1") && one.lines().any(|l| l.starts_with("  only on rank 1 ")), "{one}");
         // --min-share between two paths' shares of rank 2's wall time: the ones above it stay.
@@ -379,6 +391,25 @@ fn flat_summary_off_and_one_process() {
         check_structure(&one, 0, mode);
         if mode == "tree" {
             assert!(stdout.lines().any(|l| l.starts_with("step ")) && stdout.lines().any(|l| l.starts_with("  solve ")), "{stdout}");
+        }
+    }
+}
+
+/// A rank that recorded nothing takes every collective step of the summary all the same: rank
+/// 0 (which then has no name of its own: every name comes from the others) or another.
+#[test]
+fn a_rank_that_recorded_nothing() {
+    let dir = scratch("call_paths_idle");
+    let exe = build(&dir);
+    for idle in ["0", "2"] {
+        for mode in ["tree", "flat"] {
+            let file = dir.join(format!("idle{idle}_{mode}.h5"));
+            let (stdout, _) = mpirun_args(RANKS, &exe, &[file.to_str().unwrap(), idle], &[("SCOPE_PROFILER_SUMMARY", mode)]);
+            let r: usize = idle.parse().unwrap();
+            assert!(stored(&file, r).0.is_empty(), "rank {r} recorded nothing");
+            check_summary(&stdout, &file, mode == "flat");
+            let step = summary_rows(&stdout).into_iter().find(|(_, n, _)| n == "step").unwrap_or_else(|| panic!("{stdout}"));
+            assert_eq!((step.2[3].as_str(), step.2[4].as_str()), ("0", "ns"), "the idle rank's 0 is the minimum:\n{stdout}");
         }
     }
 }

@@ -5,11 +5,13 @@
  *          io { kernel { spin 100 us } }                  (kernel under two parents)
  *          refine^4 { spin 50 us each }                   (direct recursion, depth 4)
  *          a { b { a { spin 50 us } } } }                 (recursion through another region)
- * and rank 1's second thread also runs "only on rank 1" once (a name rank 0 never has). */
+ * and rank 1's second thread also runs "only on rank 1" once (a name rank 0 never has).
+ * With a second argument R, rank R records nothing at all. */
 #include <scope_profiler_mpi.h>
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static int rank = 0;
@@ -71,10 +73,13 @@ int main(int argc, char **argv) {
     sp_options_init(&o);
     o.file_path = argv[1];
     if (sp_setup(&o) != 0) return 3;
-    pthread_t t;
-    if (pthread_create(&t, NULL, work, (void *)1) != 0) return 4;
-    work(NULL);
-    pthread_join(t, NULL);
+    int idle = argc > 2 ? atoi(argv[2]) : -1;
+    if (rank != idle) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, work, (void *)1) != 0) return 4;
+        work(NULL);
+        pthread_join(t, NULL);
+    }
     if (sp_finalize() != 0) return 5;
     MPI_Finalize();
     printf("DONE rank %d\n", rank);
