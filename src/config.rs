@@ -60,6 +60,33 @@ pub struct Config {
     pub mpi: crate::mpi_stats::Settings,
     /// Sampling (`SCOPE_PROFILER_SAMPLE_*`, docs/sampling.md).
     pub sampling: crate::sampling::Settings,
+    /// The table at finalize (`SCOPE_PROFILER_SUMMARY`).
+    pub summary: SummaryMode,
+    /// Most rows of that table (`SCOPE_PROFILER_SUMMARY_ROWS`; None: a screen's worth).
+    pub summary_rows: Option<usize>,
+}
+
+/// The table rank 0 prints at finalize (with verbosity >= 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SummaryMode {
+    /// No table.
+    Off,
+    /// One row per region.
+    Flat,
+    /// One row per call path, indented by nesting.
+    #[default]
+    Tree,
+}
+
+impl SummaryMode {
+    pub fn parse(value: &str) -> Option<SummaryMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "off" | "0" | "no" | "none" | "false" => Some(SummaryMode::Off),
+            "flat" => Some(SummaryMode::Flat),
+            "tree" | "1" | "on" | "yes" | "true" => Some(SummaryMode::Tree),
+            _ => None,
+        }
+    }
 }
 
 /// Up to this many ranks the default layout is `regions`; above, `columnar` (written by every
@@ -117,6 +144,8 @@ pub mod env {
     pub const FILTER: &str = "SCOPE_PROFILER_FILTER";
     pub const THROTTLE: &str = "SCOPE_PROFILER_THROTTLE";
     pub const COLLECTIVE: &str = "SCOPE_PROFILER_COLLECTIVE";
+    pub const SUMMARY: &str = "SCOPE_PROFILER_SUMMARY";
+    pub const SUMMARY_ROWS: &str = "SCOPE_PROFILER_SUMMARY_ROWS";
 }
 
 /// Parse a boolean environment value (`parse_bool`'s words), for the modules that read their
@@ -209,6 +238,19 @@ impl Config {
             })
         });
         let (layout, layout_explicit) = (asked.unwrap_or_default(), asked.is_some());
+        let summary = env(env::SUMMARY).filter(|v| !v.trim().is_empty()).map_or(SummaryMode::default(), |v| {
+            SummaryMode::parse(&v).unwrap_or_else(|| {
+                crate::warn::once("env:summary", &format!("ignoring {}={v:?}: expected tree, flat or off; using tree", env::SUMMARY));
+                SummaryMode::default()
+            })
+        });
+        let summary_rows = env(env::SUMMARY_ROWS).filter(|v| !v.trim().is_empty()).and_then(|v| match v.trim() {
+            "all" | "0" => Some(usize::MAX),
+            n => n.parse::<usize>().ok().or_else(|| {
+                crate::warn::once("env:summary_rows", &format!("ignoring {}={v:?}: expected a number of rows or all", env::SUMMARY_ROWS));
+                None
+            }),
+        });
         let file_path = options
             .file_path
             .clone()
@@ -221,6 +263,8 @@ impl Config {
             disabled: bool_env(env::DISABLE).unwrap_or(false),
             language: options.language.clone().unwrap_or_else(|| "C".to_string()),
             metadata_detail,
+            summary,
+            summary_rows,
             mpi_comm: options.mpi_comm,
             clock,
             clock_anchor_ms: clock_anchor_ms.unwrap_or(crate::clock::DEFAULT_ANCHOR_MS),
@@ -345,5 +389,17 @@ mod tests {
         assert_eq!(c.verbosity, 1);
         assert!(!c.disabled);
         assert_eq!(c.file_path, PathBuf::from("profiling_data.h5"));
+    }
+
+    #[test]
+    fn summary_mode_and_rows() {
+        let c = resolve(&Options::default(), &[]);
+        assert_eq!((c.summary, c.summary_rows), (SummaryMode::Tree, None));
+        for (v, want) in [("flat", SummaryMode::Flat), (" TREE ", SummaryMode::Tree), ("off", SummaryMode::Off), ("0", SummaryMode::Off), ("bogus", SummaryMode::Tree)] {
+            assert_eq!(resolve(&Options::default(), &[(env::SUMMARY, v)]).summary, want, "{v}");
+        }
+        assert_eq!(resolve(&Options::default(), &[(env::SUMMARY_ROWS, "all")]).summary_rows, Some(usize::MAX));
+        assert_eq!(resolve(&Options::default(), &[(env::SUMMARY_ROWS, "12")]).summary_rows, Some(12));
+        assert_eq!(resolve(&Options::default(), &[(env::SUMMARY_ROWS, "x")]).summary_rows, None);
     }
 }

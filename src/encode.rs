@@ -20,6 +20,9 @@ struct Header {
     /// The rank's samples (`rank<N>/sampling/`, `rank<N>/line_profile/`).
     #[serde(default)]
     samples: Option<crate::model::SampleProfile>,
+    /// The rank's call paths (`rank<N>/call_paths/`).
+    #[serde(default)]
+    call_paths: Option<crate::model::CallPaths>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -68,6 +71,7 @@ fn encode_with(p: &RankProfile, regions: bool) -> PageVec<u8> {
         counters: p.counters.clone(),
         mpi: p.mpi.clone(),
         samples: p.samples.clone(),
+        call_paths: p.call_paths.clone(),
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.
@@ -77,6 +81,7 @@ fn encode_with(p: &RankProfile, regions: bool) -> PageVec<u8> {
             header.counters = Default::default();
             header.mpi = None;
             header.samples = None;
+            header.call_paths = None;
             serde_json::to_vec(&header)
         })
         .unwrap_or_default();
@@ -133,7 +138,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
             throttled: r.throttled,
         });
     }
-    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi, samples: header.samples })
+    Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi, samples: header.samples, call_paths: header.call_paths })
 }
 
 #[cfg(test)]
@@ -175,7 +180,13 @@ mod tests {
             lines: vec![crate::model::samples::LineRecord { region: "a/β".into(), filename: "x.c".into(), function: "f".into(), first_lineno: 3, line_numbers: vec![4], hits: vec![3], times: vec![3e6], ..Default::default() }],
             ..Default::default()
         });
+        p.call_paths = Some(crate::model::CallPaths {
+            names: vec!["a/β".into()],
+            nodes: vec![crate::model::PathNode { thread: 1, parent: -1, region: 0, calls: 2, inclusive_ns: 4, exclusive_ns: 3 }],
+            wall_ns: 99,
+        });
         let q = decode(&encode(&p)).unwrap();
+        assert_eq!(q.call_paths, p.call_paths, "the call paths travel to rank 0");
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions.len(), 2);
         for (a, b) in q.regions.iter().zip(&p.regions) {

@@ -10,6 +10,8 @@
 /// cbindgen:ignore
 pub mod calllog;
 /// cbindgen:ignore
+pub mod callpath;
+/// cbindgen:ignore
 pub mod clock;
 /// cbindgen:ignore
 pub mod collective;
@@ -78,6 +80,8 @@ pub mod sampling;
 pub mod signals;
 /// cbindgen:ignore
 pub mod spill;
+/// cbindgen:ignore
+pub mod spread;
 /// cbindgen:ignore
 pub mod stats;
 /// cbindgen:ignore

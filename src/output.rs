@@ -8,7 +8,6 @@ use crate::config::Config;
 use crate::metadata::run_metadata;
 use crate::model::{AttrValue, RankProfile, RunFacts};
 use crate::status::{Error, Result, Status};
-use crate::summary::{RegionStats, render};
 use crate::warn;
 use crate::writer::{Plan, ProfileFile, Written, layout_writer};
 use std::path::{Path, PathBuf};
@@ -54,7 +53,8 @@ pub fn write_single_at(run: RunContext<'_>, mut profile: RankProfile, mut meta: 
     let written = write_one(&run.config.file_path, run.config.layout, 0, &profile, &meta)?;
     let mut mpi = crate::model::mpi::Totals::default();
     mpi.add(profile.mpi.as_ref());
-    report(run.config.verbosity, &written, profile.regions.iter().map(RegionStats::of).collect(), 1, &mpi);
+    let table = crate::summary::text(run.config, &crate::spread::Local::of(&profile).table());
+    report(run.config.verbosity, &written, table, &mpi);
     profile.release();
     Ok(written)
 }
@@ -179,13 +179,15 @@ pub fn write_file(target: &Path, mut fill: impl FnMut(&ProfileFile) -> hdf5::Res
 
 /// The summary table, the MPI share when MPI calls were recorded, and where the file is
 /// (verbosity >= 1).
-pub fn report(verbosity: u32, written: &Written, stats: Vec<RegionStats>, ranks: usize, mpi: &crate::model::mpi::Totals) {
+pub fn report(verbosity: u32, written: &Written, table: Option<String>, mpi: &crate::model::mpi::Totals) {
     if verbosity == 0 {
         return;
     }
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", render(stats, ranks));
+    if let Some(table) = table {
+        let _ = write!(out, "{table}");
+    }
     if let Some(line) = mpi.line() {
         let _ = writeln!(out, "{line}");
     }

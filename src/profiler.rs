@@ -40,6 +40,8 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 static AT_EXIT_REGISTERED: AtomicBool = AtomicBool::new(false);
 /// The process that set up profiling: a forked child that exits must not write the file.
 static SETUP_PID: AtomicU32 = AtomicU32::new(0);
+/// When sp_setup ran (CLOCK_MONOTONIC ns): the start of the wall time the summary shares refer to.
+static SETUP_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 /// Whether threads keep every call (false in the aggregate layout: statistics only).
 static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
 /// Set up without the program calling sp_setup (`setup_implicit`).
@@ -378,6 +380,7 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
     let sampling = config.sampling;
     **guard = Some(Session { config, facts, info, mpi, clock });
     SETUP_PID.store(std::process::id(), Ordering::Release);
+    SETUP_NS.store(clock::monotonic_ns(), Ordering::Release);
     static ATFORK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registering a plain extern "C" fn that only stores atomics.
     ATFORK.call_once(|| unsafe {
@@ -965,8 +968,9 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
     let mut notes = || {
         if verbosity >= 2 {
             warn::always(&format!(
-                "finalize: collecting the threads' data took {:.3} s; merging, gathering and writing (streamed region by region) {:.3} s",
+                "finalize: collecting the threads' data took {:.3} s (building the call paths {:.3} s); merging, gathering and writing (streamed region by region) {:.3} s",
                 (t1 - t0).as_secs_f64(),
+                crate::callpath::LAST_BUILD_NS.load(Ordering::Relaxed) as f64 * 1e-9,
                 t1.elapsed().as_secs_f64()
             ));
         }
@@ -1101,9 +1105,12 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
         crate::spill::save_anchors(timebase.anchors());
         crate::spill::open_reader();
     }
+    let wall_ns = clock::monotonic_ns().saturating_sub(SETUP_NS.load(Ordering::Acquire)).max(0);
+    let mut call_paths = crate::callpath::collect(&names, &records, &timebase, wall_ns);
     let (mut regions, kept) = crate::profile::merge(&names, records, &timebase);
     let locations = REGISTRY.locations_by_name();
     let throttled = crate::functions::throttled(&names);
+    call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
     for r in regions.iter_mut() {
         r.source = locations.get(&r.name).cloned();
         r.throttled = throttled.contains(&r.name);
@@ -1145,7 +1152,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
     }
     let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
     let samples = crate::sampling::collect(&names, &info.thread_os_ids);
-    RankProfile { info, regions, likwid, counters, mpi, samples }
+    RankProfile { info, regions, likwid, counters, mpi, samples, call_paths: Some(call_paths) }
 }
 
 /// A program that set up profiling but never finalized still gets its file.

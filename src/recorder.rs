@@ -5,6 +5,7 @@
 
 use crate::calllog::CallLog;
 use crate::model::Call;
+use crate::model::callpath::{NO_NODE, PathTree};
 use crate::quiesce::CallSeq;
 use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;
@@ -23,7 +24,15 @@ pub struct OpenCall {
     pub start: i64,
     /// Time spent in the recorded calls directly inside this one (for its exclusive time).
     pub child: i64,
+    /// Its node in the thread's call-path tree (statistics-only layout): `UNRESOLVED` until
+    /// needed, `FOLDED` set when recursion folded it into an ancestor's node.
+    pub node: u32,
 }
+
+/// `OpenCall::node` not looked up yet.
+pub const UNRESOLVED: u32 = u32::MAX;
+/// Bit of `OpenCall::node`: the call is folded into an ancestor's node (recursion).
+const FOLDED: u32 = 1 << 31;
 
 /// How a stop went when it did not match the innermost open call.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,6 +98,9 @@ pub struct ThreadData {
     /// The thread's side of the regions named at finalize (OpenMP constructs, instrumented
     /// functions): none until its first such region.
     pub late: Option<Box<crate::late::ThreadLate>>,
+    /// Call paths of the completed calls, kept here when the calls are not (`keep_calls`
+    /// false); otherwise built from the calls at finalize (`callpath.rs`).
+    pub paths: PathTree,
 }
 
 impl Default for ThreadData {
@@ -108,6 +120,7 @@ impl Default for ThreadData {
             thread: 0,
             mpi: None,
             late: None,
+            paths: PathTree::default(),
         }
     }
 }
@@ -139,7 +152,7 @@ impl ThreadData {
     /// Push an open call; `has_room` said yes.
     #[inline(always)]
     pub fn push_open(&mut self, id: u32, start: i64) {
-        self.open.push(OpenCall { id, start, child: 0 });
+        self.open.push(OpenCall { id, start, child: 0, node: UNRESOLVED });
     }
 
     /// Open a call of `id` that started at `start`. False if nesting is too deep.
@@ -196,7 +209,37 @@ impl ThreadData {
             unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
         } else {
             cell.record_with_histogram(duration, exclusive);
+            let node = if call.node != UNRESOLVED { call.node } else { self.path_node(id) };
+            self.paths.add(node & !FOLDED, node & FOLDED != 0, duration, exclusive);
         }
+    }
+
+    /// The call-path node of a call of `id` inside the open calls: one cached look-up when
+    /// the enclosing call's node is known (or there is none).
+    #[inline(always)]
+    fn path_node(&mut self, id: u32) -> u32 {
+        let parent = match self.open.last() {
+            None => NO_NODE,
+            Some(p) if p.node != UNRESOLVED => p.node & !FOLDED,
+            Some(_) => return self.path_node_resolving(id),
+        };
+        let (n, folded) = self.paths.enter(parent, id);
+        n | if folded { FOLDED } else { 0 }
+    }
+
+    /// `path_node`, resolving the open calls' nodes first (the resolved ones are always the
+    /// outermost: a call is resolved once).
+    #[inline(never)]
+    fn path_node_resolving(&mut self, id: u32) -> u32 {
+        let first = self.open.iter().rposition(|c| c.node != UNRESOLVED).map_or(0, |p| p + 1);
+        let mut parent = if first == 0 { NO_NODE } else { self.open[first - 1].node & !FOLDED };
+        let tag = |(n, folded): (u32, bool)| n | if folded { FOLDED } else { 0 };
+        for k in first..self.open.len() {
+            let (n, folded) = self.paths.enter(parent, self.open[k].id);
+            self.open[k].node = tag((n, folded));
+            parent = n;
+        }
+        tag(self.paths.enter(parent, id))
     }
 
     /// Record a call of `id` from `start` to `end` inside the innermost open call, with nothing
@@ -204,7 +247,7 @@ impl ThreadData {
     /// program's MPI calls).
     #[inline]
     pub fn record_closed(&mut self, id: u32, start: i64, end: i64) {
-        self.record(id, OpenCall { id, start, child: 0 }, end);
+        self.record(id, OpenCall { id, start, child: 0, node: UNRESOLVED }, end);
     }
 
     /// Time spent in something not recorded as a call (an MPI poll that found nothing), counted
@@ -274,7 +317,7 @@ impl ThreadData {
             }
             self.dropped[d as usize] += 1;
         }
-        let call = self.open.pop().unwrap_or(OpenCall { id, start: end, child: 0 });
+        let call = self.open.pop().unwrap_or(OpenCall { id, start: end, child: 0, node: UNRESOLVED });
         self.record(id, call, end);
         Mismatch::ClosedInner(inner)
     }
@@ -392,6 +435,56 @@ mod tests {
         assert!(d.close(0, 7));
         assert_eq!(d.stats.get(0).unwrap().total, 7);
         assert!(d.logs.iter().all(|l| l.is_empty()));
+    }
+
+    /// Statistics only: the recorder keeps the call paths (recursion folded), with the same
+    /// inclusive and exclusive times a sweep over the calls gives.
+    #[test]
+    fn call_paths_without_calls() {
+        let script: &[(bool, u32, i64)] = &[
+            (true, 0, 0),
+            (true, 1, 10),
+            (false, 1, 30),
+            (true, 1, 40),
+            (true, 1, 45),
+            (true, 2, 46),
+            (false, 2, 48),
+            (false, 1, 50),
+            (false, 1, 60),
+            (true, 2, 70),
+            (false, 2, 75),
+            (false, 0, 100),
+            (true, 2, 200),
+            (false, 2, 207),
+        ];
+        let mut d = ThreadData { keep_calls: false, ..ThreadData::default() };
+        let mut kept = ThreadData::default();
+        for &(start, id, t) in script {
+            for x in [&mut d, &mut kept] {
+                if start { assert!(x.open(id, t)) } else { assert!(x.close(id, t)) }
+            }
+        }
+        let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let mut p = crate::model::CallPaths { names: names.clone(), ..Default::default() };
+        d.paths.append_to(&mut p, 0, |r| r, |t| t);
+        let row = |p: &crate::model::CallPaths, path: &[&str]| {
+            let want: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+            p.pooled().into_iter().find(|(k, _)| *k == want).map(|x| (x.1.calls, x.1.inclusive_ns, x.1.exclusive_ns))
+        };
+        assert_eq!(row(&p, &["a"]), Some((1, 100, 100 - 20 - 20 - 5)));
+        assert_eq!(row(&p, &["a", "b"]), Some((3, 40, 20 + 13 + 5)));
+        assert_eq!(row(&p, &["a", "b", "c"]), Some((1, 2, 2)));
+        assert_eq!(row(&p, &["a", "c"]), Some((1, 5, 5)));
+        assert_eq!(row(&p, &["c"]), Some((1, 7, 7)));
+        assert_eq!(p.pooled().len(), 5);
+        // The same from the calls (keep_calls): the sweep at finalize.
+        let records = vec![crate::profile::ThreadRecord { index: 0, os_tid: 1, data: kept }];
+        let q = crate::callpath::collect(&names, &records, &crate::clock::Timebase::monotonic(), 0);
+        let mut a = p.pooled();
+        let mut b = q.pooled();
+        a.sort_by(|x, y| x.0.cmp(&y.0));
+        b.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -835,11 +835,14 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     } else {
         (Timebase::monotonic(), false)
     };
+    // The killed run's wall time is not known.
+    let mut call_paths = crate::callpath::collect(&names, &records, &timebase, 0);
     let (regions, kept) = crate::profile::merge(&names, records, &timebase);
+    call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
     let mut info = meta.info.clone();
     info.thread_os_ids = kept.iter().map(|t| t.1).collect();
     info.extra.extend(crate::metadata::clock_attrs(&timebase.report(), meta.clock_note.as_deref()));
-    let profile = RankProfile { info, regions, ..Default::default() };
+    let profile = RankProfile { info, regions, call_paths: Some(call_paths), ..Default::default() };
     Ok(RecoveredRun {
         dir,
         run_dir,

@@ -137,7 +137,13 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
     // decides, the same on every rank), then every rank's notes, then rank 0's table after a
     // barrier that every rank enters once its lines are written: the launcher, which forwards
     // each rank's output as it comes, then has no line of any rank to put inside the table.
-    let summary = (config.verbosity >= 1).then(|| (mpi_totals(&ctx, &profile), crate::unify::cross_rank_stats(&ctx.comm, &census.plan.names, &profile)));
+    let summary = (config.verbosity >= 1).then(|| {
+        // Any rank asking for the table makes every rank take part (`spread::reduce`).
+        let wants = config.summary != crate::config::SummaryMode::Off;
+        let reduce_started = std::time::Instant::now();
+        let table = crate::spread::reduce(&ctx.comm, &crate::spread::Local::of(&profile), wants);
+        (mpi_totals(&ctx, &profile), table, reduce_started.elapsed())
+    });
     {
         use std::io::Write;
         notes();
@@ -157,12 +163,13 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
         }
     }
     match summary {
-        Some((mpi_totals, Ok(stats))) => {
+        Some((mpi_totals, Ok(table), _)) => {
             if let Some(written) = &outcome.written {
-                report(config.verbosity, written, stats.iter().map(|s| s.table_row()).collect(), ctx.size as usize, &mpi_totals);
+                let text = table.and_then(|t| crate::summary::text(&config, &t));
+                report(config.verbosity, written, text, &mpi_totals);
             }
         }
-        Some((_, Err(e))) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),
+        Some((_, Err(e), _)) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),
         None => {}
     }
     drop(ctx); // frees our communicator while MPI is still up

@@ -1,6 +1,7 @@
 //! The compact table rank 0 prints at finalize: region, calls, total, mean, min, max,
 //! costliest first.
 
+use crate::config::{Config, SummaryMode};
 use crate::model::RegionData;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +116,196 @@ pub fn render_width(mut stats: Vec<RegionStats>, ranks: usize, max_line: usize) 
             format_duration(s.mean_ns()),
             format_duration(s.min_ns as f64),
             format_duration(s.max_ns as f64),
+        ));
+    }
+    out
+}
+
+/// One row of the finalize table: a region (flat) or a call path (tree), over every rank.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Row {
+    /// The region's name (flat), or the region names of the path from the top (tree).
+    pub path: Vec<String>,
+    /// Calls, summed over the ranks.
+    pub calls: u64,
+    /// Inclusive time summed over the ranks (and threads).
+    pub sum_ns: i64,
+    /// The smallest and largest of the ranks' totals, and the (first) rank with the largest.
+    pub min_ns: i64,
+    pub max_ns: i64,
+    pub max_rank: i64,
+    /// Exclusive time summed over the ranks.
+    pub excl_sum_ns: i64,
+    /// The region's share of a rank's wall time, averaged over the ranks (None: not known).
+    pub share: Option<f64>,
+    pub open_calls: u64,
+    /// Shortest and longest call (one process, flat table only).
+    pub call_min_ns: Option<i64>,
+    pub call_max_ns: Option<i64>,
+}
+
+/// The finalize table's rows for both views, and the number of ranks they are over.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub ranks: usize,
+    pub flat: Vec<Row>,
+    pub tree: Vec<Row>,
+}
+
+/// Rows shown without a terminal (with one: its height, less the lines around the table).
+pub const DEFAULT_ROWS: usize = 50;
+
+/// The number of rows that fit on the screen: `$LINES` or the terminal's height, less the
+/// heading and the lines after the table; `DEFAULT_ROWS` without a terminal.
+pub fn screen_rows() -> usize {
+    let lines = std::env::var("LINES").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c > 0);
+    let lines = lines.or_else(|| {
+        // SAFETY: TIOCGWINSZ fills a winsize; it fails when stdout is not a terminal.
+        let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+        (rc == 0 && size.ws_row > 0).then_some(size.ws_row as usize)
+    });
+    lines.map_or(DEFAULT_ROWS, |l| l.saturating_sub(8).max(10))
+}
+
+/// A column after the name: heading, width, value.
+struct Column {
+    head: &'static str,
+    width: usize,
+    value: fn(&Row, usize) -> String,
+}
+
+fn dur(ns: f64) -> String {
+    format_duration(ns)
+}
+
+fn columns(ranks: usize, tree: bool) -> Vec<Column> {
+    let share = |r: &Row, _: usize| r.share.map_or("-".into(), |s| format!("{:.1}%", 100.0 * s));
+    let calls = |r: &Row, _: usize| r.calls.to_string();
+    if ranks <= 1 {
+        let mut c = vec![
+            Column { head: "calls", width: 10, value: calls },
+            Column { head: "total", width: 12, value: |r, _| dur(r.sum_ns as f64) },
+            Column { head: "mean", width: 12, value: |r, _| dur(if r.calls == 0 { 0.0 } else { r.sum_ns as f64 / r.calls as f64 }) },
+        ];
+        if !tree {
+            c.push(Column { head: "min", width: 12, value: |r, _| r.call_min_ns.map_or("-".into(), |v| dur(v as f64)) });
+            c.push(Column { head: "max", width: 12, value: |r, _| r.call_max_ns.map_or("-".into(), |v| dur(v as f64)) });
+        }
+        c.push(Column { head: "exclusive", width: 12, value: |r, _| dur(r.excl_sum_ns as f64) });
+        c.push(Column { head: "%wall", width: 6, value: share });
+        return c;
+    }
+    vec![
+        Column { head: "calls", width: 10, value: calls },
+        Column { head: "mean/rank", width: 12, value: |r, n| dur(r.sum_ns as f64 / n.max(1) as f64) },
+        Column { head: "min", width: 12, value: |r, _| dur(r.min_ns as f64) },
+        Column { head: "max", width: 12, value: |r, _| dur(r.max_ns as f64) },
+        Column { head: "at", width: 6, value: |r, _| r.max_rank.to_string() },
+        Column { head: "imbal", width: 6, value: |r, n| imbalance(r, n).map_or("-".into(), |v| format!("{v:.2}")) },
+        Column { head: "excl/rank", width: 12, value: |r, n| dur(r.excl_sum_ns as f64 / n.max(1) as f64) },
+        Column { head: "%wall", width: 6, value: share },
+    ]
+}
+
+/// Largest rank's total over the mean of the ranks' totals (1 is perfect balance).
+pub fn imbalance(r: &Row, ranks: usize) -> Option<f64> {
+    let mean = r.sum_ns as f64 / ranks.max(1) as f64;
+    (mean > 0.0).then(|| r.max_ns as f64 / mean)
+}
+
+/// The rows in the order shown: flat, costliest first; tree, depth first with the costliest
+/// child first (a path whose parent is missing is shown at the top). With its depth each.
+pub fn ordered(rows: &[Row], tree: bool) -> Vec<(usize, &Row)> {
+    let cost = |a: &&Row, b: &&Row| b.sum_ns.cmp(&a.sum_ns).then_with(|| a.path.cmp(&b.path));
+    if !tree {
+        let mut v: Vec<&Row> = rows.iter().collect();
+        v.sort_by(cost);
+        return v.into_iter().map(|r| (0, r)).collect();
+    }
+    let index: std::collections::HashMap<&[String], usize> = rows.iter().enumerate().map(|(i, r)| (r.path.as_slice(), i)).collect();
+    let mut children: Vec<Vec<&Row>> = vec![Vec::new(); rows.len()];
+    let mut roots: Vec<&Row> = Vec::new();
+    for r in rows {
+        match r.path.len().checked_sub(1).filter(|&n| n > 0).and_then(|n| index.get(&r.path[..n])) {
+            Some(&p) => children[p].push(r),
+            None => roots.push(r),
+        }
+    }
+    roots.sort_by(cost);
+    children.iter_mut().for_each(|c| c.sort_by(cost));
+    let mut out = Vec::with_capacity(rows.len());
+    let mut stack: Vec<(usize, &Row)> = roots.into_iter().rev().map(|r| (0, r)).collect();
+    while let Some((depth, r)) = stack.pop() {
+        out.push((depth, r));
+        if let Some(&i) = index.get(r.path.as_slice()) {
+            stack.extend(std::mem::take(&mut children[i]).into_iter().rev().map(|c| (depth + 1, c)));
+        }
+    }
+    out
+}
+
+/// The finalize table as `config` asks for it (None: no table), fitted to the terminal.
+pub fn text(config: &Config, table: &Table) -> Option<String> {
+    if config.verbosity == 0 || config.summary == SummaryMode::Off {
+        return None;
+    }
+    let rows = config.summary_rows.unwrap_or_else(screen_rows);
+    Some(render_table(table, config.summary == SummaryMode::Tree, line_budget(), rows))
+}
+
+/// The finalize table: `tree` or flat, lines of at most `max_line` characters (names are
+/// shortened), at most `max_rows` rows (the rest counted in one line).
+pub fn render_table(table: &Table, tree: bool, max_line: usize, max_rows: usize) -> String {
+    let rows = if tree { &table.tree } else { &table.flat };
+    let ranks = table.ranks;
+    let shown = ordered(rows, tree);
+    let cols = columns(ranks, tree);
+    let numbers: usize = cols.iter().map(|c| c.width + 2).sum();
+    let open_note = |r: &Row| if r.open_calls > 0 { format!("  ({} left open)", r.open_calls) } else { String::new() };
+    let label = |depth: usize, r: &Row| (depth, r.path.last().cloned().unwrap_or_default());
+    let suffix = shown.iter().map(|(_, r)| open_note(r).len()).max().unwrap_or(0);
+    let room = max_line.saturating_sub(numbers + suffix).max(MIN_NAME);
+    let width = shown
+        .iter()
+        .take(max_rows)
+        .map(|&(d, r)| {
+            let (d, l) = label(d, r);
+            2 * d + l.chars().count()
+        })
+        .max()
+        .unwrap_or(6)
+        .clamp(6, room);
+    let mut out = String::new();
+    let view = if tree { "call paths" } else { "regions" };
+    if ranks > 1 {
+        out.push_str(&format!("scope_profiler summary ({view}; {ranks} ranks: time per rank, mean, min and max over the ranks, imbalance = max/mean)\n"));
+    } else {
+        out.push_str(&format!("scope_profiler summary ({view})\n"));
+    }
+    let mut line = format!("{:<width$}", "region");
+    for c in &cols {
+        line.push_str(&format!("  {:>w$}", c.head, w = c.width));
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    for &(depth, r) in shown.iter().take(max_rows) {
+        let (d, l) = label(depth, r);
+        let indent = (2 * d).min(width / 2);
+        let name = format!("{}{}", " ".repeat(indent), shorten(&l, width - indent));
+        let mut line = format!("{name:<width$}");
+        for c in &cols {
+            line.push_str(&format!("  {:>w$}", (c.value)(r, ranks), w = c.width));
+        }
+        line.push_str(&open_note(r));
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if shown.len() > max_rows {
+        out.push_str(&format!(
+            "... {} more row(s) not shown (SCOPE_PROFILER_SUMMARY_ROWS=all shows them; `sptool {} FILE` too)\n",
+            shown.len() - max_rows,
+            if tree { "tree" } else { "inspect" }
         ));
     }
     out

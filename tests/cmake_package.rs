@@ -494,7 +494,7 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         .env("OUT_DIR", &out_dir)
         .env("SCOPE_PROFILER_PYTHON", python()));
     assert!(out.contains("nbody: 300 bodies, 3 steps, 2 rank(s)"), "{out}");
-    assert!(out.contains("scope_profiler summary (pooled over 2 ranks)"), "{out}");
+    assert!(out.contains("scope_profiler summary (call paths; 2 ranks: time per rank"), "{out}");
     // The inspector's view of the same file: both ranks, the kernels.
     assert!(out.contains("== scope-profiler inspect") && out.contains("2 rank(s), 5 region(s)"), "{out}");
     let file = out_dir.join("nbody_mpi.h5");

@@ -97,7 +97,7 @@ fn nbody_mpi_two_ranks() {
     // 201 bodies are rounded up to 2 blocks of 101.
     let stdout = run_example(mpirun(2).arg(&exe).args(["201", "4"]), &dir, &file);
     assert!(stdout.contains("nbody: 202 bodies, 4 steps, 2 rank(s)"), "{stdout}");
-    assert!(stdout.contains("pooled over 2 ranks"), "{stdout}");
+    assert!(stdout.contains("; 2 ranks: time per rank"), "{stdout}");
     check_nbody(&open(&file, 2, "C"), 2, 4);
     // The PyPI reader sees both ranks.
     let py = python_view(&file);

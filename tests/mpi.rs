@@ -109,7 +109,7 @@ fn one_file_with_every_rank_for_1_2_and_4_ranks() {
         // Rank 0 alone prints the pooled summary.
         assert_eq!(stdout.matches("scope_profiler summary").count(), 1, "{stdout}");
         if n > 1 {
-            assert!(stdout.contains(&format!("pooled over {n} ranks")), "{stdout}");
+            assert!(stdout.contains(&format!("; {n} ranks: time per rank, mean, min and max over the ranks")), "{stdout}");
         }
         let ranks: Vec<i64> = (0..n as i64).collect();
         check_file(&file, n, &ranks);

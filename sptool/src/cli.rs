@@ -53,6 +53,8 @@ pub enum Command {
     Mpi(MpiArgs),
     /// The hottest source lines of each region, from the samples (SCOPE_PROFILER_SAMPLE_HZ)
     Lines(LinesArgs),
+    /// Show the regions as a tree by their nesting: calls, inclusive and exclusive time per call path
+    Tree(TreeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -74,6 +76,18 @@ pub struct LinesArgs {
     /// Do not print the source text of the lines
     #[arg(long)]
     pub no_source: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TreeArgs {
+    /// Profile file (.h5)
+    pub file: PathBuf,
+    /// Only this rank (default: every rank, as the mean per rank with min and max)
+    #[arg(long, value_name = "R")]
+    pub rank: Option<u32>,
+    /// Hide call paths below this share of the wall time (with what is inside them), e.g. 1%
+    #[arg(long, value_name = "PCT", default_value = "0%")]
+    pub min_share: String,
 }
 
 #[derive(Args, Debug)]
@@ -275,6 +289,7 @@ impl Cli {
             Command::Check(a) => (vec![a.base.clone(), a.candidate.clone()], true),
             Command::Mpi(a) => (vec![a.file.clone()], true),
             Command::Lines(a) => (vec![a.file.clone()], true),
+            Command::Tree(a) => (vec![a.file.clone()], true),
             Command::Recover(a) => (a.target.clone().into_iter().collect(), false),
         };
         crate::guard::Plan { inputs, limited }
@@ -379,6 +394,11 @@ fn run(command: Command) -> Result<()> {
             }
             let options = crate::lines::Options { region: args.region, top: args.top, per_rank: args.per_rank, source: !args.no_source };
             print(&crate::lines::render(&args.file, &ranks, &options)?)
+        }
+        Command::Tree(args) => {
+            let min_share = crate::tree::parse_share(&args.min_share)?;
+            let ranks = crate::tree::read(&args.file)?;
+            print(&crate::tree::render(&args.file, &ranks, &crate::tree::Options { rank: args.rank, min_share })?)
         }
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;

@@ -31,6 +31,7 @@ mod roofline;
 mod source;
 mod stats;
 mod trace;
+mod tree;
 
 use std::process::ExitCode;
 

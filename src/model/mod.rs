@@ -8,6 +8,7 @@
 //! handed out slab by slab (`slabs.rs`): calls still packed as the threads recorded them come
 //! as a `PackedCalls`, which the collecting code (`profile.rs`) implements.
 
+pub mod callpath;
 pub mod counters;
 pub mod likwid;
 pub mod mpi;
@@ -16,6 +17,7 @@ pub mod samples;
 mod slabs;
 pub mod stats;
 
+pub use callpath::{CallPaths, PathNode, PathTotals, PathTree};
 pub use counters::{AnnotatedRegion, FlopsFormula, PerfRegion, RankCounters};
 pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
@@ -164,6 +166,8 @@ pub struct RankProfile {
     pub mpi: Option<MpiProfile>,
     /// The sampler's samples, when sampling ran (`rank<N>/sampling/`, `rank<N>/line_profile/`).
     pub samples: Option<SampleProfile>,
+    /// The regions' call paths (`rank<N>/call_paths/`), when they were built.
+    pub call_paths: Option<CallPaths>,
 }
 
 impl RankProfile {

@@ -8,6 +8,7 @@
 //! each rank's part can be written into them by this process or by the rank itself (`tables`).
 
 pub mod aggregate;
+pub mod call_paths;
 pub mod columnar;
 pub mod counters;
 pub mod likwid;
@@ -397,6 +398,7 @@ pub fn has_rank_groups(profile: &RankProfile) -> bool {
         || !profile.counters.annotated.is_empty()
         || profile.mpi.is_some()
         || profile.samples.is_some()
+        || profile.call_paths.as_ref().is_some_and(|p| !p.nodes.is_empty())
 }
 
 /// The groups of a rank that every layout keeps under `rank<N>`.
@@ -408,6 +410,9 @@ fn write_groups(g: &hdf5::Group, profile: &RankProfile) -> hdf5::Result<()> {
     }
     if let Some(s) = &profile.samples {
         samples::write(g, s)?;
+    }
+    if let Some(p) = &profile.call_paths {
+        call_paths::write(g, p)?;
     }
     Ok(())
 }

@@ -363,3 +363,27 @@ fn data_linked_many_times_is_refused() {
         refused(&dir, &cmd, "overlap.h5", &["claim", "events but the event columns hold"]);
     }
 }
+
+/// `sptool tree` checks every row of `call_paths/`: a parent that is not an earlier row, a
+/// region outside the names, negative calls or times and columns of different lengths are
+/// each one line naming the table; a file without call paths (the Python package's) says so.
+#[test]
+fn damaged_call_paths_are_refused_in_one_line() {
+    let dir = scratch("hostile_call_paths");
+    let ok = sane(&dir, &["tree", base("threads_regions.h5").to_str().unwrap()]);
+    assert_eq!(ok.code, Some(0), "{}", ok.describe());
+    assert!(ok.stdout.contains("Call paths of"), "{}", ok.describe());
+    let cases: [(&str, &str, &str); 5] = [
+        ("parent.h5", "d = f['rank0/call_paths/parent']; v = d[...]; v[0] = len(v) + 5; d[...] = v", "parent is not an earlier row"),
+        ("cycle.h5", "d = f['rank0/call_paths/parent']; v = d[...]; v[0] = 0; d[...] = v", "parent is not an earlier row"),
+        ("region.h5", "d = f['rank0/call_paths/region']; v = d[...]; v[-1] = -3; d[...] = v", "region outside names"),
+        ("calls.h5", "d = f['rank0/call_paths/exclusive_ns']; v = d[...]; v[0] = -1; d[...] = v", "negative count or time"),
+        ("short.h5", "g = f['rank0/call_paths']; v = g['calls'][...]; del g['calls']; g['calls'] = v[:-1]", "rows where the table's other columns have"),
+    ];
+    for (name, code, needle) in cases {
+        let file = craft(&dir, "threads_regions.h5", name, code);
+        refused(&dir, &["tree", file.to_str().unwrap()], file.to_str().unwrap(), &["call_paths", needle]);
+    }
+    let py = base("python.h5");
+    refused(&dir, &["tree", py.to_str().unwrap()], py.to_str().unwrap(), &["holds no call paths"]);
+}

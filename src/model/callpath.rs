@@ -1,0 +1,342 @@
+//! Call paths: the regions as a tree by their nesting on each thread, with calls, inclusive
+//! and exclusive time per path (`CallPaths`, stored as `rank<N>/call_paths/`, docs/layouts.md),
+//! and the builder that folds calls into it (`PathTree`), fed by the recorder (statistics-only
+//! layout) or by the recorded calls at finalize.
+//!
+//! Recursion is folded: a call of a region that is already on the path of its enclosing call
+//! (directly, `r > r`, or through others, `a > b > a`) is counted on that ancestor's node, so a
+//! tree stays as deep as the program's distinct nesting. Such a folded call adds its calls and
+//! exclusive time to the node but not its inclusive time, which the outer call's already
+//! holds: inclusive time is the time spent with the node on the stack, exclusive the time in
+//! the node's own code, and the exclusive times of a thread's nodes sum to the time spent in
+//! its top-level calls.
+
+use std::collections::HashMap;
+
+/// No node: the parent of a top-level node.
+pub const NO_NODE: u32 = u32::MAX;
+
+/// One path of one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PathNode {
+    /// The recording thread (the file's thread id).
+    pub thread: i64,
+    /// Index of the enclosing path's node in `CallPaths::nodes` (always earlier), -1 at the top.
+    pub parent: i64,
+    /// Index of the region's name in `CallPaths::names`.
+    pub region: u32,
+    pub calls: u64,
+    /// Nanoseconds with this path on the stack (recursion counted once).
+    pub inclusive_ns: i64,
+    /// Nanoseconds in the region's own code on this path (calls inside it left out).
+    pub exclusive_ns: i64,
+}
+
+/// A rank's call paths: every thread's tree, parents before children.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CallPaths {
+    /// Region names the nodes refer to.
+    pub names: Vec<String>,
+    pub nodes: Vec<PathNode>,
+    /// The rank's wall time from setup to finalize (0: not known).
+    pub wall_ns: i64,
+}
+
+/// Totals of one path or region pooled over threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathTotals {
+    pub calls: u64,
+    pub inclusive_ns: i64,
+    pub exclusive_ns: i64,
+}
+
+impl PathTotals {
+    pub fn add(&mut self, o: &PathTotals) {
+        self.calls += o.calls;
+        self.inclusive_ns = self.inclusive_ns.saturating_add(o.inclusive_ns);
+        self.exclusive_ns = self.exclusive_ns.saturating_add(o.exclusive_ns);
+    }
+}
+
+impl CallPaths {
+    /// The path of node `i`: region names from the top, or None if the parents are malformed
+    /// (an index out of range or not earlier).
+    pub fn path_of(&self, i: usize) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let mut at = i;
+        loop {
+            let n = self.nodes.get(at)?;
+            out.push(self.names.get(n.region as usize)?.clone());
+            if n.parent < 0 {
+                break;
+            }
+            let p = n.parent as usize;
+            if p >= at {
+                return None;
+            }
+            at = p;
+        }
+        out.reverse();
+        Some(out)
+    }
+
+    /// Every path pooled over the threads, in the order first seen (parents first).
+    pub fn pooled(&self) -> Vec<(Vec<String>, PathTotals)> {
+        let mut index: HashMap<Vec<String>, usize> = HashMap::new();
+        let mut out: Vec<(Vec<String>, PathTotals)> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let Some(path) = self.path_of(i) else { continue };
+            let t = PathTotals { calls: n.calls, inclusive_ns: n.inclusive_ns, exclusive_ns: n.exclusive_ns };
+            match index.get(&path) {
+                Some(&k) => out[k].1.add(&t),
+                None => {
+                    index.insert(path.clone(), out.len());
+                    out.push((path, t));
+                }
+            }
+        }
+        out
+    }
+
+    /// Exclusive time per region over all its paths and threads (name, ns).
+    pub fn exclusive_by_region(&self) -> HashMap<String, i64> {
+        let mut out: HashMap<String, i64> = HashMap::new();
+        for n in &self.nodes {
+            if let Some(name) = self.names.get(n.region as usize) {
+                *out.entry(name.clone()).or_default() += n.exclusive_ns;
+            }
+        }
+        out
+    }
+
+    /// Inclusive time per region over all its paths and threads (name, ns): recursion is
+    /// counted once (no node lies under a node of its own region).
+    pub fn inclusive_by_region(&self) -> HashMap<String, i64> {
+        let mut out: HashMap<String, i64> = HashMap::new();
+        for n in &self.nodes {
+            if let Some(name) = self.names.get(n.region as usize) {
+                *out.entry(name.clone()).or_default() += n.inclusive_ns;
+            }
+        }
+        out
+    }
+
+    /// Renumber the threads: `map(old)` is the new id, None drops the thread's nodes (the
+    /// parents of the rest are remapped).
+    pub fn renumber_threads(&mut self, map: impl Fn(i64) -> Option<i64>) {
+        let mut new_index = vec![-1i64; self.nodes.len()];
+        let mut kept = Vec::with_capacity(self.nodes.len());
+        for (i, n) in self.nodes.iter().enumerate() {
+            let Some(t) = map(n.thread) else { continue };
+            let parent = if n.parent >= 0 { new_index.get(n.parent as usize).copied().unwrap_or(-1) } else { -1 };
+            new_index[i] = kept.len() as i64;
+            kept.push(PathNode { thread: t, parent, ..*n });
+        }
+        self.nodes = kept;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TreeNode {
+    parent: u32,
+    region: u32,
+    calls: u64,
+    inclusive: i64,
+    exclusive: i64,
+    /// The last call entered inside this node: (region, where it went) (`NO_HIT`: none).
+    last: (u32, (u32, bool)),
+}
+
+const NO_HIT: (u32, (u32, bool)) = (u32::MAX, (NO_NODE, false));
+
+/// One thread's tree while calls are added, in the recorder's units (ticks or ns).
+#[derive(Debug, Default)]
+pub struct PathTree {
+    nodes: Vec<TreeNode>,
+    /// `TreeNode::last` of the top level.
+    top_last: Option<(u32, (u32, bool))>,
+    /// (parent node, region) -> the node its calls go to, and whether that is a fold (an
+    /// ancestor of the same region).
+    edges: rustc_hash::FxHashMap<(u32, u32), (u32, bool)>,
+}
+
+/// Deepest node chain followed when looking for an ancestor of the same region (the
+/// recorder's nesting limit).
+const MAX_WALK: usize = 4096;
+
+impl PathTree {
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node a call of `region` goes to when its enclosing call is on `parent` (`NO_NODE`
+    /// at the top), and whether it is folded into an ancestor (recursion).
+    #[inline]
+    pub fn enter(&mut self, parent: u32, region: u32) -> (u32, bool) {
+        // A loop enters the same region inside the same node again and again.
+        let last = if parent == NO_NODE { self.top_last.unwrap_or(NO_HIT) } else { self.nodes.get(parent as usize).map_or(NO_HIT, |n| n.last) };
+        if last.0 == region {
+            return last.1;
+        }
+        let hit = self.enter_slow(parent, region);
+        match self.nodes.get_mut(parent as usize) {
+            Some(n) => n.last = (region, hit),
+            None => self.top_last = Some((region, hit)),
+        }
+        hit
+    }
+
+    fn enter_slow(&mut self, parent: u32, region: u32) -> (u32, bool) {
+        if let Some(&hit) = self.edges.get(&(parent, region)) {
+            return hit;
+        }
+        let mut at = parent;
+        let mut steps = 0;
+        let mut target = None;
+        while at != NO_NODE && steps < MAX_WALK {
+            let n = self.nodes[at as usize];
+            if n.region == region {
+                target = Some(at);
+                break;
+            }
+            at = n.parent;
+            steps += 1;
+        }
+        let hit = match target {
+            Some(t) => (t, true),
+            None => {
+                self.nodes.push(TreeNode { parent, region, calls: 0, inclusive: 0, exclusive: 0, last: NO_HIT });
+                ((self.nodes.len() - 1) as u32, false)
+            }
+        };
+        self.edges.insert((parent, region), hit);
+        hit
+    }
+
+    /// A completed call on `node`: its duration and exclusive time.
+    #[inline]
+    pub fn add(&mut self, node: u32, folded: bool, duration: i64, exclusive: i64) {
+        if let Some(n) = self.nodes.get_mut(node as usize) {
+            n.calls += 1;
+            if !folded {
+                n.inclusive = n.inclusive.wrapping_add(duration);
+            }
+            n.exclusive = n.exclusive.wrapping_add(exclusive);
+        }
+    }
+
+    /// Append this thread's nodes with a call to `out` (as `thread`), times through `to_ns`;
+    /// `names` maps a region id to its index in `out.names`. Nodes no call reached are left
+    /// out with their subtrees (they have no calls either).
+    pub fn append_to(&self, out: &mut CallPaths, thread: i64, mut name_index: impl FnMut(u32) -> u32, to_ns: impl Fn(i64) -> i64) {
+        let mut new_index = vec![-1i64; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            let parent = if n.parent == NO_NODE { -1 } else { new_index[n.parent as usize] };
+            if n.calls == 0 || (n.parent != NO_NODE && parent < 0) {
+                continue;
+            }
+            new_index[i] = out.nodes.len() as i64;
+            out.nodes.push(PathNode {
+                thread,
+                parent,
+                region: name_index(n.region),
+                calls: n.calls,
+                inclusive_ns: to_ns(n.inclusive),
+                exclusive_ns: to_ns(n.exclusive),
+            });
+        }
+    }
+}
+
+/// A call being swept (`sweep`): its node and the time of the calls directly inside it.
+struct Open {
+    end: i64,
+    duration: i64,
+    node: u32,
+    folded: bool,
+    child: i64,
+}
+
+/// Build a thread's tree from its calls, given in start order (ties: the longer first) as
+/// (start, end, region). A call is inside the innermost earlier call that has not ended
+/// before it ends.
+pub fn sweep(calls: impl Iterator<Item = (i64, i64, u32)>, tree: &mut PathTree) {
+    let mut stack: Vec<Open> = Vec::new();
+    let close = |stack: &mut Vec<Open>, tree: &mut PathTree| {
+        if let Some(o) = stack.pop() {
+            tree.add(o.node, o.folded, o.duration, o.duration.wrapping_sub(o.child));
+            if let Some(p) = stack.last_mut() {
+                p.child = p.child.wrapping_add(o.duration);
+            }
+        }
+    };
+    for (start, end, region) in calls {
+        while stack.last().is_some_and(|top| end > top.end || (start >= top.end && start > top.end - top.duration)) {
+            close(&mut stack, tree);
+        }
+        let parent = stack.last().map_or(NO_NODE, |o| o.node);
+        let (node, folded) = tree.enter(parent, region);
+        stack.push(Open { end, duration: end.wrapping_sub(start), node, folded, child: 0 });
+    }
+    while !stack.is_empty() {
+        close(&mut stack, tree);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(calls: &[(i64, i64, u32)]) -> CallPaths {
+        let mut tree = PathTree::default();
+        sweep(calls.iter().copied(), &mut tree);
+        let mut out = CallPaths { names: vec!["a".into(), "b".into(), "c".into()], ..Default::default() };
+        tree.append_to(&mut out, 0, |r| r, |t| t);
+        out
+    }
+
+    fn row(p: &CallPaths, path: &[&str]) -> PathTotals {
+        let want: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+        p.pooled().into_iter().find(|(k, _)| *k == want).map(|x| x.1).unwrap_or_else(|| panic!("no path {path:?} in {:?}", p.pooled()))
+    }
+
+    #[test]
+    fn nesting_two_parents_and_exclusive_time() {
+        // a [0,100] { b [10,30] { c [12,20] }, c [40,50] }, b [200,210]
+        let p = build(&[(0, 100, 0), (10, 30, 1), (12, 20, 2), (40, 50, 2), (200, 210, 1)]);
+        assert_eq!(row(&p, &["a"]), PathTotals { calls: 1, inclusive_ns: 100, exclusive_ns: 70 });
+        assert_eq!(row(&p, &["a", "b"]), PathTotals { calls: 1, inclusive_ns: 20, exclusive_ns: 12 });
+        assert_eq!(row(&p, &["a", "b", "c"]), PathTotals { calls: 1, inclusive_ns: 8, exclusive_ns: 8 });
+        assert_eq!(row(&p, &["a", "c"]), PathTotals { calls: 1, inclusive_ns: 10, exclusive_ns: 10 });
+        assert_eq!(row(&p, &["b"]), PathTotals { calls: 1, inclusive_ns: 10, exclusive_ns: 10 });
+        assert_eq!(p.nodes.len(), 5);
+        assert_eq!(p.exclusive_by_region()["c"], 18);
+    }
+
+    #[test]
+    fn recursion_is_folded() {
+        // a [0,100] { a [10,60] { b [20,50] { a [30,40] } } }
+        let p = build(&[(0, 100, 0), (10, 60, 0), (20, 50, 1), (30, 40, 0)]);
+        assert_eq!(p.pooled().len(), 2, "{:?}", p.pooled());
+        // a: 3 calls, inclusive the outer call only, exclusive 50 + 20 + 10.
+        assert_eq!(row(&p, &["a"]), PathTotals { calls: 3, inclusive_ns: 100, exclusive_ns: 80 });
+        assert_eq!(row(&p, &["a", "b"]), PathTotals { calls: 1, inclusive_ns: 30, exclusive_ns: 20 });
+        let total_excl: i64 = p.nodes.iter().map(|n| n.exclusive_ns).sum();
+        assert_eq!(total_excl, 100);
+        assert_eq!(p.inclusive_by_region()["a"], 100);
+    }
+
+    #[test]
+    fn siblings_touching_and_renumbering() {
+        let mut p = build(&[(0, 10, 0), (10, 20, 1), (20, 20, 2)]);
+        assert_eq!(p.pooled().iter().map(|(k, _)| k.len()).collect::<Vec<_>>(), vec![1, 1, 1]);
+        let mut tree = PathTree::default();
+        sweep([(0i64, 5i64, 1u32), (1, 2, 2)].into_iter(), &mut tree);
+        tree.append_to(&mut p, 3, |r| r, |t| t * 2);
+        p.renumber_threads(|t| (t == 3).then_some(1));
+        assert_eq!(p.nodes.len(), 2);
+        assert_eq!(p.nodes[1].parent, 0);
+        assert_eq!(p.nodes[1].inclusive_ns, 2);
+        assert_eq!(p.path_of(1).unwrap(), vec!["b".to_string(), "c".to_string()]);
+    }
+}
