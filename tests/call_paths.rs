@@ -276,9 +276,26 @@ fn check_summary(stdout: &str, file: &Path, flat: bool) {
 fn call_paths_in_every_layout_and_the_summary_of_4_ranks() {
     let dir = scratch("call_paths");
     let exe = build(&dir);
+    // The schema-3 layouts written collectively keep no call paths (see docs/layouts.md): the
+    // summary's tree is there all the same, and no rank has a group.
+    for layout in ["columnar", "aggregate"] {
+        let file = dir.join(format!("{layout}_collective.h5"));
+        let (stdout, _) = mpirun(RANKS, &exe, &file, &[("SCOPE_PROFILER_LAYOUT", layout)]);
+        assert!(stdout.contains("scope_profiler summary (call paths; 4 ranks"), "{stdout}");
+        for (path, _) in expected_calls() {
+            let leaf = path.last().unwrap();
+            assert!(stdout.lines().any(|l| l.trim_start().starts_with(&format!("{leaf} "))), "{leaf} in the tree:\n{stdout}");
+        }
+        let h5 = hdf5::File::open(&file).unwrap();
+        for r in 0..RANKS {
+            assert!(h5.group(&format!("rank{r}/call_paths")).is_err(), "{layout} rank {r}: no call paths in a collective file");
+        }
+    }
+    // Written through rank 0 (the regions layout, or SCOPE_PROFILER_COLLECTIVE=0), every layout
+    // stores them.
     for layout in ["regions", "columnar", "aggregate"] {
         let file = dir.join(format!("{layout}.h5"));
-        let (stdout, _) = mpirun(RANKS, &exe, &file, &[("SCOPE_PROFILER_LAYOUT", layout)]);
+        let (stdout, _) = mpirun(RANKS, &exe, &file, &[("SCOPE_PROFILER_LAYOUT", layout), ("SCOPE_PROFILER_COLLECTIVE", "0")]);
         assert_eq!(stdout.matches("scope_profiler summary").count(), 1, "{stdout}");
         assert!(stdout.contains("scope_profiler summary (call paths; 4 ranks"), "{stdout}");
         for r in 0..RANKS {

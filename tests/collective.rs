@@ -144,10 +144,11 @@ fn the_collective_file_equals_the_file_written_through_rank_0_for_1_2_3_and_8_ra
             let stdout = text(&out.stdout);
             let py = python_view(&file);
             let solve: i64 = py["regions"]["solve"].as_object().unwrap().values().map(|v| v["calls"].as_i64().unwrap()).sum();
-            let line = stdout.lines().find(|l| l.starts_with("solve ")).unwrap_or_else(|| panic!("{stdout}"));
+            // The tree's row of solve (calls come first after the name).
+            let line = stdout.lines().find(|l| l.trim_start().starts_with("solve ")).unwrap_or_else(|| panic!("{stdout}"));
             assert_eq!(line.split_whitespace().nth(1).unwrap().parse::<i64>().unwrap(), solve, "{stdout}");
             if np > 1 {
-                assert!(stdout.contains(&format!("pooled over {np} ranks")), "{stdout}");
+                assert!(stdout.contains(&format!("{np} ranks")), "{stdout}");
             }
         }
     }
