@@ -131,7 +131,9 @@ fn check_python(h5: &Path, sps: &[PathBuf], regions: &[&str], outside: Option<&s
 fn sptool(args: &[&str]) -> Output {
     let exe = lib_dir().join("sptool");
     assert!(exe.exists(), "{} not found: run `cargo build --workspace` first", exe.display());
-    run(Command::new(exe).args(args).env_remove("COLUMNS"))
+    // Wide enough that a stray sample in a long-named function (a library frame) does not
+    // squeeze the source column until the hot line's text is clipped in the middle.
+    run(Command::new(exe).args(args).env("COLUMNS", "400"))
 }
 
 /// `sptool lines`: each region's hot line first, with its source text.
