@@ -40,6 +40,10 @@ module scope_profiler
    !> no-op (profiling compiled out). `if (SP_ENABLED) ...` is removed by the compiler there.
    logical, parameter, public :: SP_ENABLED = .true.
 
+   !> 1 when sp_setup found profiling switched off (SCOPE_PROFILER_DISABLE=1): the region calls
+   !> then return at once, without calling the library. Written by sp_setup only.
+   integer(c_int), save :: switched_off = 0
+
    !> Status codes (values of include/scope_profiler.h).
    integer, parameter, public :: SP_OK = 0
    integer, parameter, public :: SP_ALREADY_SET_UP = 1
@@ -185,6 +189,11 @@ module scope_profiler
          integer(c_int) :: rc
       end function c_sp_stop_sampling
 
+      function c_sp_is_disabled() bind(C, name="sp_is_disabled") result(rc)
+         import :: c_int
+         integer(c_int) :: rc
+      end function c_sp_is_disabled
+
       function c_sp_finalize() bind(C, name="sp_finalize") result(rc)
          import :: c_int
          integer(c_int) :: rc
@@ -299,6 +308,7 @@ contains
       call to_c_chars("Fortran", language)
       options%language = c_loc(language)
       rc = c_sp_setup(options)
+      switched_off = c_sp_is_disabled()
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_setup
 
@@ -355,6 +365,10 @@ contains
       character(len=*), intent(in) :: name
       integer, intent(out), optional :: ierr
       integer(c_int) :: rc
+      if (switched_off /= 0) then   ! SCOPE_PROFILER_DISABLE=1: no call into the library
+         if (present(ierr)) ierr = SP_OK
+         return
+      end if
       rc = c_sp_region_start_padded(name, int(len(name), c_size_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_start
@@ -364,6 +378,10 @@ contains
       character(len=*), intent(in) :: name
       integer, intent(out), optional :: ierr
       integer(c_int) :: rc
+      if (switched_off /= 0) then   ! SCOPE_PROFILER_DISABLE=1: no call into the library
+         if (present(ierr)) ierr = SP_OK
+         return
+      end if
       rc = c_sp_region_stop_padded(name, int(len(name), c_size_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_stop
@@ -405,6 +423,10 @@ contains
       integer, intent(in) :: handle
       integer, intent(out), optional :: ierr
       integer(c_int) :: rc
+      if (switched_off /= 0) then   ! SCOPE_PROFILER_DISABLE=1: no call into the library
+         if (present(ierr)) ierr = SP_OK
+         return
+      end if
       rc = c_sp_region_start_id(int(handle, c_int32_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_start_id
@@ -414,6 +436,10 @@ contains
       integer, intent(in) :: handle
       integer, intent(out), optional :: ierr
       integer(c_int) :: rc
+      if (switched_off /= 0) then   ! SCOPE_PROFILER_DISABLE=1: no call into the library
+         if (present(ierr)) ierr = SP_OK
+         return
+      end if
       rc = c_sp_region_stop_id(int(handle, c_int32_t))
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_stop_id

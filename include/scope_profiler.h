@@ -458,6 +458,13 @@ const char *sp_status_string(int status);
 int sp_merge_rank_files(const char *output, const char *const *inputs, size_t n_inputs);
 
 /**
+ * 1 when profiling is switched off for the run (SCOPE_PROFILER_DISABLE=1 at sp_setup): every
+ * call is then a no-op returning SP_OK. 0 otherwise. Lets a language binding skip its calls
+ * altogether (the Fortran module asks once, after sp_setup).
+ */
+int sp_is_disabled(void);
+
+/**
  * The library version, e.g. "0.1.0".
  */
 const char *sp_version(void);
@@ -520,6 +527,7 @@ static inline int sp_off_get_stats_(int32_t handle, struct sp_stats *out) {
     return SP_OK;
 }
 static inline int sp_off_hz_(int hz) { (void)hz; return SP_OK; }
+static inline int sp_off_one_(void) { return 1; }
 static inline const char *sp_off_last_error_(void) { return ""; }
 #define sp_options_init(options) sp_off_options_init_(options)
 #define sp_setup(options) sp_off_setup_(options)
@@ -539,6 +547,7 @@ static inline const char *sp_off_last_error_(void) { return ""; }
 #define sp_region_stop_padded(name, len) sp_off_name_n_((name), (len))
 #define sp_start_sampling(hz) sp_off_hz_(hz)
 #define sp_stop_sampling() sp_off_void_()
+#define sp_is_disabled() sp_off_one_()
 #define sp_finalize() sp_off_void_()
 #define sp_region_get_stats(handle, out) sp_off_get_stats_((handle), (out))
 #define sp_print_summary() sp_off_void_()

@@ -870,6 +870,14 @@ pub unsafe extern "C" fn sp_merge_rank_files(output: *const c_char, inputs: *con
     })
 }
 
+/// 1 when profiling is switched off for the run (SCOPE_PROFILER_DISABLE=1 at sp_setup): every
+/// call is then a no-op returning SP_OK. 0 otherwise. Lets a language binding skip its calls
+/// altogether (the Fortran module asks once, after sp_setup).
+#[unsafe(no_mangle)]
+pub extern "C" fn sp_is_disabled() -> c_int {
+    profiler::switched_off() as c_int
+}
+
 /// The library version, e.g. "0.1.0".
 #[unsafe(no_mangle)]
 pub extern "C" fn sp_version() -> *const c_char {

@@ -19,6 +19,7 @@ int main(void) {
     bad += check(sp_options_init(&o) == SP_OK, "options_init");
     bad += check(o.struct_size == sizeof o && o.use_likwid == -1 && o.verbosity == -1 && o.file_path == NULL, "options defaults");
     bad += check(sp_setup(&o) == SP_OK, "setup");
+    bad += check(sp_is_disabled() == 1, "is_disabled");
     bad += check(sp_region_register("a") == 0, "register");
     bad += check(sp_region_register_n("a", 1) == 0, "register_n");
     bad += check(sp_region_register_at("b", __FILE__, __LINE__) == 0, "register_at");

@@ -6,6 +6,7 @@
 int main(void) {
     int bad = 0;
     bad += sp_setup(NULL) != SP_OK;
+    bad += sp_is_disabled() != 1;
     int32_t h = sp_region_register("x");
     bad += h < 0;
     bad += sp_region_start_id(h) != SP_OK;

@@ -12,6 +12,10 @@ int main(void) {
         fprintf(stderr, "setup: %s\n", sp_last_error());
         return 1;
     }
+    if (sp_is_disabled() != 0) {
+        fprintf(stderr, "sp_is_disabled says off in a profiled run\n");
+        return 1;
+    }
 #ifdef CHDIR_AFTER_SETUP
     /* Codes often move into a run directory: the default file stays where setup was. */
     if (chdir("/") != 0) return 1;
