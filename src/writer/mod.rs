@@ -616,6 +616,29 @@ mod tests {
         assert_eq!(plan.attrs[0].width, 1);
     }
 
+    /// Call paths add rows to the plan and the positions (summed over ranks, before the list
+    /// values), their names to the run's names, and their wall time to the rank table.
+    #[test]
+    fn call_paths_in_the_plan_and_positions() {
+        use crate::model::{CallPaths, PathNode};
+        let node = |parent: i64, region: u32| PathNode { thread: 0, parent, region, calls: 1, inclusive_ns: 5, exclusive_ns: 5 };
+        let mut p = RankProfile::default();
+        p.info.thread_os_ids = vec![7];
+        p.call_paths = Some(CallPaths { names: vec!["only here".into()], nodes: vec![node(-1, 0), node(0, 0)], wall_ns: 42 });
+        let plan = Plan::of(&p).and(Plan::of(&p));
+        assert_eq!(plan.path_rows, 4);
+        assert_eq!(plan.names, ["only here"]);
+        assert!(plan.attrs.iter().any(|a| a.name == PATHS_WALL && a.kind == AttrKind::Int));
+        let counts = tables::Positions::counts(&plan, &p);
+        let mut pos = tables::Positions::from_counts(&counts);
+        assert_eq!((pos.path_rows, pos.rank_rows), (2, 1));
+        assert_eq!(pos.to_counts(), counts);
+        pos.advance(&counts);
+        assert_eq!((pos.path_rows, pos.rank_rows, pos.values.len()), (4, 2, plan.attrs.len()));
+        assert!(!has_rank_groups(&p), "call paths alone make no rank group in schema 3");
+        assert!(!rank_attrs(&p).iter().any(|(n, _)| n == PATHS_WALL), "not an attribute of a regions-layout group");
+    }
+
     #[test]
     fn group_names() {
         let mut used = HashSet::new();
