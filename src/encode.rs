@@ -44,8 +44,9 @@ pub fn encode(p: &RankProfile) -> PageVec<u8> {
     encode_with(p, true)
 }
 
-/// Everything of `p` but its regions: what a collective write sends to rank 0 for the rank's
-/// `rank<N>` groups (counters, LIKWID); decoded by `decode` into a profile without regions.
+/// Everything of `p` but its regions and call paths (the collective write's file-wide
+/// tables): what a collective write sends to rank 0 for the rank's `rank<N>` groups
+/// (counters, LIKWID); decoded by `decode` into a profile without regions.
 pub fn encode_groups(p: &RankProfile) -> PageVec<u8> {
     encode_with(p, false)
 }
@@ -71,7 +72,7 @@ fn encode_with(p: &RankProfile, regions: bool) -> PageVec<u8> {
         counters: p.counters.clone(),
         mpi: p.mpi.clone(),
         samples: p.samples.clone(),
-        call_paths: p.call_paths.clone(),
+        call_paths: if regions { p.call_paths.clone() } else { None },
     };
     // Never fail here: a rank that cannot send would leave rank 0 waiting. Without the counters,
     // or at worst empty (rank 0 then reports this rank as malformed), the message still goes.

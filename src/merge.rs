@@ -294,12 +294,13 @@ pub fn merge_here(output: &Path, inputs: &[PathBuf]) -> Result<Written> {
             let f = open(&s.input)?;
             let mut infos = crate::writer::read3::read_ranks(&f).map_err(|e| in_file(&s.input, e))?;
             let mut regions = crate::writer::read3::read_regions(&f).map_err(|e| in_file(&s.input, e))?;
+            let mut paths = crate::writer::read3::read_call_paths(&f, &mut infos).map_err(|e| in_file(&s.input, e))?;
             if let Some(rank) = regions.keys().find(|&&r| owner.get(&(r as i64)) != Some(&i)) {
                 return Err(in_file(&s.input, format_args!("is damaged: its tables hold regions of rank {rank}, which it does not list")));
             }
             for (rank, _) in &s.ranks {
                 let r = *rank as usize;
-                let profile = crate::model::RankProfile { info: infos.remove(&r).unwrap_or_default(), regions: regions.remove(&r).unwrap_or_default(), ..Default::default() };
+                let profile = crate::model::RankProfile { info: infos.remove(&r).unwrap_or_default(), regions: regions.remove(&r).unwrap_or_default(), call_paths: paths.remove(&r), ..Default::default() };
                 profiles.insert(*rank, profile);
             }
         }

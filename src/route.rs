@@ -100,13 +100,6 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
     crate::metadata::apply_detail(run.config, &mut profile);
     // This rank's part of the summary (its statistics and call paths), taken before the write.
     let local = crate::spread::Local::of(&profile);
-    // The collective write keeps no call paths in the file: they would give every rank a
-    // `rank<N>` group, sent to rank 0 and written there one by one, which the collective write
-    // exists to avoid (the summary's tree is computed from them all the same). Through rank 0
-    // (the regions layout, or SCOPE_PROFILER_COLLECTIVE=0) they are kept.
-    if run.config.collective && run.config.layout_for(ctx.size as i64) != Layout::Regions {
-        profile.call_paths = None;
-    }
     let mine = Census::of(ctx.rank as i64, &profile, &host, Settings::of(run.config, ctx.size as i64));
     let census = match crate::unify::census(&ctx.comm, &mine) {
         Ok(c) => c,

@@ -43,7 +43,7 @@ fn mpirun_args(np: usize, exe: &Path, args: &[&str], env: &[(&str, &str)]) -> (S
     (stdout, stderr)
 }
 
-/// One row of `rank<N>/call_paths`.
+/// One row of a rank's call paths.
 #[derive(Debug, Clone)]
 struct Node {
     thread: i64,
@@ -54,9 +54,29 @@ struct Node {
     excl: i64,
 }
 
-/// `rank<r>/call_paths`: its rows and wall time.
+/// Rank `r`'s call paths: its rows and wall time, from the file-wide `call_paths/` table
+/// (columnar, aggregate) or its `rank<r>/call_paths` group (regions).
 fn stored(file: &Path, r: usize) -> (Vec<Node>, i64) {
     let h5 = hdf5::File::open(file).unwrap();
+    if let Ok(g) = h5.group("call_paths") {
+        assert!(h5.group(&format!("rank{r}/call_paths")).is_err(), "rank{r}/call_paths besides the table");
+        let names: Vec<String> = h5.dataset("region_table/names").unwrap().read_raw::<hdf5::types::VarLenUnicode>().unwrap().iter().map(|s| s.to_string()).collect();
+        let col = |n: &str| g.dataset(n).unwrap_or_else(|e| panic!("call_paths/{n}: {e}")).read_raw::<i64>().unwrap();
+        let (ranks, t, p, reg, c, i, e) = (col("ranks"), col("threads"), col("parents"), col("regions"), col("calls"), col("inclusive_ns"), col("exclusive_ns"));
+        for len in [t.len(), p.len(), reg.len(), c.len(), i.len(), e.len()] {
+            assert_eq!(len, ranks.len(), "call_paths: columns in step");
+        }
+        let mut nodes = Vec::new();
+        for k in (0..ranks.len()).filter(|&k| ranks[k] == r as i64) {
+            // Parents count from the rank's first row.
+            assert!(p[k] >= -1 && p[k] < nodes.len() as i64, "parent of row {k}");
+            nodes.push(Node { thread: t[k], parent: p[k], name: names[reg[k] as usize].clone(), calls: c[k], incl: i[k], excl: e[k] });
+        }
+        let table = h5.group("scope_profiler_ranks").unwrap();
+        let (rs, walls) = (table.dataset("ranks").unwrap().read_raw::<i64>().unwrap(), table.dataset("call_paths_wall_ns").unwrap().read_raw::<i64>().unwrap());
+        let at = rs.iter().position(|&x| x == r as i64).unwrap_or_else(|| panic!("rank {r} not in the rank table"));
+        return (nodes, walls[at]);
+    }
     let g = h5.group(&format!("rank{r}/call_paths")).unwrap_or_else(|e| panic!("rank{r}/call_paths: {e}"));
     assert_eq!(int_attr(&g, "version"), 1);
     assert_eq!(str_attr(&g, "recursion"), "folded");
@@ -276,26 +296,19 @@ fn check_summary(stdout: &str, file: &Path, flat: bool) {
 fn call_paths_in_every_layout_and_the_summary_of_4_ranks() {
     let dir = scratch("call_paths");
     let exe = build(&dir);
-    // The schema-3 layouts written collectively keep no call paths (see docs/layouts.md): the
-    // summary's tree is there all the same, and no rank has a group.
-    for layout in ["columnar", "aggregate"] {
-        let file = dir.join(format!("{layout}_collective.h5"));
-        let (stdout, _) = mpirun(RANKS, &exe, &file, &[("SCOPE_PROFILER_LAYOUT", layout)]);
-        assert!(stdout.contains("scope_profiler summary (call paths; 4 ranks"), "{stdout}");
-        for (path, _) in expected_calls() {
-            let leaf = path.last().unwrap();
-            assert!(stdout.lines().any(|l| l.trim_start().starts_with(&format!("{leaf} "))), "{leaf} in the tree:\n{stdout}");
+    // Every layout stores them, written collectively (columnar, aggregate: the file-wide table,
+    // and no rank has a group) or through rank 0 (the regions layout's `rank<N>` groups, or
+    // SCOPE_PROFILER_COLLECTIVE=0).
+    for (layout, collective) in [("regions", "0"), ("columnar", "1"), ("aggregate", "1"), ("columnar", "0"), ("aggregate", "0")] {
+        let file = dir.join(format!("{layout}_collective{collective}.h5"));
+        let (stdout, _) = mpirun(RANKS, &exe, &file, &[("SCOPE_PROFILER_LAYOUT", layout), ("SCOPE_PROFILER_COLLECTIVE", collective)]);
+        if layout != "regions" {
+            let h5 = hdf5::File::open(&file).unwrap();
+            assert!(h5.group("call_paths").is_ok(), "{layout}: the call_paths table");
+            for r in 0..RANKS {
+                assert!(h5.group(&format!("rank{r}/call_paths")).is_err(), "{layout} collective={collective} rank {r}: no call paths group");
+            }
         }
-        let h5 = hdf5::File::open(&file).unwrap();
-        for r in 0..RANKS {
-            assert!(h5.group(&format!("rank{r}/call_paths")).is_err(), "{layout} rank {r}: no call paths in a collective file");
-        }
-    }
-    // Written through rank 0 (the regions layout, or SCOPE_PROFILER_COLLECTIVE=0), every layout
-    // stores them.
-    for layout in ["regions", "columnar", "aggregate"] {
-        let file = dir.join(format!("{layout}.h5"));
-        let (stdout, _) = mpirun(RANKS, &exe, &file, &[("SCOPE_PROFILER_LAYOUT", layout), ("SCOPE_PROFILER_COLLECTIVE", "0")]);
         assert_eq!(stdout.matches("scope_profiler summary").count(), 1, "{stdout}");
         assert!(stdout.contains("scope_profiler summary (call paths; 4 ranks"), "{stdout}");
         for r in 0..RANKS {
@@ -393,7 +406,7 @@ fn flat_summary_off_and_one_process() {
     let off = dir.join("off.h5");
     let (stdout, _) = mpirun(RANKS, &exe, &off, &[("SCOPE_PROFILER_SUMMARY", "off")]);
     assert!(!stdout.contains("scope_profiler summary") && stdout.contains("profile written to"), "{stdout}");
-    assert!(hdf5::File::open(&off).unwrap().group("rank3/call_paths").is_ok());
+    assert_eq!(stored(&off, 3).0.len(), stored(&file, 3).0.len());
     // One process without mpirun: the simple table, as a tree and flat; rows limited.
     for (mode, head) in [("tree", "scope_profiler summary (call paths)"), ("flat", "scope_profiler summary (regions)")] {
         let one = dir.join(format!("one_{mode}.h5"));

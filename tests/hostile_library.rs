@@ -246,6 +246,11 @@ fn crafted_rank_files_are_refused_or_merged_never_crash_the_merge() {
         ("durations.h5", "d = f['events/durations']\nv = d[()]\nv[:] = 1 << 62\nd[...] = v", Some(&["out of range"])),
         ("empty_name.h5", "n = f['region_table/names']\nv = n[()]\nv[0] = b''\nn[...] = v", Some(&["empty name"])),
         ("rows.h5", "r = f['scope_profiler_threads/rows']\nv = r[()]\nv[0] = 1 << 50\nr[...] = v", Some(&["belongs to row"])),
+        ("path_parent.h5", "p = f['call_paths/parents']\nv = p[()]\nv[0] = 5\np[...] = v", Some(&["path_parent.h5", "row 0 of call_paths", "parent 5"])),
+        ("path_region.h5", "p = f['call_paths/regions']\nv = p[()]\nv[-1] = 1000000\np[...] = v", Some(&["call_paths", "region 1000000"])),
+        ("path_rank.h5", "p = f['call_paths/ranks']\nv = p[()]\nv[-1] = 7\np[...] = v", Some(&["call_paths", "rank 7 is not in"])),
+        ("path_len.h5", "g = f['call_paths']\nv = g['calls'][()]\ndel g['calls']\ng.create_dataset('calls', data=v[1:])", Some(&["call_paths: calls has"])),
+        ("path_time.h5", "p = f['call_paths/exclusive_ns']\nv = p[()]\nv[-1] = -1\np[...] = v", Some(&["call_paths", "negative"])),
         ("names.h5", "t = f['region_table']\nn = list(t['names'][()])\ndel t['names']\nt.create_dataset('names', data=np.array(n + [b'a'] * 2_000_000, dtype='S16'), compression='gzip', chunks=(1 << 16,))", None),
     ];
     for (name, code, refused) in cases {
@@ -271,6 +276,45 @@ fn crafted_rank_files_are_refused_or_merged_never_crash_the_merge() {
     let o = run(Command::new(sptool()).current_dir(&dir).args(["inspect", "merged.h5"]));
     assert_eq!(o.code(), Some(0), "{}", o.describe());
     assert!(o.stdout().contains('\u{FFFD}'), "{}", o.describe());
+}
+
+/// Merged schema-3 rank files keep every rank's call paths: the merged file's `call_paths`
+/// table holds each input's rows (its rank's), the region names mapped through the merged
+/// names, the wall times in the rank table; `sptool tree` reads it.
+#[test]
+fn merged_rank_files_keep_their_call_paths() {
+    let dir = scratch("hostile_lib_merge_paths");
+    for layout in ["columnar", "aggregate"] {
+        let files = rank_files(&dir, layout, 2);
+        let r = merge(&dir, &["out.rank0.h5", "out.rank1.h5"]);
+        assert_eq!(r.code(), Some(0), "{}", r.describe());
+        // (rank, parent, region name, thread, calls, inclusive, exclusive) of every row; walls.
+        type Row = (i64, i64, String, i64, i64, i64, i64);
+        let rows = |path: &Path| -> (Vec<Row>, Vec<(i64, i64)>) {
+            let f = hdf5::File::open(path).unwrap();
+            let names: Vec<String> = f.dataset("region_table/names").unwrap().read_raw::<hdf5::types::VarLenUnicode>().unwrap().iter().map(|s| s.to_string()).collect();
+            let col = |n: &str| f.dataset(&format!("call_paths/{n}")).unwrap_or_else(|e| panic!("{}: call_paths/{n}: {e}", path.display())).read_raw::<i64>().unwrap();
+            let (rk, p, reg, t, c, i, e) = (col("ranks"), col("parents"), col("regions"), col("threads"), col("calls"), col("inclusive_ns"), col("exclusive_ns"));
+            let out = (0..rk.len()).map(|k| (rk[k], p[k], names[reg[k] as usize].clone(), t[k], c[k], i[k], e[k])).collect();
+            let rt = |n: &str| f.dataset(&format!("scope_profiler_ranks/{n}")).unwrap().read_raw::<i64>().unwrap();
+            (out, rt("ranks").into_iter().zip(rt("call_paths_wall_ns")).collect())
+        };
+        let (mut want, mut walls) = (Vec::new(), Vec::new());
+        for f in &files {
+            let (r, w) = rows(f);
+            assert!(!r.is_empty(), "{layout} {}: call paths stored", f.display());
+            want.extend(r);
+            walls.extend(w);
+        }
+        let (got, got_walls) = rows(&dir.join("merged.h5"));
+        assert_eq!(got, want, "{layout}: the merged call paths");
+        assert_eq!(got_walls, walls, "{layout}: the wall times");
+        assert!(walls.iter().all(|w| w.1 > 0), "{walls:?}");
+        let o = run(Command::new(sptool()).current_dir(&dir).args(["tree", "merged.h5"]));
+        assert_eq!(o.code(), Some(0), "{}", o.describe());
+        assert!(o.stdout().contains("2 ranks"), "{}", o.describe());
+        std::fs::remove_file(dir.join("merged.h5")).unwrap();
+    }
 }
 
 /// The merge's memory limit: reached, it ends with one line (no backtrace, no abort).

@@ -1,5 +1,6 @@
 //! `sptool tree FILE`: the regions as a tree by their nesting (the call paths the library
-//! stores as `rank<N>/call_paths/`, docs/layouts.md): per path the calls, inclusive and
+//! stores as `rank<N>/call_paths/` in the regions layout and as the file-wide `call_paths/`
+//! table in the columnar and aggregate layouts, docs/layouts.md): per path the calls, inclusive and
 //! exclusive time and its share of the wall time, pooled over threads, over the ranks as the
 //! mean per rank with the smallest and largest rank and the imbalance (or one rank with
 //! `--rank`); `--min-share` hides the small paths.
@@ -58,8 +59,35 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankPaths> {
     let incl = column(g, "inclusive_ns", &mut rows)?;
     let excl = column(g, "exclusive_ns", &mut rows)?;
     let _thread = column(g, "thread", &mut rows)?;
-    let n = rows.unwrap_or(0);
-    let bad = |what: &str, i: usize| Error::new(format!("{}: row {i}: {what}", g.path()));
+    let wall_ns = g.attr_i64("wall_ns").unwrap_or(0).max(0);
+    let rows: Vec<usize> = (0..rows.unwrap_or(0)).collect();
+    pool(rank, wall_ns, &names, &Cols { parent, region, calls, incl, excl }, &rows, &g.path())
+}
+
+/// The columns of a call path table.
+struct Cols {
+    parent: Vec<i64>,
+    region: Vec<i64>,
+    calls: Vec<i64>,
+    incl: Vec<i64>,
+    excl: Vec<i64>,
+}
+
+/// One rank's rows (`rows`, in order, indices into `c`; parents count from the rank's first
+/// row), pooled over threads.
+fn pool(rank: u32, wall_ns: i64, names: &[String], c: &Cols, rows: &[usize], table: &str) -> Result<RankPaths> {
+    let n = rows.len();
+    if n > MAX_ROWS {
+        return Err(Error::new(format!("{table} has {n} rows of rank {rank}, more than {MAX_ROWS}")));
+    }
+    let bad = |what: &str, i: usize| Error::new(format!("{table}: row {}: {what}", rows[i]));
+    let (parent, region, calls, incl, excl) = (
+        |i: usize| c.parent[rows[i]],
+        |i: usize| c.region[rows[i]],
+        |i: usize| c.calls[rows[i]],
+        |i: usize| c.incl[rows[i]],
+        |i: usize| c.excl[rows[i]],
+    );
     // Each row's path as an index into `keys`, its depth bounded.
     let mut path_of: Vec<usize> = Vec::with_capacity(n);
     let mut depth: Vec<usize> = Vec::with_capacity(n);
@@ -67,17 +95,17 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankPaths> {
     let mut index: HashMap<Vec<String>, usize> = HashMap::new();
     let mut totals: Vec<[i64; 3]> = Vec::new();
     for i in 0..n {
-        if !(-1..i as i64).contains(&parent[i]) {
+        if !(-1..i as i64).contains(&parent(i)) {
             return Err(bad("parent is not an earlier row", i));
         }
-        let name = usize::try_from(region[i]).ok().and_then(|r| names.get(r)).ok_or_else(|| bad("region outside names", i))?;
-        if calls[i] < 0 || incl[i] < 0 || excl[i] < 0 {
+        let name = usize::try_from(region(i)).ok().and_then(|r| names.get(r)).ok_or_else(|| bad("region outside names", i))?;
+        if calls(i) < 0 || incl(i) < 0 || excl(i) < 0 {
             return Err(bad("negative count or time", i));
         }
-        let (mut key, d) = if parent[i] < 0 {
+        let (mut key, d) = if parent(i) < 0 {
             (Vec::new(), 1)
         } else {
-            let p = parent[i] as usize;
+            let p = parent(i) as usize;
             (keys[path_of[p]].clone(), depth[p] + 1)
         };
         if d > MAX_DEPTH {
@@ -89,25 +117,73 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankPaths> {
             totals.push([0; 3]);
             keys.len() - 1
         });
-        for (t, v) in totals[k].iter_mut().zip([calls[i], incl[i], excl[i]]) {
+        for (t, v) in totals[k].iter_mut().zip([calls(i), incl(i), excl(i)]) {
             *t = t.saturating_add(v);
         }
         path_of.push(k);
         depth.push(d);
     }
-    let wall_ns = g.attr_i64("wall_ns").unwrap_or(0).max(0);
     Ok(RankPaths { rank, wall_ns, paths: keys.into_iter().zip(totals).collect() })
+}
+
+/// The columnar and aggregate layouts' `call_paths/` table: a row per (rank, thread, path),
+/// `regions` into `region_table/names`, `parents` among the same rank's rows; the ranks' wall
+/// times in the rank table's `call_paths_wall_ns`.
+fn read_table(file: &Group) -> Result<Vec<RankPaths>> {
+    let g = file.group("call_paths")?;
+    let names = file.group("region_table")?.read_strings("names")?;
+    let ranks = g.read_i64("ranks")?;
+    let mut rows = Some(ranks.len());
+    let c = Cols {
+        parent: column_any(&g, "parents", &mut rows)?,
+        region: column_any(&g, "regions", &mut rows)?,
+        calls: column_any(&g, "calls", &mut rows)?,
+        incl: column_any(&g, "inclusive_ns", &mut rows)?,
+        excl: column_any(&g, "exclusive_ns", &mut rows)?,
+    };
+    column_any(&g, "threads", &mut rows)?;
+    // The wall times, by rank.
+    let mut wall: HashMap<i64, i64> = HashMap::new();
+    if file.has("scope_profiler_ranks") {
+        let t = file.group("scope_profiler_ranks")?;
+        if t.has("call_paths_wall_ns") {
+            let (r, w) = (t.read_i64("ranks")?, t.read_i64("call_paths_wall_ns")?);
+            if r.len() != w.len() {
+                return Err(Error::new(format!("{}/call_paths_wall_ns has {} rows for {} ranks", t.path(), w.len(), r.len())));
+            }
+            wall.extend(r.into_iter().zip(w.into_iter().map(|w| w.max(0))));
+        }
+    }
+    let mut by_rank: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (i, &r) in ranks.iter().enumerate() {
+        let r = u32::try_from(r).ok().filter(|&r| r <= i32::MAX as u32).ok_or_else(|| Error::new(format!("{}/ranks: row {i}: rank {r} is no MPI rank", g.path())))?;
+        by_rank.entry(r).or_default().push(i);
+    }
+    let table = g.path();
+    by_rank.into_iter().map(|(r, rows)| pool(r, wall.get(&(r as i64)).copied().unwrap_or(0), &names, &c, &rows, &table)).collect()
+}
+
+/// A column of the table, its length the same as the others' (any number of rows).
+fn column_any(g: &Group, name: &str, rows: &mut Option<usize>) -> Result<Vec<i64>> {
+    let v = g.read_i64(name)?;
+    match *rows {
+        Some(n) if n != v.len() => Err(Error::new(format!("{}/{name} has {} rows where the table's other columns have {n}", g.path(), v.len()))),
+        _ => {
+            *rows = Some(v.len());
+            Ok(v)
+        }
+    }
 }
 
 /// Every rank's call paths in the file at `path` (empty when it holds none).
 pub fn read(path: &Path) -> Result<Vec<RankPaths>> {
     let (file, _) = h5util::open(path)?;
-    let mut out = Vec::new();
+    let mut out = if file.has("call_paths") { read_table(&file).map_err(|e| e.or_file(path))? } else { Vec::new() };
     for member in file.subgroups().map_err(|e| e.or_file(path))? {
         let name = &member.name;
         let Some(rank) = name.strip_prefix("rank").and_then(|d| d.parse::<u32>().ok()).filter(|n| *name == format!("rank{n}")) else { continue };
         let g = file.member(&member).map_err(|e| e.or_file(path))?;
-        if g.has("call_paths") {
+        if g.has("call_paths") && !out.iter().any(|r| r.rank == rank) {
             let c = g.group("call_paths").map_err(|e| e.or_file(path))?;
             out.push(read_rank(rank, &c).map_err(|e| e.or_file(path))?);
         }
@@ -165,7 +241,7 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
     if selected.is_empty() {
         return Err(match options.rank {
             Some(k) => Error::in_file(file, format!("rank {k} has no call paths (rank{k}/call_paths)")),
-            None => Error::in_file(file, "holds no call paths (rank<N>/call_paths): it was written by another writer or an older scope_profiler"),
+            None => Error::in_file(file, "holds no call paths (call_paths/ or rank<N>/call_paths/): it was written by another writer or an older scope_profiler"),
         });
     }
     let n = selected.len();

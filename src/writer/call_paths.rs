@@ -1,5 +1,6 @@
-//! `rank<N>/call_paths/`: the rank's call paths (the model's `CallPaths`; docs/layouts.md),
-//! the same in every layout. One table, a dataset per column, rows in step, parents before
+//! `rank<N>/call_paths/`: the rank's call paths (the model's `CallPaths`; docs/layouts.md)
+//! in the regions layout (the columnar and aggregate layouts keep them in the file-wide
+//! `call_paths/` table: `tables`). One table, a dataset per column, rows in step, parents before
 //! their children:
 //!
 //! - attributes: `version` (1), `recursion` ("folded"), `wall_ns` (the rank's wall time from

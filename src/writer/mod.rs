@@ -47,6 +47,8 @@ pub struct Plan {
     pub rows: u64,
     /// (rank, region, thread) rows of `scope_profiler_threads`.
     pub thread_rows: u64,
+    /// (rank, thread, call path) rows of `call_paths`.
+    pub path_rows: u64,
     /// Region names in the order of their first appearance, rank by rank (`region_table/names`).
     pub names: Vec<String>,
     /// Bytes of the longest source file name (`rank_region_index/source_files`).
@@ -119,6 +121,20 @@ pub fn rank_attrs(profile: &RankProfile) -> Vec<(String, AttrValue)> {
     out
 }
 
+/// The rank table's attribute holding a rank's wall time of its call paths (`CallPaths::wall_ns`).
+pub const PATHS_WALL: &str = "call_paths_wall_ns";
+
+/// A rank's attributes as the schema-3 rank table holds them: `rank_attrs`, and the wall time
+/// of its call paths (when it has them; the regions layout keeps it in `rank<N>/call_paths/`).
+pub fn table_attrs(profile: &RankProfile) -> Vec<(String, AttrValue)> {
+    let mut out = rank_attrs(profile);
+    out.retain(|(n, _)| n != PATHS_WALL);
+    if let Some(p) = &profile.call_paths {
+        out.push((PATHS_WALL.into(), AttrValue::Int(p.wall_ns)));
+    }
+    out
+}
+
 impl Plan {
     /// One rank's plan.
     pub fn of(profile: &RankProfile) -> Plan {
@@ -131,8 +147,14 @@ impl Plan {
                 names.push(r.name.clone());
             }
         }
+        // Regions named only by the call paths (none recorded a call) are names of the run too.
+        for n in profile.call_paths.iter().flat_map(|p| p.names.iter()) {
+            if seen.insert(n.as_str()) {
+                names.push(n.clone());
+            }
+        }
         let source_width = profile.regions.iter().filter_map(|r| r.source.as_ref()).map(|s| clean(&s.file).len() as u64).max().unwrap_or(0);
-        let attrs = rank_attrs(profile)
+        let attrs = table_attrs(profile)
             .into_iter()
             .filter(|(name, _)| is_table_column(name))
             .map(|(name, value)| {
@@ -152,6 +174,7 @@ impl Plan {
             ranks: 1,
             rows: profile.regions.len() as u64,
             thread_rows: profile.regions.iter().map(|r| r.stats.len() as u64).sum(),
+            path_rows: profile.call_paths.as_ref().map_or(0, |p| p.nodes.len() as u64),
             names,
             source_width,
             attrs,
@@ -167,6 +190,7 @@ impl Plan {
         self.ranks += later.ranks;
         self.rows += later.rows;
         self.thread_rows += later.thread_rows;
+        self.path_rows += later.path_rows;
         self.source_width = self.source_width.max(later.source_width);
         let seen: std::collections::HashSet<String> = self.names.iter().cloned().collect();
         self.names.extend(later.names.into_iter().filter(|n| !seen.contains(n)));
@@ -390,19 +414,19 @@ pub fn put_i64_dataset(group: &hdf5::Group, name: &str, data: &[i64]) -> hdf5::R
 
 pub use crate::placement::Written;
 
-/// Whether a rank has results kept in a `rank<N>` group in every layout (LIKWID, counters,
-/// MPI calls, samples).
+/// Whether a rank has results kept in a `rank<N>` group in the schema-3 layouts (LIKWID,
+/// counters, MPI calls, samples; their call paths are a file-wide table, `tables`).
 pub fn has_rank_groups(profile: &RankProfile) -> bool {
     !profile.likwid.regions.is_empty()
         || !profile.counters.perf.is_empty()
         || !profile.counters.annotated.is_empty()
         || profile.mpi.is_some()
         || profile.samples.is_some()
-        || profile.call_paths.as_ref().is_some_and(|p| !p.nodes.is_empty())
 }
 
-/// The groups of a rank that every layout keeps under `rank<N>`.
-fn write_groups(g: &hdf5::Group, profile: &RankProfile) -> hdf5::Result<()> {
+/// The groups of a rank kept under `rank<N>`: those of every layout, and with `paths` (the
+/// regions layout) its call paths.
+fn write_groups(g: &hdf5::Group, profile: &RankProfile, paths: bool) -> hdf5::Result<()> {
     likwid::write_group(g, &profile.likwid)?;
     counters::write(g, &profile.counters)?;
     if let Some(m) = &profile.mpi {
@@ -411,7 +435,7 @@ fn write_groups(g: &hdf5::Group, profile: &RankProfile) -> hdf5::Result<()> {
     if let Some(s) = &profile.samples {
         samples::write(g, s)?;
     }
-    if let Some(p) = &profile.call_paths {
+    if let Some(p) = profile.call_paths.as_ref().filter(|_| paths) {
         call_paths::write(g, p)?;
     }
     Ok(())
@@ -526,7 +550,7 @@ impl ProfileFile {
                 put_attr(&g, &name, &value)?;
             }
             layout.write_rank(&self.file, rank, profile)?;
-            return write_groups(&g, profile);
+            return write_groups(&g, profile, true);
         }
         layout.write_rank(&self.file, rank, profile)?;
         self.write_rank_groups(rank, profile)
@@ -538,7 +562,7 @@ impl ProfileFile {
         if !has_rank_groups(profile) {
             return Ok(());
         }
-        write_groups(&self.file.create_group(&format!("rank{rank}"))?, profile)
+        write_groups(&self.file.create_group(&format!("rank{rank}"))?, profile, false)
     }
 
     /// Close the HDF5 file, keeping it where it was created privately, for its datasets' bytes
@@ -590,6 +614,29 @@ mod tests {
         assert_eq!(names, ["hostname", "pid", "cpus", "num_threads", "thread_os_ids", "clock"]);
         assert_eq!(plan.attrs[4].values, 2);
         assert_eq!(plan.attrs[0].width, 1);
+    }
+
+    /// Call paths add rows to the plan and the positions (summed over ranks, before the list
+    /// values), their names to the run's names, and their wall time to the rank table.
+    #[test]
+    fn call_paths_in_the_plan_and_positions() {
+        use crate::model::{CallPaths, PathNode};
+        let node = |parent: i64, region: u32| PathNode { thread: 0, parent, region, calls: 1, inclusive_ns: 5, exclusive_ns: 5 };
+        let mut p = RankProfile::default();
+        p.info.thread_os_ids = vec![7];
+        p.call_paths = Some(CallPaths { names: vec!["only here".into()], nodes: vec![node(-1, 0), node(0, 0)], wall_ns: 42 });
+        let plan = Plan::of(&p).and(Plan::of(&p));
+        assert_eq!(plan.path_rows, 4);
+        assert_eq!(plan.names, ["only here"]);
+        assert!(plan.attrs.iter().any(|a| a.name == PATHS_WALL && a.kind == AttrKind::Int));
+        let counts = tables::Positions::counts(&plan, &p);
+        let mut pos = tables::Positions::from_counts(&counts);
+        assert_eq!((pos.path_rows, pos.rank_rows), (2, 1));
+        assert_eq!(pos.to_counts(), counts);
+        pos.advance(&counts);
+        assert_eq!((pos.path_rows, pos.rank_rows, pos.values.len()), (4, 2, plan.attrs.len()));
+        assert!(!has_rank_groups(&p), "call paths alone make no rank group in schema 3");
+        assert!(!rank_attrs(&p).iter().any(|(n, _)| n == PATHS_WALL), "not an attribute of a regions-layout group");
     }
 
     #[test]

@@ -10,10 +10,10 @@
 //! durations, their sums and the sums of their squares fit the writers' integers. A file that
 //! fails a check is refused as damaged, naming what is wrong.
 
-use super::tables::{ABSENT, RANKS};
+use super::tables::{ABSENT, PATHS, RANKS};
 use crate::config::Layout;
 use crate::h5read::{self, Group};
-use crate::model::{AttrValue, Calls, Columns, HIST_BUCKETS, RankInfo, RegionData, SourceLocation, Stats};
+use crate::model::{AttrValue, CallPaths, Calls, Columns, HIST_BUCKETS, PathNode, RankInfo, RegionData, SourceLocation, Stats};
 use std::collections::BTreeMap;
 
 /// What is wrong with a file, as one line.
@@ -288,6 +288,77 @@ pub fn read_regions(file: &Group) -> Result<BTreeMap<usize, Vec<RegionData>>> {
             source: source(row),
             throttled: throttled.get(row).is_some_and(|&t| t != 0),
         });
+    }
+    Ok(out)
+}
+
+/// Every rank's call paths in `file` (its `call_paths/` table; none in files written before
+/// it), with their wall times taken out of the ranks' attributes (`infos`, from `read_ranks`,
+/// where the rank table holds them). Every row checked: the columns in step, the rank a rank's,
+/// the region in `region_table/names`, the parent an earlier row of the same rank or -1, no
+/// negative time.
+pub fn read_call_paths(file: &Group, infos: &mut BTreeMap<usize, RankInfo>) -> Result<BTreeMap<usize, CallPaths>> {
+    let mut out: BTreeMap<usize, CallPaths> = BTreeMap::new();
+    fn wall(infos: &mut BTreeMap<usize, RankInfo>, rank: usize) -> Option<i64> {
+        let info = infos.get_mut(&rank)?;
+        let i = info.extra.iter().position(|(n, _)| n == super::PATHS_WALL)?;
+        match info.extra.remove(i).1 {
+            AttrValue::Int(w) => Some(w.max(0)),
+            _ => None,
+        }
+    }
+    if !file.has(PATHS) {
+        return Ok(out);
+    }
+    let names: Vec<String> = file.group("region_table").and_then(|g| g.read_strings("names")).map_err(e)?;
+    let g = file.group(PATHS).map_err(e)?;
+    let ranks = uints(&g, "ranks")?;
+    let threads = ints(&g, "threads")?;
+    let parents = ints(&g, "parents")?;
+    let regions = uints(&g, "regions")?;
+    let calls = uints(&g, "calls")?;
+    let incl = ints(&g, "inclusive_ns")?;
+    let excl = ints(&g, "exclusive_ns")?;
+    let n = same_len(
+        PATHS,
+        &[("ranks", ranks.len()), ("threads", threads.len()), ("parents", parents.len()), ("regions", regions.len()), ("calls", calls.len()), ("inclusive_ns", incl.len()), ("exclusive_ns", excl.len())],
+    )?;
+    // Per rank: the file's region id -> the place in the rank's names.
+    let mut local: BTreeMap<usize, std::collections::HashMap<u64, u32>> = BTreeMap::new();
+    for i in 0..n {
+        let bad = |what: String| damaged(format_args!("row {i} of {PATHS}: {what}"));
+        if ranks[i] > MAX_RANK || !infos.contains_key(&(ranks[i] as usize)) {
+            return Err(bad(format!("rank {} is not in {RANKS}", ranks[i])));
+        }
+        let rank = ranks[i] as usize;
+        if regions[i] >= names.len() as u64 {
+            return Err(bad(format!("region {} of {}", regions[i], names.len())));
+        }
+        let paths = out.entry(rank).or_default();
+        let row = paths.nodes.len() as i64;
+        if !(-1..row).contains(&parents[i]) {
+            return Err(bad(format!("parent {} is not an earlier row of rank {rank} (it has {row} before)", parents[i])));
+        }
+        if incl[i] < 0 || excl[i] < 0 || incl[i] >= TIME_LIMIT || excl[i] >= TIME_LIMIT || threads[i] < 0 || calls[i] >= COUNT_LIMIT {
+            return Err(bad("a negative or out-of-range thread, count or time".into()));
+        }
+        let ids = local.entry(rank).or_default();
+        let region = *ids.entry(regions[i]).or_insert_with(|| {
+            paths.names.push(names[regions[i] as usize].clone());
+            (paths.names.len() - 1) as u32
+        });
+        paths.nodes.push(PathNode { thread: threads[i], parent: parents[i], region, calls: calls[i], inclusive_ns: incl[i], exclusive_ns: excl[i] });
+    }
+    for (rank, p) in out.iter_mut() {
+        p.wall_ns = wall(infos, *rank).unwrap_or(0);
+    }
+    // Ranks with call paths but no rows (a rank that recorded nothing) keep their wall time.
+    for rank in infos.keys().copied().collect::<Vec<_>>() {
+        if !out.contains_key(&rank) {
+            if let Some(w) = wall(infos, rank) {
+                out.insert(rank, CallPaths { wall_ns: w, ..Default::default() });
+            }
+        }
     }
     Ok(out)
 }

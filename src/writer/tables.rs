@@ -13,6 +13,12 @@
 //!   ranks + 1 entries: rank row r holds values `offsets[r]..offsets[r + 1]`). `ranks` (uint32)
 //!   says which rank each row is; the group's `columns` attribute lists the attributes in order.
 //! - `events/*` (columnar): the calls.
+//! - `call_paths/*`: a row per (rank, thread, call path), each rank's rows together in the
+//!   order of its `CallPaths` (parents before their children): `ranks` (uint32), `threads`
+//!   (int64), `parents` (int64: the parent's row among the same rank's rows, counted from the
+//!   rank's first row, -1 at the top), `regions` (uint32, into `region_table/names`), `calls`
+//!   (uint64), `inclusive_ns`, `exclusive_ns` (int64). The rank's wall time is the rank table's
+//!   `call_paths_wall_ns` (`writer::PATHS_WALL`).
 //!
 //! Strings that each rank writes for its own rows (`source_files`, the rank table's strings)
 //! are fixed-length UTF-8 (NUL-padded, as wide as the longest in the run), so that a rank can
@@ -24,7 +30,7 @@
 //! through HDF5), or the rank itself through MPI-IO at the dataset's offset in the file.
 
 use super::columnar::Summary;
-use super::{AttrKind, LayoutWriter, Plan, clean, direct_target, pwrite_all, rank_attrs, replace_attr};
+use super::{AttrKind, LayoutWriter, Plan, clean, direct_target, pwrite_all, replace_attr, table_attrs};
 use crate::config::Layout;
 use crate::model::{AttrValue, HIST_BUCKETS, RankProfile, Stats};
 use hdf5::types::{TypeDescriptor, VarLenUnicode};
@@ -144,6 +150,10 @@ impl Columns {
             add(&format!("scope_profiler_threads/{name}"), ty, t);
         }
         add("scope_profiler_threads/histograms", Ty::Hist, t);
+        let n = plan.path_rows;
+        for (name, ty) in PATH_COLUMNS {
+            add(&format!("{PATHS}/{name}"), ty, n);
+        }
         add(&format!("{RANKS}/ranks"), Ty::U32, plan.ranks);
         for a in &plan.attrs {
             let path = format!("{RANKS}/{}", a.name);
@@ -183,6 +193,13 @@ impl Columns {
 /// The rank table's group.
 pub const RANKS: &str = "scope_profiler_ranks";
 
+/// The call paths' group.
+pub const PATHS: &str = "call_paths";
+
+/// The call paths' datasets.
+pub const PATH_COLUMNS: [(&str, Ty); 7] =
+    [("ranks", Ty::U32), ("threads", Ty::I64), ("parents", Ty::I64), ("regions", Ty::U32), ("calls", Ty::U64), ("inclusive_ns", Ty::I64), ("exclusive_ns", Ty::I64)];
+
 /// Part of one dataset: `bytes` (whole elements of its type) from element `at` on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Piece {
@@ -192,7 +209,7 @@ pub struct Piece {
 }
 
 /// Where a rank's part of each dataset starts: its first event, index row, thread row, rank
-/// row, and first value of each list column of the rank table (in `plan.attrs` order; 0 for
+/// row, call path row, and first value of each list column of the rank table (in `plan.attrs` order; 0 for
 /// the others). A rank's own counts (`counts`) added up over the ranks before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Positions {
@@ -200,20 +217,23 @@ pub struct Positions {
     pub rows: u64,
     pub thread_rows: u64,
     pub rank_rows: u64,
+    pub path_rows: u64,
     pub values: Vec<u64>,
 }
 
 impl Positions {
     /// What `profile` adds to each position, as one vector (for an exclusive prefix sum over
-    /// the ranks): calls, rows, thread rows, one rank row, then its list lengths per column.
+    /// the ranks): calls, rows, thread rows, one rank row, call path rows, then its list
+    /// lengths per column.
     pub fn counts(plan: &Plan, profile: &RankProfile) -> Vec<u64> {
         let mut v = vec![
             profile.regions.iter().map(|r| r.calls() as u64).sum(),
             profile.regions.len() as u64,
             profile.regions.iter().map(|r| r.stats.len() as u64).sum(),
             1,
+            profile.call_paths.as_ref().map_or(0, |p| p.nodes.len() as u64),
         ];
-        let attrs = rank_attrs(profile);
+        let attrs = table_attrs(profile);
         for a in &plan.attrs {
             let n = match attrs.iter().find(|(n, _)| *n == a.name).map(|(_, v)| v) {
                 Some(AttrValue::IntList(l)) if a.kind == AttrKind::IntList => l.len() as u64,
@@ -227,11 +247,11 @@ impl Positions {
 
     pub fn from_counts(v: &[u64]) -> Positions {
         let at = |i: usize| v.get(i).copied().unwrap_or(0);
-        Positions { calls: at(0), rows: at(1), thread_rows: at(2), rank_rows: at(3), values: v.get(4..).unwrap_or(&[]).to_vec() }
+        Positions { calls: at(0), rows: at(1), thread_rows: at(2), rank_rows: at(3), path_rows: at(4), values: v.get(5..).unwrap_or(&[]).to_vec() }
     }
 
     pub fn to_counts(&self) -> Vec<u64> {
-        let mut v = vec![self.calls, self.rows, self.thread_rows, self.rank_rows];
+        let mut v = vec![self.calls, self.rows, self.thread_rows, self.rank_rows, self.path_rows];
         v.extend(&self.values);
         v
     }
@@ -380,9 +400,30 @@ pub fn rank_pieces(cols: &Columns, plan: &Plan, ids: &HashMap<&str, u32>, rank: 
     put(&th("exclusives"), at, bytes_of(threads.iter().map(|x| x.2.exclusive)));
     put(&th("histograms"), at, hist_bytes(threads.iter().map(|x| x.2)));
 
+    if let Some(p) = &profile.call_paths {
+        let mut regions = Vec::with_capacity(p.names.len());
+        for n in &p.names {
+            regions.push(*ids.get(n.as_str()).ok_or_else(|| format!("call path region '{n}' is not in the run's names"))?);
+        }
+        let nodes = &p.nodes;
+        let mut region_of = Vec::with_capacity(nodes.len());
+        for (i, node) in nodes.iter().enumerate() {
+            region_of.push(*regions.get(node.region as usize).ok_or_else(|| format!("call path {i} names region {} of {}", node.region, regions.len()))?);
+        }
+        let at = pos.path_rows;
+        let col = |name: &str| format!("{PATHS}/{name}");
+        put(&col("ranks"), at, bytes_of(nodes.iter().map(|_| rank)));
+        put(&col("threads"), at, bytes_of(nodes.iter().map(|n| n.thread)));
+        put(&col("parents"), at, bytes_of(nodes.iter().map(|n| n.parent)));
+        put(&col("regions"), at, bytes_of(region_of));
+        put(&col("calls"), at, bytes_of(nodes.iter().map(|n| n.calls)));
+        put(&col("inclusive_ns"), at, bytes_of(nodes.iter().map(|n| n.inclusive_ns)));
+        put(&col("exclusive_ns"), at, bytes_of(nodes.iter().map(|n| n.exclusive_ns)));
+    }
+
     let row = pos.rank_rows;
     put(&format!("{RANKS}/ranks"), row, bytes_of([rank]));
-    let attrs = rank_attrs(profile);
+    let attrs = table_attrs(profile);
     for (i, a) in plan.attrs.iter().enumerate() {
         let path = format!("{RANKS}/{}", a.name);
         let value = attrs.iter().find(|(n, _)| *n == a.name).map(|(_, v)| v).filter(|v| AttrKind::of(v) == a.kind);
@@ -603,7 +644,8 @@ impl LayoutWriter for Schema3 {
         self.tables(file)?;
         let counts = Positions::counts(&self.plan, profile);
         let fits = |have: u64, add: u64, all: u64| have + add <= all;
-        if !(fits(self.pos.calls, counts[0], self.plan.total_calls) && fits(self.pos.rows, counts[1], self.plan.rows) && fits(self.pos.thread_rows, counts[2], self.plan.thread_rows) && fits(self.pos.rank_rows, 1, self.plan.ranks)) {
+        let p = &self.plan;
+        if !(fits(self.pos.calls, counts[0], p.total_calls) && fits(self.pos.rows, counts[1], p.rows) && fits(self.pos.thread_rows, counts[2], p.thread_rows) && fits(self.pos.rank_rows, 1, p.ranks) && fits(self.pos.path_rows, counts[4], p.path_rows)) {
             return Err(hdf5::Error::from(format!("rank {rank} has more calls or rows than announced")));
         }
         let tables = self.tables.as_ref().unwrap();
@@ -632,12 +674,12 @@ impl LayoutWriter for Schema3 {
     fn finish(&mut self, file: &hdf5::File) -> hdf5::Result<()> {
         self.tables(file)?;
         let p = &self.plan;
-        let want = Positions { calls: p.total_calls, rows: p.rows, thread_rows: p.thread_rows, rank_rows: p.ranks, values: p.attrs.iter().map(|a| a.values).collect() };
+        let want = Positions { calls: p.total_calls, rows: p.rows, thread_rows: p.thread_rows, rank_rows: p.ranks, path_rows: p.path_rows, values: p.attrs.iter().map(|a| a.values).collect() };
         let mut have = self.pos.clone();
         have.values.resize(want.values.len(), 0);
         if have != want {
             // Never leave unwritten elements in a file that looks complete.
-            return Err(hdf5::Error::from(format!("written {:?} of the announced {:?} (calls, rows, thread rows, ranks, list values)", have.to_counts(), want.to_counts())));
+            return Err(hdf5::Error::from(format!("written {:?} of the announced {:?} (calls, rows, thread rows, ranks, call path rows, list values)", have.to_counts(), want.to_counts())));
         }
         // Close the datasets: the file closes only when its last object does.
         self.tables = None;
