@@ -9,15 +9,13 @@
 //! in O(log P) messages and two broadcasts, and rank 0 receives ceil(log2 P) messages, each as
 //! large as the run's distinct names, hosts and columns (not the number of ranks).
 //!
-//! And the cross-rank statistics of the unified regions (`cross_rank_stats`), by MPI
-//! reductions: the end-of-run summary comes from them, whichever way the file was written.
+//! The end-of-run summary's statistics over the ranks are `spread`'s (reductions too).
 
 use crate::config::{Config, Layout};
 use crate::metadata::ClockSummary;
-use crate::model::{HIST_BUCKETS, RankProfile};
-use crate::mpi_comm::{self, Comm};
+use crate::model::RankProfile;
+use crate::mpi_comm::Comm;
 use crate::status::{Error, Result, Status};
-use crate::summary::RegionStats;
 use crate::writer::Plan;
 use serde::{Deserialize, Serialize};
 
@@ -110,120 +108,6 @@ pub fn census(comm: &Comm, mine: &Census) -> Result<Census> {
     serde_json::from_slice(&all).map_err(json_error)
 }
 
-/// One unified region over all ranks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CrossRankStats {
-    pub name: String,
-    pub calls: u64,
-    pub total_ns: i64,
-    /// Over the ranks with calls (0 without calls).
-    pub min_ns: i64,
-    pub max_ns: i64,
-    pub open_calls: u64,
-    pub exclusive_ns: i64,
-    /// Durations in log2 buckets (`model::bucket`), summed over the ranks.
-    pub hist: Vec<u64>,
-    /// Ranks that have the region.
-    pub ranks: u64,
-    /// The ranks' totals of the region: the exact sum of their squares, the smallest and the
-    /// largest (over the ranks that have it): the spread of the region over the ranks.
-    pub rank_total_squares: i128,
-    pub rank_total_min: i64,
-    pub rank_total_max: i64,
-}
-
-impl CrossRankStats {
-    pub fn mean_ns(&self) -> f64 {
-        if self.calls == 0 { 0.0 } else { self.total_ns as f64 / self.calls as f64 }
-    }
-
-    /// Mean of the per-rank totals over the ranks that have the region.
-    pub fn rank_total_mean(&self) -> f64 {
-        if self.ranks == 0 { 0.0 } else { self.total_ns as f64 / self.ranks as f64 }
-    }
-
-    /// Variance of the per-rank totals (population), from exact integer sums.
-    pub fn rank_total_variance(&self) -> f64 {
-        if self.ranks == 0 {
-            return 0.0;
-        }
-        let (n, s) = (self.ranks as i128, self.total_ns as i128);
-        // n * sum(x^2) - sum(x)^2 is exact in integers; only the last division rounds.
-        ((n * self.rank_total_squares - s * s) as f64 / (n * n) as f64).max(0.0)
-    }
-
-    /// The summary table's row.
-    pub fn table_row(&self) -> RegionStats {
-        RegionStats { name: self.name.clone(), calls: self.calls, total_ns: self.total_ns, min_ns: self.min_ns, max_ns: self.max_ns, open_calls: self.open_calls }
-    }
-}
-
-/// Regions per reduction (every rank reduces the same blocks: the names are unified).
-const BLOCK: usize = 4096;
-
-/// The cross-rank statistics of the unified regions `names` (the same list on every rank):
-/// each rank's own statistics of each region (pooled over its threads) reduced with MPI, in
-/// blocks of regions, two reductions per block: the sums (calls, totals, open calls, exclusive
-/// times, histograms, ranks, and the squared per-rank totals), exact in 128-bit integers, and
-/// the minima and (negated) maxima. Collective; every rank gets the result. The one place for
-/// "statistics over ranks" of a run.
-pub fn cross_rank_stats(comm: &Comm, names: &[String], profile: &RankProfile) -> Result<Vec<CrossRankStats>> {
-    let by_name: std::collections::HashMap<&str, usize> = profile.regions.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
-    let mut out = Vec::with_capacity(names.len());
-    for block in names.chunks(BLOCK) {
-        // Per region: the sums (exactly, in 128 bits: one reduction for all of them), and the
-        // minima with the maxima negated (one reduction).
-        const SUMS: usize = 6 + HIST_BUCKETS;
-        let n = block.len();
-        let mut sums = vec![0i128; n * SUMS];
-        let mut mins = vec![i64::MAX; n * 4];
-        for (i, name) in block.iter().enumerate() {
-            let Some(&at) = by_name.get(name.as_str()) else { continue };
-            let r = &profile.regions[at];
-            let p = r.pooled();
-            let s = &mut sums[i * SUMS..(i + 1) * SUMS];
-            s[0] = p.count as i128;
-            s[1] = p.total as i128;
-            s[2] = r.open_calls as i128;
-            s[3] = p.exclusive as i128;
-            s[4] = 1;
-            s[5] = p.total as i128 * p.total as i128;
-            for (b, h) in p.hist.iter().take(HIST_BUCKETS).enumerate() {
-                s[6 + b] = *h as i128;
-            }
-            let m = &mut mins[i * 4..(i + 1) * 4];
-            if p.count > 0 {
-                m[0] = p.min;
-                m[1] = -p.max;
-            }
-            m[2] = p.total;
-            m[3] = -p.total;
-        }
-        let sums = comm.allreduce(&sums, mpi_comm::SUM)?;
-        let mins = comm.allreduce(&mins, mpi_comm::MIN)?;
-        for (i, name) in block.iter().enumerate() {
-            let s = &sums[i * SUMS..(i + 1) * SUMS];
-            let m = &mins[i * 4..(i + 1) * 4];
-            let (calls, ranks) = (s[0] as u64, s[4] as u64);
-            out.push(CrossRankStats {
-                name: name.clone(),
-                calls,
-                total_ns: s[1] as i64,
-                min_ns: if calls > 0 { m[0] } else { 0 },
-                max_ns: if calls > 0 { -m[1] } else { 0 },
-                open_calls: s[2] as u64,
-                exclusive_ns: s[3] as i64,
-                hist: s[6..].iter().map(|&h| h as u64).collect(),
-                ranks,
-                rank_total_squares: s[5],
-                rank_total_min: if ranks > 0 { m[2] } else { 0 },
-                rank_total_max: if ranks > 0 { -m[3] } else { 0 },
-            });
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,26 +156,5 @@ mod tests {
         // Through JSON, as between ranks.
         let back: Census = serde_json::from_slice(&serde_json::to_vec(&fold).unwrap()).unwrap();
         assert_eq!(back, fold);
-    }
-
-    #[test]
-    fn spread_over_ranks_is_exact() {
-        let s = CrossRankStats {
-            name: "x".into(),
-            calls: 3,
-            total_ns: 3 * 4_000_000_000_000,
-            min_ns: 0,
-            max_ns: 0,
-            open_calls: 0,
-            exclusive_ns: 0,
-            hist: vec![],
-            ranks: 3,
-            rank_total_squares: 3 * 4_000_000_000_000i128 * 4_000_000_000_000 + 2,
-            rank_total_min: 0,
-            rank_total_max: 0,
-        };
-        // Totals of 4e12 +- 1 ns: a variance of 2/3 that floating-point sums would lose.
-        assert!((s.rank_total_variance() - 2.0 / 3.0).abs() < 1e-12, "{}", s.rank_total_variance());
-        assert_eq!(s.rank_total_mean(), 4e12);
     }
 }
