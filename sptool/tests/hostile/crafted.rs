@@ -384,6 +384,18 @@ fn damaged_call_paths_are_refused_in_one_line() {
         let file = craft(&dir, "threads_regions.h5", name, code);
         refused(&dir, &["tree", file.to_str().unwrap()], file.to_str().unwrap(), &["call_paths", needle]);
     }
+    // The file-wide table of the columnar and aggregate layouts, the same checks.
+    let ok = sane(&dir, &["tree", base("threads_columnar.h5").to_str().unwrap()]);
+    assert_eq!(ok.code, Some(0), "{}", ok.describe());
+    let table: [(&str, &str, &str); 3] = [
+        ("t_parent.h5", "d = f['call_paths/parents']; v = d[...]; v[0] = len(v) + 5; d[...] = v", "parent is not an earlier row"),
+        ("t_region.h5", "d = f['call_paths/regions']; v = d[...]; v[-1] = 10**6; d[...] = v", "region outside names"),
+        ("t_short.h5", "g = f['call_paths']; v = g['calls'][...]; del g['calls']; g['calls'] = v[:-1]", "rows where the table's other columns have"),
+    ];
+    for (name, code, needle) in table {
+        let file = craft(&dir, "threads_columnar.h5", name, code);
+        refused(&dir, &["tree", file.to_str().unwrap()], file.to_str().unwrap(), &["call_paths", needle]);
+    }
     let py = base("python.h5");
     refused(&dir, &["tree", py.to_str().unwrap()], py.to_str().unwrap(), &["holds no call paths"]);
 }

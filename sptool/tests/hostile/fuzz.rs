@@ -358,6 +358,7 @@ fn profile_case(shared: &Shared, case: usize, rng: &mut Rng, dir: &Path) {
         (vec!["diff", good, "in.h5"], vec![]),
         (vec!["check", "in.h5", good], vec![]),
         (vec!["lines", "in.h5", "--per-rank"], vec![]),
+        (vec!["tree", "in.h5"], vec![]),
     ];
     for (args, outputs) in &runs {
         if Instant::now() >= shared.deadline {
