@@ -574,7 +574,7 @@ fn cstring(bytes: &[u8]) -> Option<CString> {
 
 /// `posix_spawn_file_actions_addclosefrom_np(acts, from)` where glibc has it (2.34+); the
 /// helper closes the others itself at start otherwise ([`close_fds_from`]).
-unsafe fn add_closefrom(acts: &mut libc::posix_spawn_file_actions_t, from: libc::c_int) {
+pub unsafe fn add_closefrom(acts: &mut libc::posix_spawn_file_actions_t, from: libc::c_int) {
     type CloseFrom = unsafe extern "C" fn(*mut libc::posix_spawn_file_actions_t, libc::c_int) -> libc::c_int;
     // SAFETY: dlsym of a glibc function with the documented signature.
     unsafe {
@@ -584,6 +584,30 @@ unsafe fn add_closefrom(acts: &mut libc::posix_spawn_file_actions_t, from: libc:
             f(acts, from);
         }
     }
+}
+
+/// Spawn attributes for a helper that starts with no signal blocked and every catchable
+/// signal at its default action (whatever the host set up); returns the flags to set, to be
+/// or-ed with the caller's own.
+///
+/// # Safety
+/// `attr` was initialised with `posix_spawnattr_init`.
+pub unsafe fn plain_signals(attr: &mut libc::posix_spawnattr_t) -> libc::c_int {
+    // SAFETY: sigset_t values of our own; `attr` is initialised (the caller's promise).
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut defaults: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut defaults);
+        for s in 1..32 {
+            if s != libc::SIGKILL && s != libc::SIGSTOP {
+                libc::sigaddset(&mut defaults, s);
+            }
+        }
+        libc::posix_spawnattr_setsigmask(attr, &empty);
+        libc::posix_spawnattr_setsigdefault(attr, &defaults);
+    }
+    libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF
 }
 
 /// Close every descriptor from `from` on (a helper's first act where glibc cannot do it).
@@ -654,18 +678,8 @@ pub fn spawn_and_wait(program: &Path, args: &[OsString], env: &[CString], own: &
         let mut acts: libc::posix_spawn_file_actions_t = std::mem::zeroed();
         libc::posix_spawnattr_init(&mut attr);
         libc::posix_spawn_file_actions_init(&mut acts);
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        let mut defaults: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut defaults);
-        for s in 1..32 {
-            if s != libc::SIGKILL && s != libc::SIGSTOP {
-                libc::sigaddset(&mut defaults, s);
-            }
-        }
-        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
-        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
-        libc::posix_spawnattr_setflags(&mut attr, (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short);
+        let flags = plain_signals(&mut attr);
+        libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
         libc::posix_spawn_file_actions_addopen(&mut acts, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0);
         libc::posix_spawn_file_actions_adddup2(&mut acts, err.0[1], 1);
         libc::posix_spawn_file_actions_adddup2(&mut acts, err.0[1], 2);

@@ -145,32 +145,9 @@ impl std::fmt::Display for Ended {
     }
 }
 
-/// `posix_spawn_file_actions_addclosefrom_np(acts, 3)` when this glibc has it (2.34+):
-/// the helper must not inherit the host's descriptors (an open HDF5 file keeps its lock
-/// while any process holds it). Looked up at run time so older glibc still loads us;
-/// the helper also closes them itself at start.
-unsafe fn add_closefrom(acts: &mut libc::posix_spawn_file_actions_t) {
-    type CloseFrom = unsafe extern "C" fn(*mut libc::posix_spawn_file_actions_t, libc::c_int) -> libc::c_int;
-    // SAFETY: dlsym of a glibc function with the documented signature.
-    unsafe {
-        let sym = libc::dlsym(libc::RTLD_DEFAULT, c"posix_spawn_file_actions_addclosefrom_np".as_ptr());
-        if !sym.is_null() {
-            let f: CloseFrom = std::mem::transmute::<*mut c_void, CloseFrom>(sym);
-            f(acts, 3);
-        }
-    }
-}
-
 /// Close every descriptor above 2 (the helper's first act, for glibc without closefrom).
 pub fn close_inherited_fds() {
-    let fds: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
-        Ok(d) => d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|&fd| fd > 2).collect(),
-        Err(_) => return,
-    };
-    for fd in fds {
-        // SAFETY: closing descriptors we never use (the read_dir one is already closed: EBADF).
-        unsafe { libc::close(fd) };
-    }
+    crate::guard::close_fds_from(3);
 }
 
 fn spawn(helper: &Path, argv: &[String]) -> Result<libc::pid_t, String> {
@@ -188,22 +165,12 @@ fn spawn(helper: &Path, argv: &[String]) -> Result<libc::pid_t, String> {
         let mut acts: libc::posix_spawn_file_actions_t = std::mem::zeroed();
         libc::posix_spawnattr_init(&mut attr);
         libc::posix_spawn_file_actions_init(&mut acts);
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        let mut defaults: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut defaults);
-        for s in 1..32 {
-            if s != libc::SIGKILL && s != libc::SIGSTOP {
-                libc::sigaddset(&mut defaults, s);
-            }
-        }
-        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
-        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+        let signals = crate::guard::plain_signals(&mut attr);
         libc::posix_spawnattr_setpgroup(&mut attr, 0);
-        let flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETPGROUP;
+        let flags = signals | libc::POSIX_SPAWN_SETPGROUP;
         libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
         libc::posix_spawn_file_actions_adddup2(&mut acts, 2, 1);
-        add_closefrom(&mut acts);
+        crate::guard::add_closefrom(&mut acts, 3);
         let mut pid: libc::pid_t = 0;
         let rc = libc::posix_spawn(&mut pid, prog.as_ptr(), &acts, &attr, arg_ptrs.as_ptr(), env_ptrs.as_ptr());
         libc::posix_spawn_file_actions_destroy(&mut acts);
