@@ -439,6 +439,21 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
     }
 }
 
+/// End the process by `sig` at its default action, unblocked on this thread (signal-safe).
+unsafe fn die_by_default(sig: c_int) {
+    // SAFETY: signal-safe calls on values of our own.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}
+
 /// The host's action for `sig`, as the kernel would have run it.
 unsafe fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // SAFETY: signal-safe calls only.
@@ -463,14 +478,7 @@ unsafe fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
                 libc::pthread_sigmask(libc::SIG_SETMASK, &prev, std::ptr::null_mut());
             }
             _ => {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, sig);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-                libc::raise(sig);
+                die_by_default(sig);
             }
         }
     }
@@ -632,14 +640,7 @@ fn end_as_signal(sig: c_int) {
         }
         // The default action: the thread may have blocked the signal meanwhile; then here.
         std::thread::sleep(Duration::from_millis(500));
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &dfl, std::ptr::null_mut());
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(sig);
+        die_by_default(sig);
     }
 }
 

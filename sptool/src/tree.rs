@@ -222,18 +222,9 @@ struct Row {
     share_sum: f64,
 }
 
-/// A duration with a unit that keeps it readable (as the library's summary prints it).
+/// A duration with a unit that keeps it readable, as the library's summary prints it.
 fn s(ns: f64) -> String {
-    let abs = ns.abs();
-    if abs >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if abs >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if abs >= 1e3 {
-        format!("{:.3} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
+    scope_profiler::summary::format_duration(ns)
 }
 
 pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<String> {
