@@ -134,6 +134,11 @@ pub fn note_temp(path: &Path) {
     note(b'T', path.as_os_str().as_bytes());
 }
 
+/// An output this process finished (renamed into place): see [`Notes::written`].
+pub fn note_written(path: &Path) {
+    note(b'W', path.as_os_str().as_bytes());
+}
+
 /// The process's result for its parent (text without NUL bytes, e.g. JSON).
 pub fn note_result(text: &str) {
     note(b'R', text.as_bytes());
@@ -490,6 +495,9 @@ pub fn relay(notes_fd: i32, err_fd: i32, own: &[&str], deadline: Option<Instant>
 pub struct Notes {
     pub inputs: Vec<PathBuf>,
     pub temps: Vec<PathBuf>,
+    /// Outputs the child finished (renamed into place): removed only if it then died by a
+    /// signal, which says it wrote nothing.
+    pub written: Vec<PathBuf>,
     pub results: Vec<String>,
     /// Errors the child could only say this way (out of memory).
     pub errors: Vec<String>,
@@ -502,6 +510,7 @@ pub fn parse_notes(notes: &[u8]) -> Notes {
         match record[0] {
             b'I' => out.inputs.push(PathBuf::from(OsString::from_vec(bytes))),
             b'T' => out.temps.push(PathBuf::from(OsString::from_vec(bytes))),
+            b'W' => out.written.push(PathBuf::from(OsString::from_vec(bytes))),
             b'R' => out.results.push(String::from_utf8_lossy(&bytes).into_owned()),
             b'E' => out.errors.push(String::from_utf8_lossy(&bytes).into_owned()),
             _ => {}

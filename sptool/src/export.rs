@@ -299,7 +299,18 @@ pub fn write_output(out: &Path, bytes: &[u8]) -> Result<()> {
     let fail = |e: std::io::Error| Error::in_file(out, format!("cannot write the output: {e}"));
     let mut file = create_output(out, "cannot write the output")?;
     file.write_all(bytes).map_err(fail)?;
-    file.finish().map(|_| ()).map_err(fail)
+    finish_output(file, out).map_err(fail)
+}
+
+/// Move a finished output into place, and tell the guard (if sptool then dies by a signal
+/// while still reading, the parent removes it: its line says sptool wrote nothing).
+pub fn finish_output(file: safe_file::Replacement, out: &Path) -> std::io::Result<()> {
+    let renamed = matches!(file, safe_file::Replacement::Temp(_));
+    file.finish()?;
+    if renamed {
+        crate::guard::note_written(out);
+    }
+    Ok(())
 }
 
 /// Create the output `out` as `safe_file` does (a private temporary file renamed into place

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use scope_profiler::guard::{self as shared, Tool, write_all};
-pub use scope_profiler::guard::{Alloc, note_input, note_temp};
+pub use scope_profiler::guard::{Alloc, note_input, note_temp, note_written};
 
 /// The child, in the parent (for passing signals on).
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -161,7 +161,7 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
             return 1;
         }
     }
-    let shared::Notes { inputs, temps, .. } = shared::parse_notes(&relayed.notes);
+    let shared::Notes { inputs, temps, written, .. } = shared::parse_notes(&relayed.notes);
     if libc::WIFEXITED(status) {
         write_all(2, &held);
     }
@@ -172,6 +172,9 @@ pub fn run(plan: &Plan, body: impl FnOnce() -> u8) -> u8 {
     if libc::WIFEXITED(status) {
         return libc::WEXITSTATUS(status) as u8;
     }
+    // Died by a signal (the HDF5 library crashing, a limit): the line below says sptool wrote
+    // nothing, so an output it had already finished goes too.
+    shared::remove_temps(&written);
     let sig = if libc::WIFSIGNALED(status) { libc::WTERMSIG(status) } else { 0 };
     if PASSED_ON.contains(&sig) {
         // End the way the child did, as a shell expects.

@@ -318,7 +318,7 @@ pub fn export(input: &Path, filter: &Filter, max_events: Option<usize>, out: &Pa
         // A reader that stopped early (`| head`) is not an error.
         (Err(_), None) if broken_pipe => Ok(()),
         (Err(e), _) => Err(e),
-        (Ok(()), Some(f)) => f.finish().map(|_| ()).map_err(|e| Error::in_file(out, format!("cannot write the output: {e}"))),
+        (Ok(()), Some(f)) => crate::export::finish_output(f, out).map_err(|e| Error::in_file(out, format!("cannot write the output: {e}"))),
         (Ok(()), None) => Ok(()),
     }
 }
