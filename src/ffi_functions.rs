@@ -19,13 +19,19 @@ static TRIED: AtomicBool = AtomicBool::new(false);
 /// when not recording.
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mut c_void) {
-    if functions::active() { enter(this_fn) } else { not_active(this_fn) }
+    if functions::active() {
+        if !profiler::site_skipped(this_fn as u64) {
+            enter(this_fn)
+        }
+    } else {
+        not_active(this_fn)
+    }
 }
 
 /// Exit of an instrumented function (GCC's and Clang's hook).
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut c_void) {
-    if functions::active() {
+    if functions::active() && !profiler::site_skipped(this_fn as u64) {
         exit(this_fn)
     }
 }

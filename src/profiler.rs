@@ -85,6 +85,15 @@ fn current_thread() -> *const ThreadBuffer {
     unsafe { scope_profiler_tls_get() as *const ThreadBuffer }
 }
 
+/// Whether the calling thread no longer records the instrumented function at `addr` (excluded
+/// by the filter, or throttled): a few loads, for the hooks to return before anything else.
+#[inline(always)]
+pub fn site_skipped(addr: u64) -> bool {
+    let p = current_thread();
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    !p.is_null() && unsafe { &*p }.skip.contains(addr)
+}
+
 #[cold]
 fn new_thread_buffer() -> &'static ThreadBuffer {
     let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed), KEEP_CALLS.load(Ordering::Relaxed)));
@@ -601,6 +610,7 @@ pub struct Recorder<'a> {
     cs: Option<&'a Counters>,
     /// The thread's `data.late`, taken out for the call (a borrow of its own).
     late: &'a mut crate::late::ThreadLate,
+    skip: &'a crate::recorder::SiteSkip,
 }
 
 impl crate::late::Recording for Recorder<'_> {
@@ -622,6 +632,14 @@ impl crate::late::Recording for Recorder<'_> {
     #[inline(always)]
     fn late(&mut self) -> &mut crate::late::ThreadLate {
         self.late
+    }
+
+    fn dropped(&mut self, id: u32) {
+        self.data.count_dropped(id);
+    }
+
+    fn skip_site(&mut self, addr: u64) {
+        self.skip.insert(addr);
     }
 
     fn register(&mut self, provisional: &str) -> Result<u32> {
@@ -658,7 +676,7 @@ pub fn with_recorder<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option<R> {
             Some(l) => l,
             None => new_late(),
         };
-        let r = f(&mut Recorder { data: &mut *data, cs, late: &mut late });
+        let r = f(&mut Recorder { data: &mut *data, cs, late: &mut late, skip: &tb.skip });
         data.late = Some(late);
         Some(r)
     } else {

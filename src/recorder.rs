@@ -11,7 +11,7 @@ use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;
 use std::cell::UnsafeCell;
 use std::sync::Arc;
-use std::sync::atomic::{Ordering, compiler_fence};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
 
 /// Deepest nesting accepted per thread; a start beyond it is refused (a stop is missing
 /// somewhere, and the stack must not grow without bound in a loop).
@@ -303,6 +303,16 @@ impl ThreadData {
         }
     }
 
+    /// One call of `id` not recorded (closed unrecorded, or refused too deep): in the
+    /// file's `dropped_calls`.
+    #[cold]
+    pub fn count_dropped(&mut self, id: u32) {
+        if self.dropped.len() <= id as usize {
+            self.dropped.resize(id as usize + 1, 0);
+        }
+        self.dropped[id as usize] += 1;
+    }
+
     /// A stop that is not of the innermost call: record `id` if it is open further out,
     /// closing the calls inside it unrecorded.
     #[cold]
@@ -312,10 +322,7 @@ impl ThreadData {
         };
         let inner: Vec<u32> = self.open.drain(pos + 1..).rev().map(|c| c.id).collect();
         for &d in &inner {
-            if self.dropped.len() <= d as usize {
-                self.dropped.resize(d as usize + 1, 0);
-            }
-            self.dropped[d as usize] += 1;
+            self.count_dropped(d);
         }
         let call = self.open.pop().unwrap_or(OpenCall { id, start: end, child: 0, node: UNRESOLVED });
         self.record(id, call, end);
@@ -332,7 +339,62 @@ pub struct ThreadBuffer {
     pub seq: CallSeq,
     /// The thread's statistics, readable from any thread at any time.
     pub stats: Arc<Table>,
+    /// Instrumented functions this thread no longer records (see `SiteSkip`).
+    pub skip: SiteSkip,
     data: UnsafeCell<ThreadData>,
+}
+
+/// Slots of a thread's `SiteSkip` (8 bytes each).
+pub const SKIP_SLOTS: usize = 1024;
+
+/// The instrumented functions (by entry address) that one thread no longer records: excluded
+/// by the filter, or throttled once no call of it was open here. The hooks look an address up
+/// here before anything else, so such a call costs a few loads: no clock read, no recorder
+/// window. Direct-mapped on the address (a slot holds the complemented address, so that an
+/// empty slot, 0, matches no address); a function that lost its slot to another takes the
+/// slow path again, which decides as before and takes the slot back. Only the owning thread
+/// reads and writes it (a signal handler on the owner may read it: single-word stores);
+/// allocated at the thread's first skipped function, freed with the thread's buffer.
+#[derive(Default)]
+pub struct SiteSkip(AtomicPtr<[AtomicU64; SKIP_SLOTS]>);
+
+#[inline(always)]
+fn skip_slot(addr: u64) -> usize {
+    ((addr >> 4) ^ (addr >> 14)) as usize % SKIP_SLOTS
+}
+
+impl SiteSkip {
+    /// Whether the function at `addr` is skipped on this thread (owner only).
+    #[inline(always)]
+    pub fn contains(&self, addr: u64) -> bool {
+        let t = self.0.load(Ordering::Relaxed);
+        // SAFETY: a non-null pointer is a table leaked by `insert`, freed only on drop.
+        !t.is_null() && unsafe { &*t }[skip_slot(addr)].load(Ordering::Relaxed) == !addr
+    }
+
+    /// Skip the function at `addr` on this thread from now on (owner only).
+    #[cold]
+    pub fn insert(&self, addr: u64) {
+        let mut t = self.0.load(Ordering::Relaxed);
+        if t.is_null() {
+            let table: Box<[AtomicU64; SKIP_SLOTS]> = Box::new(std::array::from_fn(|_| AtomicU64::new(0)));
+            t = Box::into_raw(table);
+            self.0.store(t, Ordering::Relaxed);
+        }
+        // SAFETY: as in `contains`.
+        let table = unsafe { &*t };
+        table[skip_slot(addr)].store(!addr, Ordering::Relaxed);
+    }
+}
+
+impl Drop for SiteSkip {
+    fn drop(&mut self) {
+        let t = *self.0.get_mut();
+        if !t.is_null() {
+            // SAFETY: made by Box::into_raw in `insert`, and nobody else holds it any more.
+            drop(unsafe { Box::from_raw(t) });
+        }
+    }
 }
 
 // SAFETY: `data` is only touched by the owning thread inside enter/leave, or by finalize after
@@ -347,7 +409,7 @@ impl ThreadBuffer {
         let data = ThreadData::for_thread(index, keep_calls);
         crate::spill::thread_started(index, os_tid);
         let stats = data.stats().clone();
-        ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, data: UnsafeCell::new(data) }
+        ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, skip: SiteSkip::default(), data: UnsafeCell::new(data) }
     }
 
     /// The innermost open region on this thread, read by the sampler's signal handler while
@@ -394,6 +456,22 @@ impl ThreadBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skip_table() {
+        let s = SiteSkip::default();
+        // Empty: nothing skipped, not even address 0 or all ones.
+        assert!(!s.contains(0x401000) && !s.contains(0) && !s.contains(u64::MAX));
+        s.insert(0x401000);
+        assert!(s.contains(0x401000) && !s.contains(0x401010) && !s.contains(0));
+        // Another address on the same slot takes it: the first is no longer skipped (its next
+        // call takes the slow path, which decides again).
+        let other = (0..1u64 << 24).map(|k| 0x401000 + (k << 4)).find(|&a| a != 0x401000 && skip_slot(a) == skip_slot(0x401000)).unwrap();
+        s.insert(other);
+        assert!(s.contains(other) && !s.contains(0x401000));
+        s.insert(0);
+        assert!(s.contains(0));
+    }
 
     fn calls(d: &mut ThreadData, id: u32) -> Vec<Call> {
         let (starts, ends) = std::mem::take(d.log(id)).columns();

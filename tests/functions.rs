@@ -225,3 +225,71 @@ fn setup_finalize_and_off() {
         assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
     }
 }
+
+/// Instrumented code left the hard way, on the main thread and on two threads at once: C++
+/// exceptions thrown through instrumented frames (their exits run as they unwind: every call
+/// recorded), longjmp out of instrumented frames (the calls it left open are closed unrecorded
+/// and counted in `dropped_calls` when the function that called setjmp returns), and recursion
+/// deeper than the 4096 calls a thread may have open (the calls beyond are counted in
+/// `dropped_calls`, and the thread records again once back). Nothing stays falsely open; then
+/// the same with the filter excluding some of these functions and throttling others.
+#[test]
+fn exceptions_longjmp_and_deep_recursion() {
+    let dir = scratch("functions_hostile");
+    let exe = build("g++", "instrumented_hostile", &["tests/c/instrumented_hostile.cpp"], &dir, &["-pthread", "-Wno-infinite-recursion"]);
+    let (rounds, depth) = (50usize, 6000usize);
+    let threads = 3;
+    let file = dir.join("hostile.h5");
+    let started = std::time::Instant::now();
+    let out = run(Command::new(&exe).args([rounds.to_string(), depth.to_string()]).env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_THROTTLE", "off"));
+    ok(&out);
+    assert!(started.elapsed().as_secs() < 60, "the run took {:?}", started.elapsed());
+    assert_eq!(text(&out.stdout).lines().last(), Some(format!("caught {}", rounds * threads).as_str()), "{}", text(&out.stderr));
+    let regions = read_regions(&hdf5::File::open(&file).unwrap(), 0);
+    let get = |name: &str| regions.get(name).unwrap_or_else(|| panic!("no region '{name}' in {:?}", regions.keys().collect::<Vec<_>>()));
+    // Exceptions: every call of thrower (6 a throw) and catcher recorded, none open or dropped.
+    assert_eq!(get("thrower(int)").starts.len(), 6 * rounds * threads);
+    assert_eq!(get("catcher()").starts.len(), rounds * threads);
+    // longjmp: jump_root recorded; the 4 jumper calls of each jump dropped, none recorded.
+    assert_eq!(get("jump_root()").starts.len(), rounds * threads);
+    let jumper = get("jumper(int)");
+    assert_eq!((jumper.starts.len(), jumper.dropped_calls), (0, (4 * rounds * threads) as i64));
+    // Deep recursion: what the stack held recorded, the rest counted, and recording goes on.
+    let d = get("deep(int)");
+    let recorded = d.starts.len();
+    assert_eq!(recorded + d.dropped_calls as usize, depth * threads, "recorded {recorded}, dropped {}", d.dropped_calls);
+    assert!(recorded <= 4096 * threads && d.dropped_calls as usize >= (depth - 4096) * threads, "recorded {recorded}, dropped {}", d.dropped_calls);
+    assert_eq!(get("after()").starts.len(), 10 * threads);
+    for (name, r) in &regions {
+        assert_eq!(r.open_calls, 0, "{name} falsely open");
+        if !matches!(name.as_str(), "jumper(int)" | "deep(int)") {
+            assert_eq!(r.dropped_calls, 0, "{name}");
+        }
+    }
+    // The filter excludes thrower and after, throttling (after 20 calls on a thread) stops
+    // catcher: what is recorded stays exact.
+    let filter = dir.join("filter.txt");
+    std::fs::write(&filter, "SCOREP_REGION_NAMES_BEGIN\nEXCLUDE thrower* after*\nSCOREP_REGION_NAMES_END\n").unwrap();
+    let out = run(Command::new(&exe)
+        .args([rounds.to_string(), depth.to_string()])
+        .env("SCOPE_PROFILER_FILE", &file)
+        .env("SCOPE_PROFILER_FILTER", &filter)
+        .env("SCOPE_PROFILER_THROTTLE", "20,1000000"));
+    ok(&out);
+    let regions = read_regions(&hdf5::File::open(&file).unwrap(), 0);
+    assert!(!regions.contains_key("thrower(int)") && !regions.contains_key("after()"), "{:?}", regions.keys().collect::<Vec<_>>());
+    // Throttled after its 21st call on the thread that throttled it; the others stop at their
+    // next call once no call of it is open there.
+    let n = regions["catcher()"].starts.len();
+    assert!((21..=21 * threads).contains(&n), "catcher(): {n}");
+    // jump_root's calls end with the jumps' calls open inside them: closed out of order, they
+    // are recorded but not timed for throttling.
+    assert_eq!(regions["jump_root()"].starts.len(), rounds * threads);
+    // The jumps a throttled jump_root no longer closes are closed by the thread's outer calls.
+    assert_eq!(regions["jumper(int)"].dropped_calls, (4 * rounds * threads) as i64);
+    for (name, r) in &regions {
+        assert_eq!(r.open_calls, 0, "{name} falsely open");
+    }
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("instrumented function(s) throttled") && stderr.contains("'catcher()'"), "{stderr}");
+}

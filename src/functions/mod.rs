@@ -123,19 +123,17 @@ fn what() -> What {
     What::Function { include }
 }
 
-/// An instrumented function was entered.
+/// An instrumented function was entered. A function this thread does not record (excluded,
+/// throttled) is put in the thread's skip table, which the hooks read first
+/// (`profiler::site_skipped`): its later calls and exits return there. Excluded and skipped
+/// functions never touch `fn_overflow`, so that an enter and its exit agree on it whether or
+/// not the skip table caught them.
 #[inline(always)]
 pub fn enter<R: Recording>(rec: &mut R, addr: u64) {
-    {
-        let l = rec.late();
-        if l.fn_overflow > 0 {
-            l.fn_overflow += 1;
-            return;
-        }
-    }
     let p = late::lookup(rec, late::key(0, addr), what);
     let id = id_of(p);
     if id == late::NOT_RECORDED {
+        rec.skip_site(addr);
         return;
     }
     let local = local_of(p);
@@ -143,12 +141,21 @@ pub fn enter<R: Recording>(rec: &mut R, addr: u64) {
     if l.throttled_seen != THROTTLED_COUNT.load(Ordering::Relaxed) {
         note_throttled(l);
     }
+    let overflow = l.fn_overflow > 0;
     let Some(st) = l.fns.get_mut(local) else { return };
     if st.skip {
+        rec.skip_site(addr);
+        return;
+    }
+    if overflow {
+        // Nested beyond the thread's deepest stack: not recorded, counted, exit skipped.
+        l.fn_overflow += 1;
+        rec.dropped(id);
         return;
     }
     if st.pending && st.depth == 0 {
         st.skip = true;
+        rec.skip_site(addr);
         return;
     }
     if rec.start(id) {
@@ -157,29 +164,30 @@ pub fn enter<R: Recording>(rec: &mut R, addr: u64) {
         }
     } else {
         // The thread's stack of open calls is full: this enter and every one until its exit
-        // are not recorded, and their exits are skipped.
+        // are not recorded (counted in the region's `dropped_calls`), and their exits are
+        // skipped.
         rec.late().fn_overflow = 1;
+        rec.dropped(id);
     }
 }
 
 /// An instrumented function returned (`end`: the clock when it did).
 #[inline(always)]
 pub fn exit<R: Recording>(rec: &mut R, addr: u64, end: i64) {
-    {
-        let l = rec.late();
-        if l.fn_overflow > 0 {
-            l.fn_overflow -= 1;
-            return;
-        }
-    }
     let Some(p) = late::known(rec, late::key(0, addr)) else { return };
     let id = id_of(p);
     if id == late::NOT_RECORDED {
         return;
     }
     let local = local_of(p);
-    match rec.late().fns.get(local) {
-        Some(st) if !st.skip && st.depth > 0 => {}
+    let l = rec.late();
+    match l.fns.get(local) {
+        Some(st) if st.skip => return,
+        _ if l.fn_overflow > 0 => {
+            l.fn_overflow -= 1;
+            return;
+        }
+        Some(st) if st.depth > 0 => {}
         _ => return,
     }
     let start = rec.innermost_start(id);

@@ -55,6 +55,11 @@ pub trait Recording {
     fn innermost_start(&self, id: u32) -> Option<i64>;
     /// The thread's state for these regions.
     fn late(&mut self) -> &mut ThreadLate;
+    /// One call of `id` not recorded (refused too deep): counted in the file.
+    fn dropped(&mut self, id: u32);
+    /// This thread no longer records the instrumented function at `addr`: its hooks return
+    /// at once from now on.
+    fn skip_site(&mut self, addr: u64);
     /// A new region with a provisional name.
     fn register(&mut self, provisional: &str) -> Result<u32>;
 }
