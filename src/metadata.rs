@@ -38,6 +38,9 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
         ("language".into(), AttrValue::Str(config.language.clone())),
         ("clock_mode".into(), AttrValue::Str(config.clock.as_str().into())),
     ];
+    if let Some(pages) = crate::calllog::huge::report() {
+        out.push(("call_log_pages".into(), AttrValue::Str(pages)));
+    }
     if config.metadata_detail == MetadataDetail::Full {
         out.push(("hostname".into(), AttrValue::Str(uts.nodename.clone())));
         out.push((

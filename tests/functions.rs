@@ -245,7 +245,9 @@ fn exceptions_longjmp_and_deep_recursion() {
     ok(&out);
     assert!(started.elapsed().as_secs() < 60, "the run took {:?}", started.elapsed());
     assert_eq!(text(&out.stdout).lines().last(), Some(format!("caught {}", rounds * threads).as_str()), "{}", text(&out.stderr));
-    let regions = read_regions(&hdf5::File::open(&file).unwrap(), 0);
+    let h5 = hdf5::File::open(&file).unwrap();
+    call_log_pages(&h5, true);
+    let regions = read_regions(&h5, 0);
     let get = |name: &str| regions.get(name).unwrap_or_else(|| panic!("no region '{name}' in {:?}", regions.keys().collect::<Vec<_>>()));
     // Exceptions: every call of thrower (6 a throw) and catcher recorded, none open or dropped.
     assert_eq!(get("thrower(int)").starts.len(), 6 * rounds * threads);
@@ -292,4 +294,22 @@ fn exceptions_longjmp_and_deep_recursion() {
     }
     let stderr = text(&out.stderr);
     assert!(stderr.contains("instrumented function(s) throttled") && stderr.contains("'catcher()'"), "{stderr}");
+    // The calls' chunks off the huge-page blocks: no attribute.
+    let out = run(Command::new(&exe).args(["2", "10"]).env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_HUGE_PAGES", "0"));
+    ok(&out);
+    call_log_pages(&hdf5::File::open(&file).unwrap(), false);
+}
+
+/// `metadata/call_log_pages`: what the kernel gave the blocks of the calls' chunks, present when
+/// transparent huge pages are offered (`always`, `madvise`) and the blocks are used (`used`).
+fn call_log_pages(h5: &hdf5::File, used: bool) {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let offered = thp.contains("[always]") || thp.contains("[madvise]");
+    let meta = h5.group("metadata").unwrap();
+    if !(offered && used) {
+        assert!(meta.attr("call_log_pages").is_err(), "THP {thp:?}, used {used}: the attribute should be absent");
+        return;
+    }
+    let pages = str_attr(&meta, "call_log_pages");
+    assert!(pages == "2 MiB (transparent huge pages)" || pages.starts_with("4 KiB (the kernel gave small pages: "), "{pages}");
 }
