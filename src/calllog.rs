@@ -494,7 +494,8 @@ impl Drop for Cursor<'_> {
 pub mod huge {
     use std::ptr::NonNull;
     use std::sync::atomic::{AtomicU8, Ordering};
-    use std::sync::{Arc, Mutex};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
 
     /// `SCOPE_PROFILER_HUGE_PAGES=0` keeps the chunks off the arena (the benchmarks' baseline).
     pub const ENV: &str = "SCOPE_PROFILER_HUGE_PAGES";
@@ -516,7 +517,7 @@ pub mod huge {
         fn drop(&mut self) {
             // SAFETY: a mapping of BLOCK bytes made by `map_block`, no chunk of it left.
             unsafe { libc::munmap(self.0.as_ptr().cast(), BLOCK) };
-            let mut live = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut live = BLOCKS.lock();
             live.retain(|&b| b != self.0.as_ptr() as usize);
         }
     }
@@ -571,7 +572,7 @@ pub mod huge {
                 libc::munmap(tail as *mut libc::c_void, start + len - tail);
             }
             libc::madvise(aligned as *mut libc::c_void, BLOCK, libc::MADV_HUGEPAGE);
-            BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).push(aligned);
+            BLOCKS.lock().push(aligned);
             NonNull::new(aligned as *mut u8)
         }
     }
@@ -583,7 +584,7 @@ pub mod huge {
         if bytes > BLOCK || !offered() {
             return None;
         }
-        let mut guard = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = CURRENT.lock();
         if guard.as_ref().is_none_or(|c| BLOCK - c.used < bytes) {
             *guard = Some(Current { block: Arc::new(Block(map_block()?)), used: 0 });
         }
@@ -598,7 +599,7 @@ pub mod huge {
     /// arena is not used (no block), else "2 MiB" when all of its resident memory is on huge
     /// pages, or "4 KiB (N of M MiB on 2 MiB pages)" when the kernel gave small pages.
     pub fn report() -> Option<String> {
-        let blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let blocks = BLOCKS.lock().clone();
         if blocks.is_empty() {
             return None;
         }
