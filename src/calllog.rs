@@ -242,22 +242,24 @@ impl CallLog {
         let first = if spill { crate::spill::PAGE_WORDS } else { FIRST_CHUNK };
         let words = last.map_or(first, |w| w * 2).clamp(first, MAX_CHUNK);
         let header = [CHUNK_MAGIC as u64 | (self.region as u64) << 32, 0, self.thread as u64 | (words as u64) << 32, 0];
-        let base = match if spill { crate::spill::map_chunk(words) } else { None } {
-            Some((offset, base)) => {
+        let spilled = if spill { crate::spill::map_chunk(words) } else { None };
+        let huge = if spilled.is_none() { huge::chunk(words) } else { None };
+        let base = match (spilled, huge) {
+            (Some((offset, base)), _) => {
                 self.chunks.push(Chunk { store: Store::Spilled(offset), words, used: 0 });
                 base
             }
-            None if huge::offered() && let Some((block, base)) = huge::chunk(words) => {
+            (None, Some((block, base))) => {
                 self.chunks.push(Chunk { store: Store::Huge { _block: block, base }, words, used: 0 });
                 base
             }
-            None if words * 8 >= LARGE => {
+            (None, None) if words * 8 >= LARGE => {
                 let mut b = PageVec::zeroed(words);
                 let base = b.as_mut_ptr();
                 self.chunks.push(Chunk { store: Store::Mapped(b), words, used: 0 });
                 base
             }
-            None => {
+            (None, None) => {
                 let mut b = vec![0u64; words].into_boxed_slice();
                 let base = b.as_mut_ptr();
                 self.chunks.push(Chunk { store: Store::Heap(b), words, used: 0 });
