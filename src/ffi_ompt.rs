@@ -181,7 +181,6 @@ unsafe extern "C" fn on_parallel_end(parallel_data: *mut ompt_data_t, _encounter
     if parallel_data.is_null() {
         return;
     }
-    let end = clock::now_stop();
     // SAFETY: the word on_parallel_begin wrote, or 0.
     let p = unsafe { (*parallel_data).ptr } as *const Team;
     if p.is_null() {
@@ -192,7 +191,11 @@ unsafe extern "C" fn on_parallel_end(parallel_data: *mut ompt_data_t, _encounter
         (*parallel_data).ptr = std::ptr::null_mut();
         Arc::from_raw(p)
     };
-    team.end.store(end, Ordering::Release);
+    // The primary thread's part ended just before and set the team's end (one clock read
+    // less per region); where it was not seen, now.
+    if team.end.load(Ordering::Acquire) == 0 {
+        let _ = team.end.compare_exchange(0, clock::now_stop(), Ordering::Release, Ordering::Relaxed);
+    }
 }
 
 /// The team in a region's data word, with a reference of the caller's own.
@@ -234,7 +237,7 @@ unsafe extern "C" fn on_implicit_task(
     parallel_data: *mut ompt_data_t,
     _task_data: *mut ompt_data_t,
     _actual_parallelism: c_uint,
-    _index: c_uint,
+    index: c_uint,
     flags: c_int,
 ) {
     if !openmp::active() {
@@ -254,7 +257,7 @@ unsafe extern "C" fn on_implicit_task(
         }
         SCOPE_END => {
             let end = clock::now_stop();
-            record(|r| openmp::implicit_task_end(r, end, initial));
+            record(|r| openmp::implicit_task_end(r, end, initial, index == 0));
         }
         _ => {}
     }

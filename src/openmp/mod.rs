@@ -388,12 +388,17 @@ pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<Arc<Team>>) {
 
 /// A thread's part of a parallel region ends; `initial`: the runtime says it is an initial
 /// task, which ends a part only of a league (a team's initial task, `omp teams`), never the
-/// program's own initial task.
-pub fn implicit_task_end<R: Recording>(rec: &mut R, end: i64, initial: bool) {
-    if initial {
-        let league = rec.late().omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).is_some_and(|o| kind_of(o.extra) & !IN_PARALLEL == TEAMS);
-        if !league {
-            return;
+/// program's own initial task. `primary`: the team's thread 0, whose end is the team's (the
+/// region's end that workers' parts reported late are closed at; `parallel_end` then needs
+/// no clock read of its own).
+pub fn implicit_task_end<R: Recording>(rec: &mut R, end: i64, initial: bool, primary: bool) {
+    let inner = rec.late().omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT);
+    if initial && !inner.is_some_and(|o| kind_of(o.extra) & !IN_PARALLEL == TEAMS) {
+        return;
+    }
+    if primary {
+        if let Some(team) = inner.and_then(|o| o.team.as_ref()) {
+            let _ = team.end.compare_exchange(0, end, Ordering::Release, Ordering::Relaxed);
         }
     }
     end_single(rec, Some(end));
