@@ -254,8 +254,8 @@ fn label(kind: u8) -> Label {
 /// (at a key's first sight).
 #[cold]
 fn in_parallel_label(base: u8) -> Label {
-    static MADE: std::sync::Mutex<Vec<(u8, Label)>> = std::sync::Mutex::new(Vec::new());
-    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    static MADE: parking_lot::Mutex<Vec<(u8, Label)>> = parking_lot::Mutex::new(Vec::new());
+    let mut made = MADE.lock();
     if let Some(&(_, l)) = made.iter().find(|(k, _)| *k == base) {
         return l;
     }
