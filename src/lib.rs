@@ -71,6 +71,8 @@ pub mod registry;
 /// cbindgen:ignore
 pub mod route;
 /// cbindgen:ignore
+pub mod run_values;
+/// cbindgen:ignore
 pub mod sampling;
 /// cbindgen:ignore
 pub mod signals;

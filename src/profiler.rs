@@ -1121,6 +1121,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
+    info.extra.extend(crate::run_values::attributes());
     // The file's thread ids are positions among the threads that recorded (merge's order);
     // matched by thread index (a Linux thread id can be reused by a later thread).
     let threads = taken

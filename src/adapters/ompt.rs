@@ -2,7 +2,7 @@
 //! `ompt_start_tool`, which the OpenMP runtime looks for in the process (the library linked or
 //! preloaded) or in the libraries `OMP_TOOL_LIBRARIES` names, and the callbacks it registers.
 //! Like `ffi`: the C types and values, pointers checked, panics caught here; the work is in
-//! `openmp` (the regions) and `profiler` (the recorder).
+//! `openmp` (the regions) and the recording (through `adapters`).
 //!
 //! `ompt_start_tool` returns NULL, so that the runtime runs with no tool at all, when
 //! `SCOPE_PROFILER_OPENMP=0` or `SCOPE_PROFILER_DISABLE=1`, when it was called before (one
@@ -14,7 +14,8 @@
 
 use crate::late::Team;
 use crate::openmp::{self, Settings};
-use crate::{clock, profiler, warn};
+use super as recording;
+use crate::{clock, warn};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -137,8 +138,8 @@ unsafe extern "C" fn finalize(_tool_data: *mut ompt_data_t) {}
 
 /// Run `f` on the calling thread's recorder, never unwinding into the runtime.
 #[inline(always)]
-fn record(f: impl FnOnce(&mut profiler::Recorder<'_>)) {
-    let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(f)));
+fn record(f: impl FnOnce(&mut recording::Recorder<'_>)) {
+    let _ = catch_unwind(AssertUnwindSafe(|| recording::on_thread(f)));
 }
 
 /// The value of a data word the runtime hands us, 0 for NULL.
@@ -215,8 +216,8 @@ fn set_up_now() {
         return;
     }
     let _ = catch_unwind(|| {
-        if profiler::is_uninitialized() {
-            if let Err(e) = profiler::setup_implicit(profiler::ImplicitOrigin::OpenMpTool) {
+        if recording::not_set_up() {
+            if let Err(e) = recording::set_up(recording::ImplicitOrigin::OpenMpTool) {
                 warn::once("implicit-setup-failed", &format!("setting profiling up for the OpenMP tool failed: {e}"));
             }
         }
