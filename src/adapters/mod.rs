@@ -8,6 +8,8 @@
 //! - `functions`: GCC's and Clang's `-finstrument-functions` hooks; the work is `functions`'.
 //! - `mpi_calls`: the MPI plugin's internal table (`sp__mpi_core_api`); the work is
 //!   `mpi_calls`'.
+//! - `kokkos`: the Kokkos tools interface (`kokkosp_*`, docs/kokkos.md).
+//! - `nvtx`: the NVTX injection (`InitializeInjectionNvtx2`, docs/nvtx.md).
 //!
 //! The interface: register a name once (`register`); start and stop a region on the calling
 //! thread (`start`/`stop` by id, `start_named`/`stop_named` by a name cached by pointer and
@@ -21,7 +23,11 @@
 /// cbindgen:ignore
 pub mod functions;
 /// cbindgen:ignore
+pub mod kokkos;
+/// cbindgen:ignore
 pub mod mpi_calls;
+/// cbindgen:ignore
+pub mod nvtx;
 /// cbindgen:ignore
 pub mod ompt;
 
@@ -50,10 +56,11 @@ pub fn stop(id: u32) -> Result<()> {
 }
 
 /// Open a call of the region a caller's name stands for, without hashing it once seen: see
-/// `profiler::start_named` (`token` is where the caller keeps the name).
+/// `profiler::start_named` (`token` is where the caller keeps the name). The region's id
+/// (for `stop`), None when not recording.
 #[inline(always)]
-pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
-    profiler::start_named(token, same, read)
+pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<Option<u32>> {
+    profiler::start_named_id(token, same, read)
 }
 
 /// The stop counterpart of `start_named`.
@@ -137,4 +144,176 @@ pub fn write_inside_mpi_finalize() {
 /// Write this rank's profile before `MPI_Abort` kills the job.
 pub fn write_before_abort() {
     profiler::finalize_before_abort()
+}
+
+/// Add `bytes` moved to region `id`'s calls on the calling thread (a deep copy's size).
+pub fn add_bytes(id: u32, bytes: u64) {
+    let _ = profiler::annotate(id, 1, bytes as f64);
+}
+
+/// Whether the environment variable `name` says off (`0`, `false`, `off`, `no`), or profiling
+/// is disabled altogether (`SCOPE_PROFILER_DISABLE=1`).
+pub fn switched_off_by_env(name: &str) -> bool {
+    let off = |var: &str, want: bool| std::env::var(var).ok().and_then(|v| crate::config::env_bool(&v)) == Some(want);
+    off(name, false) || off(crate::config::env::DISABLE, true)
+}
+
+/// Another copy of the library is the one the program sees (it is linked with one, and another
+/// tool loaded another file): that copy is profiling, this one stays out.
+pub fn another_copy_is_used() -> bool {
+    // SAFETY: dlsym with a NUL-terminated name; the result is only compared.
+    let seen = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"sp_setup".as_ptr()) };
+    let ours = crate::ffi::sp_setup as *const () as *mut std::ffi::c_void;
+    !seen.is_null() && seen != ours
+}
+
+// ---------------------------------------------------------------------------------------
+// Names that other tools hand in (a kernel label, a range message): untrusted C strings.
+
+/// The longest name kept (the registry's limit); a longer one is cut.
+pub const MAX_LABEL: usize = crate::registry::MAX_NAME_LEN;
+
+/// The bytes of another tool's NUL-terminated string, at most `MAX_LABEL + 1` of them read
+/// (more means over-long); None for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string (or at least `MAX_LABEL + 1` readable bytes).
+#[inline(always)]
+pub unsafe fn c_bytes<'a>(p: *const std::ffi::c_char) -> Option<&'a [u8]> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as the caller promises; strnlen reads no further than the limit.
+    let len = unsafe { libc::strnlen(p, MAX_LABEL + 1) };
+    // SAFETY: len bytes are readable.
+    Some(unsafe { std::slice::from_raw_parts(p as *const u8, len) })
+}
+
+/// Whether the C string at `p` followed by `suffix` is `cached` (the name cache's check; no
+/// byte of `p` beyond the first difference is read).
+///
+/// # Safety
+/// `p` points to a NUL-terminated string.
+#[inline(always)]
+pub unsafe fn c_equals_with_suffix(p: *const std::ffi::c_char, cached: &[u8], suffix: &[u8]) -> bool {
+    let Some(head_len) = cached.len().checked_sub(suffix.len()) else { return false };
+    let (head, tail) = cached.split_at(head_len);
+    if tail != suffix {
+        return false;
+    }
+    let p = p as *const u8;
+    for (i, &b) in head.iter().enumerate() {
+        // SAFETY: bytes 0..i matched non-NUL bytes of `cached`, so the string extends to i.
+        if unsafe { *p.add(i) } != b {
+            return false;
+        }
+    }
+    // SAFETY: as above, the string extends at least to head.len().
+    unsafe { *p.add(head.len()) == 0 }
+}
+
+/// A region name made of another tool's `raw` label and our `suffix` (` [for]`): an empty or
+/// missing label is replaced, one that is not UTF-8 has its bad bytes replaced, an over-long
+/// one is cut; each said once per `tool`. Mangled C++ type names (Kokkos labels an unnamed
+/// kernel by its functor's type, `Functor/Tag`) are demangled.
+pub fn region_name(tool: &str, raw: Option<&[u8]>, suffix: &str) -> String {
+    let raw = match raw {
+        None => {
+            crate::warn::once(&format!("{tool}-label-null"), &format!("{tool}: a NULL name was given; recorded as '(null)'"));
+            b"(null)".as_slice()
+        }
+        Some([]) => {
+            crate::warn::once(&format!("{tool}-label-empty"), &format!("{tool}: an empty name was given; recorded as '(unnamed)'"));
+            b"(unnamed)".as_slice()
+        }
+        Some(r) => r,
+    };
+    let mut name = match std::str::from_utf8(raw) {
+        Ok(s) => demangle_label(s),
+        Err(_) => {
+            let fixed = String::from_utf8_lossy(raw).into_owned();
+            crate::warn::once(&format!("{tool}-label-utf8"), &format!("{tool}: a name that is not UTF-8 was given; its bad bytes are replaced ('{fixed}')"));
+            fixed
+        }
+    };
+    let room = MAX_LABEL - suffix.len();
+    if name.len() > room {
+        let mut end = room;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
+        crate::warn::once(&format!("{tool}-label-long"), &format!("{tool}: a name longer than {room} bytes was given; it is cut ('{name}...')"));
+    }
+    name.push_str(suffix);
+    name
+}
+
+/// `a/b` with each part that is a mangled C++ type name (`N6Kokkos4Impl...E`, `Z4mainEUliE_`,
+/// `7Functor`) demangled; anything else as it is.
+fn demangle_label(s: &str) -> String {
+    let looks_mangled = |p: &str| {
+        let b = p.as_bytes();
+        b.len() > 2 && p.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') && (matches!(b[0], b'N' | b'Z') && b[1].is_ascii_digit() || b[0].is_ascii_digit())
+    };
+    if !s.split('/').any(looks_mangled) {
+        return s.to_string();
+    }
+    s.split('/')
+        .map(|p| {
+            if !looks_mangled(p) {
+                return p.to_string();
+            }
+            let d = crate::symbols::pretty_function(&format!("_Z{p}"), None);
+            if d.starts_with("_Z") { p.to_string() } else { d }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A per-thread stack of the regions an adapter opened whose stop names none (Kokkos's
+/// `popRegion`, NVTX's `nvtxRangePop`): ids, `NOT_RECORDED` for a start that recorded nothing
+/// (so that its stop pops it too), and a count of starts beyond the depth kept.
+pub struct Stack {
+    ids: Vec<u32>,
+    beyond: u32,
+}
+
+/// A start that recorded nothing (profiling off, a name refused).
+pub const NOT_RECORDED: u32 = u32::MAX;
+
+impl Stack {
+    pub const fn new() -> Stack {
+        Stack { ids: Vec::new(), beyond: 0 }
+    }
+
+    #[inline(always)]
+    pub fn push(&mut self, id: u32) {
+        if self.ids.len() < crate::recorder::MAX_DEPTH {
+            self.ids.push(id);
+        } else {
+            self.beyond += 1;
+        }
+    }
+
+    /// The innermost start's id (`NOT_RECORDED` for one beyond the depth kept); None when
+    /// nothing is open.
+    #[inline(always)]
+    pub fn pop(&mut self) -> Option<u32> {
+        if self.beyond > 0 {
+            self.beyond -= 1;
+            return Some(NOT_RECORDED);
+        }
+        self.ids.pop()
+    }
+
+    pub fn depth(&self) -> usize {
+        self.ids.len() + self.beyond as usize
+    }
+}
+
+impl Default for Stack {
+    fn default() -> Self {
+        Stack::new()
+    }
 }
