@@ -11,8 +11,8 @@
 #define SP_START(n) sp_region_start(n)
 #define SP_STOP(n) sp_region_stop(n)
 #else
-#define SP_START(n) 0
-#define SP_STOP(n) 0
+#define SP_START(n) ((void)0)
+#define SP_STOP(n) ((void)0)
 #endif
 #ifdef WITH_MPI
 #include <mpi.h>
@@ -42,6 +42,11 @@ int main(int argc, char **argv) {
         if (fin) b(j) = u;
       });
       total += s;
+#ifdef WITH_MPI
+      double all = 0;
+      MPI_Allreduce(&s, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      total += all;
+#endif
       Kokkos::Profiling::popRegion();
       SP_STOP("sp_mine");
       Kokkos::Profiling::startSection(sec);
