@@ -127,6 +127,11 @@ fn kokkos_program_through_kokkos_profile_library() {
     let inner_at = tree.lines().position(|l| l.contains("kk_inner")).unwrap();
     let outer_at = tree.lines().position(|l| l.contains("kk_outer")).unwrap();
     assert!(outer_at < inner_at, "kk_inner is not under kk_outer:\n{tree}");
+    // sptool inspect names the source, and the memory spaces' high-water marks.
+    let inspect = sptool(&["inspect", file.to_str().unwrap()]);
+    for want in ["Sources of regions", "Kokkos 3.4", "(tools interface version 20210225)", "high-water mark per space", "Host 0.0"] {
+        assert!(inspect.contains(want), "sptool inspect lacks '{want}':\n{inspect}");
+    }
     // Every layout holds the kernels.
     for layout in ["columnar", "aggregate"] {
         let f2 = dir.join(format!("kk_{layout}.h5"));

@@ -125,6 +125,11 @@ fn nvtx_program_through_nvtx_injection64_path() {
     let out = run(Command::new(&exe).arg("4").env("NVTX_INJECTION64_PATH", lib()).env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_LAYOUT", "regions"));
     ok(&out);
     check(&file, 4, false, &text(&out.stderr));
+    let exe = lib_dir().join("sptool");
+    let inspect = run(Command::new(&exe).arg("inspect").arg(&file));
+    assert!(inspect.status.success(), "sptool inspect failed:\n{}", text(&inspect.stderr));
+    let inspect = text(&inspect.stdout);
+    assert!(inspect.contains("Sources of regions") && inspect.contains("NVTX injection"), "sptool inspect lacks the NVTX source:\n{inspect}");
 }
 
 #[test]

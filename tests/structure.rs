@@ -225,7 +225,7 @@ fn the_adapters_enter_the_recording_through_one_interface() {
     let mut files = Vec::new();
     rust_files(&dir, &mut files);
     let names: BTreeSet<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    for want in ["mod.rs", "ompt.rs", "functions.rs", "mpi_calls.rs"] {
+    for want in ["mod.rs", "ompt.rs", "functions.rs", "mpi_calls.rs", "kokkos.rs", "nvtx.rs"] {
         assert!(names.contains(want), "src/adapters/{want} is missing (found {names:?})");
     }
     for old in ["ffi_ompt.rs", "ffi_functions.rs", "ffi_mpi.rs"] {

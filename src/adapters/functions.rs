@@ -56,6 +56,7 @@ fn not_active(this_fn: *mut c_void) {
         if !functions::wants_implicit_setup() {
             return;
         }
+        recording::note_source("functions", "functions compiled with -finstrument-functions");
         match recording::set_up(recording::ImplicitOrigin::InstrumentedFunction) {
             Ok(_) => {}
             Err(e) => crate::warn::once("implicit-setup-failed", &format!("setting profiling up for the instrumented functions failed: {e}")),

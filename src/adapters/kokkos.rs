@@ -89,6 +89,7 @@ pub extern "C" fn kokkosp_init_library(_load_seq: c_int, interface_ver: u64, _de
                 }
             }
         }
+        recording::note_source("kokkos", &format!("Kokkos tools interface, version {interface_ver}"));
         ON.store(true, Ordering::Release);
     });
 }
@@ -318,7 +319,11 @@ pub extern "C" fn kokkosp_declare_metadata(key: *const c_char, value: *const c_c
     let _ = catch_unwind(|| {
         // SAFETY: Kokkos passes NUL-terminated strings or NULL.
         let (Some(k), Some(v)) = (unsafe { recording::c_bytes(key) }, unsafe { recording::c_bytes(value) }) else { return };
-        recording::note(&format!("kokkos:{}", String::from_utf8_lossy(k)), &String::from_utf8_lossy(v));
+        let (k, v) = (String::from_utf8_lossy(k), String::from_utf8_lossy(v));
+        if k == "Kokkos Version" {
+            recording::note_source("kokkos", &format!("Kokkos {v} (tools interface version {})", VERSION.load(Ordering::Relaxed)));
+        }
+        recording::note(&format!("kokkos:{k}"), &v);
     });
 }
 

@@ -100,6 +100,12 @@ pub fn note(name: &str, value: &str) {
     run_values::set_note(name, value);
 }
 
+/// The adapter `name` is in use (`what` it is): the rank attribute `source:<name>`, which
+/// `sptool inspect` lists among the sources of the file's regions.
+pub fn note_source(name: &str, what: &str) {
+    run_values::set_note(&format!("source:{name}"), what);
+}
+
 /// Run `f` on the calling thread's recorder (the regions named at finalize: OpenMP
 /// constructs, instrumented functions); None while not recording.
 #[inline(always)]

@@ -149,6 +149,7 @@ extern "C" fn after_init(fortran: c_int, init_ns: i64, thread_level: c_int) {
         if !mpi_calls::wants_implicit_setup() {
             return;
         }
+        recording::note_source("mpi_calls", "MPI calls (the MPI plugin)");
         let origin = if fortran != 0 { recording::ImplicitOrigin::MpiInitFortran } else { recording::ImplicitOrigin::MpiInitC };
         match recording::set_up(origin) {
             Ok(crate::status::Status::Ok) => mpi_calls::note_init_time(init_ns),

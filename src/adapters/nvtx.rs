@@ -151,6 +151,7 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: GetExportTable) -> 
                 return 0;
             }
         }
+        recording::note_source("nvtx", "NVTX injection");
         ON.store(true, Ordering::Release);
         1
     })

@@ -121,6 +121,7 @@ unsafe extern "C" fn initialize(lookup: ompt_function_lookup_t, _initial_device_
             set(set_callback, CB_TASK_SCHEDULE, on_task_schedule as *const ());
         }
         openmp::note_tool_started();
+        recording::note_source("openmp", "OpenMP tools interface (OMPT)");
         // A program that has not set profiling up (the library only named by
         // OMP_TOOL_LIBRARIES, or linked for this) is set up at its first parallel region: not
         // here, inside the runtime's initialization, which setting up would call back into
