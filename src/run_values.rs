@@ -5,7 +5,7 @@
 
 use crate::model::AttrValue;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// More counters or notes than any run reports; later ones are dropped (said once).
 const MAX_ENTRIES: usize = 1024;
@@ -31,7 +31,7 @@ fn cut(s: &str) -> String {
 
 /// The counter `name` has the value `value` now.
 pub fn set_counter(name: &str, value: i64) {
-    let mut g = VALUES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = VALUES.lock();
     let v = g.get_or_insert_with(Values::default);
     if let Some(c) = v.counters.get_mut(name) {
         *c = (value, c.1.max(value));
@@ -44,7 +44,7 @@ pub fn set_counter(name: &str, value: i64) {
 
 /// The note `name` says `value` (the last one said is kept).
 pub fn set_note(name: &str, value: &str) {
-    let mut g = VALUES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = VALUES.lock();
     let v = g.get_or_insert_with(Values::default);
     if v.notes.len() < MAX_ENTRIES || v.notes.contains_key(name) {
         v.notes.insert(cut(name), cut(value));
@@ -55,7 +55,7 @@ pub fn set_note(name: &str, value: &str) {
 
 /// The rank's attributes of what was reported so far.
 pub fn attributes() -> Vec<(String, AttrValue)> {
-    let g = VALUES.lock().unwrap_or_else(|e| e.into_inner());
+    let g = VALUES.lock();
     let Some(v) = g.as_ref() else { return Vec::new() };
     let mut out = Vec::new();
     for (name, (last, max)) in &v.counters {

@@ -20,7 +20,7 @@ use crate::warn;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The switch for this adapter.
@@ -338,7 +338,7 @@ static SPACES: Mutex<Vec<(String, u64, u64)>> = Mutex::new(Vec::new());
 
 fn account(space: &Kokkos_Profiling_SpaceHandle, size: u64, allocate: bool) {
     let name = space_name(space);
-    let mut spaces = SPACES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spaces = SPACES.lock();
     let i = match spaces.iter().position(|s| s.0 == name) {
         Some(i) => i,
         None if spaces.len() < MAX_SPACES => {

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The switch for this adapter.
@@ -462,7 +462,7 @@ fn range_start(m: Option<Message>, suffix: &str) -> u64 {
         let n = name_of(&m, suffix);
         let id = recording::register(n.as_bytes()).ok().filter(|_| !recording::switched_off())?;
         let handle = NEXT_RANGE.fetch_add(1, Ordering::Relaxed);
-        let mut g = RANGES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = RANGES.lock();
         let open = g.get_or_insert_with(HashMap::new);
         if open.len() >= MAX_OPEN_RANGES {
             misuse("too-many-ranges", &format!("more than {MAX_OPEN_RANGES} start/end ranges open at once (ends missing?): later ones are not recorded"));
@@ -476,7 +476,7 @@ fn range_start(m: Option<Message>, suffix: &str) -> u64 {
 
 fn range_stop(handle: u64) {
     let _ = catch_unwind(|| {
-        let found = RANGES.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|m| m.remove(&handle));
+        let found = RANGES.lock().as_mut().and_then(|m| m.remove(&handle));
         match found {
             Some((id, start)) => {
                 recording::closed(id, start);
