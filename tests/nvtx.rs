@@ -25,11 +25,16 @@ fn nvtx_include() -> PathBuf {
 }
 
 fn build(name: &str, dir: &Path, linked: bool) -> PathBuf {
+    build_with(name, dir, linked, &[])
+}
+
+fn build_with(name: &str, dir: &Path, linked: bool, defines: &[&str]) -> PathBuf {
     let exe = dir.join(name);
     let mut cmd = Command::new("cc");
     cmd.args(["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror"])
         .arg(format!("-I{}", nvtx_include().display()))
         .arg(format!("-I{}", repo_root().join("include").display()))
+        .args(defines)
         .arg(repo_root().join("tests/c/nvtx_app.c"))
         .arg("-o")
         .arg(&exe);
@@ -140,6 +145,12 @@ fn linked_nvtx_program_with_regions_of_its_own() {
     let out = run(Command::new(&exe).arg("3").env("NVTX_INJECTION64_PATH", lib()).env("SCOPE_PROFILER_FILE", &file));
     ok(&out);
     check(&file, 3, true, &text(&out.stderr));
+    // Built to look for an injection in the process, the linked program needs no variable.
+    let exe = build_with("nvtx_app_preinject", &dir, true, &["-DNVTX_SUPPORT_ALREADY_INJECTED_LIBRARY=1"]);
+    let file = dir.join("nv_pre.h5");
+    let out = run(Command::new(&exe).arg("2").env_remove("NVTX_INJECTION64_PATH").env("SCOPE_PROFILER_FILE", &file));
+    ok(&out);
+    check(&file, 2, true, &text(&out.stderr));
 }
 
 #[test]

@@ -158,6 +158,14 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: GetExportTable) -> 
     .unwrap_or(0)
 }
 
+/// The same, found in the process by a program built with
+/// `-DNVTX_SUPPORT_ALREADY_INJECTED_LIBRARY=1` (linked with the library, or preloaded): NVTX 3.1
+/// looks for this name there only when built so.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjectionNvtx2Preinject(get_export_table: GetExportTable) -> c_int {
+    InitializeInjectionNvtx2(get_export_table)
+}
+
 /// Put each callback into its slot of `module` (slots out of the table or NULL are skipped).
 unsafe fn fill(
     module_table: unsafe extern "C" fn(c_int, *mut *const FunctionSlot, *mut u32) -> c_int,
