@@ -132,6 +132,10 @@ fn kokkos_program_through_kokkos_profile_library() {
     for want in ["Sources of regions", "Kokkos 3.4", "(tools interface version 20210225)", "high-water mark per space", "Host 0.0"] {
         assert!(inspect.contains(want), "sptool inspect lacks '{want}':\n{inspect}");
     }
+    // The deep copies' bytes: 4 copies of 1000 doubles (32,000 bytes, 3.2e-05 GB).
+    let work = &inspect[inspect.find("FLOPs and bytes").expect("no FLOPs and bytes table")..];
+    let row = work.lines().find(|l| l.trim_start().starts_with("deep_copy kk_h <- kk_b")).unwrap_or_else(|| panic!("no deep copy row:\n{work}"));
+    assert!(row.contains("3.2e-05"), "the deep copies' bytes: {row}");
     // Every layout holds the kernels.
     for layout in ["columnar", "aggregate"] {
         let f2 = dir.join(format!("kk_{layout}.h5"));
