@@ -238,7 +238,7 @@ pub extern "C" fn kokkosp_push_profile_region(name: *const c_char) {
         return;
     }
     let id = start_label(name, "").unwrap_or(NOT_RECORDED);
-    let _ = REGIONS.try_with(|s| s.borrow_mut().push(id));
+    let _ = REGIONS.try_with(|s| s.try_borrow_mut().map(|mut s| s.push(id)));
 }
 
 /// `popRegion()`: the calling thread's innermost profile region ends.
@@ -247,7 +247,7 @@ pub extern "C" fn kokkosp_pop_profile_region() {
     if !on() {
         return;
     }
-    match REGIONS.try_with(|s| s.borrow_mut().pop()) {
+    match REGIONS.try_with(|s| s.try_borrow_mut().map_or(Some(NOT_RECORDED), |mut s| s.pop())) {
         Ok(Some(NOT_RECORDED)) | Err(_) => {}
         Ok(Some(id)) => {
             let _ = catch_unwind(|| recording::stop(id));
@@ -403,7 +403,7 @@ pub extern "C" fn kokkosp_begin_deep_copy(
     .ok()
     .flatten()
     .unwrap_or(NOT_RECORDED);
-    let _ = COPIES.try_with(|s| s.borrow_mut().push(id));
+    let _ = COPIES.try_with(|s| s.try_borrow_mut().map(|mut s| s.push(id)));
 }
 
 #[unsafe(no_mangle)]
@@ -411,7 +411,7 @@ pub extern "C" fn kokkosp_end_deep_copy() {
     if !on() {
         return;
     }
-    if let Ok(Some(id)) = COPIES.try_with(|s| s.borrow_mut().pop()) {
+    if let Ok(Some(id)) = COPIES.try_with(|s| s.try_borrow_mut().map_or(Some(NOT_RECORDED), |mut s| s.pop())) {
         if id != NOT_RECORDED {
             let _ = catch_unwind(|| recording::stop(id));
         }

@@ -364,7 +364,8 @@ fn push(domain: usize, m: Option<Message>, suffix: &'static str) -> c_int {
     };
     STACKS
         .try_with(|s| {
-            let mut s = s.borrow_mut();
+            // Busy: a signal handler of the program's calling NVTX inside an NVTX call.
+            let Ok(mut s) = s.try_borrow_mut() else { return -1 };
             let i = match s.iter().position(|e| e.0 == domain) {
                 Some(i) => i,
                 None => {
@@ -381,7 +382,7 @@ fn push(domain: usize, m: Option<Message>, suffix: &'static str) -> c_int {
 #[inline(always)]
 fn pop(domain: usize) -> c_int {
     let popped = STACKS.try_with(|s| {
-        let mut s = s.borrow_mut();
+        let mut s = s.try_borrow_mut().ok()?;
         let e = s.iter_mut().find(|e| e.0 == domain)?;
         e.1.pop().map(|id| (id, e.1.depth() as c_int))
     });
