@@ -249,7 +249,11 @@ pub fn region_name(tool: &str, raw: Option<&[u8]>, suffix: &str) -> String {
             end -= 1;
         }
         name.truncate(end);
-        crate::warn::once(&format!("{tool}-label-long"), &format!("{tool}: a name longer than {room} bytes was given; it is cut ('{name}...')"));
+        let mut shown = 60.min(name.len());
+        while !name.is_char_boundary(shown) {
+            shown -= 1;
+        }
+        crate::warn::once(&format!("{tool}-label-long"), &format!("{tool}: a name longer than {room} bytes was given; it is cut to {room} ('{}...')", &name[..shown]));
     }
     name.push_str(suffix);
     name
@@ -270,7 +274,9 @@ fn demangle_label(s: &str) -> String {
             if !looks_mangled(p) {
                 return p.to_string();
             }
-            let d = crate::symbols::pretty_function(&format!("_Z{p}"), None);
+            // A plain class name (`7Functor`) is a name only inside a nested name.
+            let mangled = if p.as_bytes()[0].is_ascii_digit() { format!("_ZN{p}E") } else { format!("_Z{p}") };
+            let d = crate::symbols::pretty_function(&mangled, None);
             if d.starts_with("_Z") { p.to_string() } else { d }
         })
         .collect::<Vec<_>>()
@@ -321,5 +327,51 @@ impl Stack {
 impl Default for Stack {
     fn default() -> Self {
         Stack::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_made_safe_and_readable() {
+        assert_eq!(region_name("T", Some(b"flux"), " [for]"), "flux [for]");
+        assert_eq!(region_name("T", None, " [for]"), "(null) [for]");
+        assert_eq!(region_name("T", Some(b""), ""), "(unnamed)");
+        assert_eq!(region_name("T", Some(b"a\xffb"), ""), "a\u{fffd}b");
+        let long = region_name("T", Some(&[b'x'; 5000]), " [scan]");
+        assert!(long.len() <= MAX_LABEL && long.ends_with("x [scan]"), "{}", long.len());
+        assert_eq!(region_name("T", Some(b"Z4mainEUliE_"), ""), "main::{lambda(int)#1}");
+        assert_eq!(region_name("T", Some(b"N6Kokkos4Impl3FooE/5MyTag"), ""), "Kokkos::Impl::Foo/MyTag");
+        // Labels that only look a little like mangled names stay as they are.
+        assert_eq!(region_name("T", Some(b"Kokkos::View::initialization [x]"), ""), "Kokkos::View::initialization [x]");
+        assert_eq!(region_name("T", Some(b"3d_stencil"), ""), "3d_stencil");
+    }
+
+    #[test]
+    fn c_names_compare_with_their_suffix() {
+        // SAFETY: NUL-terminated literals.
+        unsafe {
+            assert!(c_equals_with_suffix(c"flux".as_ptr(), b"flux [for]", b" [for]"));
+            assert!(!c_equals_with_suffix(c"flux".as_ptr(), b"flux [reduce]", b" [for]"));
+            assert!(!c_equals_with_suffix(c"flu".as_ptr(), b"flux [for]", b" [for]"));
+            assert!(!c_equals_with_suffix(c"fluxx".as_ptr(), b"flux [for]", b" [for]"));
+            assert!(!c_equals_with_suffix(c"x".as_ptr(), b"]", b" [for]"));
+            assert_eq!(c_bytes(c"abc".as_ptr()), Some(&b"abc"[..]));
+            assert_eq!(c_bytes(std::ptr::null()), None);
+        }
+    }
+
+    #[test]
+    fn the_stack_pops_what_it_pushed_and_counts_beyond_its_depth() {
+        let mut s = Stack::new();
+        assert_eq!(s.pop(), None);
+        for i in 0..crate::recorder::MAX_DEPTH as u32 + 2 {
+            s.push(i);
+        }
+        assert_eq!(s.depth(), crate::recorder::MAX_DEPTH + 2);
+        assert_eq!((s.pop(), s.pop()), (Some(NOT_RECORDED), Some(NOT_RECORDED)));
+        assert_eq!(s.pop(), Some(crate::recorder::MAX_DEPTH as u32 - 1));
     }
 }
