@@ -32,6 +32,6 @@ fi
 # The NVTX injection's tests: the NVTX 3 headers (header-only; no CUDA needed).
 if ! .venv/bin/python -c "import nvidia.nvtx" 2>/dev/null; then
   echo "[setup] installing the NVTX headers (nvidia-nvtx-cu12) into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check "nvidia-nvtx-cu12"
+  .venv/bin/pip install -q --disable-pip-version-check "nvidia-nvtx-cu12==12.9.79"
 fi
 echo "[setup] ok"
