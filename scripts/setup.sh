@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential pkg-config libhdf5-dev hdf5-tools libopenmpi-dev openmpi-bin gfortran
           cmake libclang-dev likwid python3-venv fonts-dejavu-core util-linux valgrind
           mpich libmpich-dev strace clang libomp-dev)
+# The Kokkos tool adapter's tests: Debian's Kokkos (3.4, Serial backend).
+PACKAGES+=(libtrilinos-kokkos-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,5 +28,10 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import scope_profiler" 2>
   echo "[setup] creating .venv with scope-profiler from PyPI"
   "$PY" -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check "scope-profiler==0.7.5"
+fi
+# The NVTX injection's tests: the NVTX 3 headers (header-only; no CUDA needed).
+if ! .venv/bin/python -c "import nvidia.nvtx" 2>/dev/null; then
+  echo "[setup] installing the NVTX headers (nvidia-nvtx-cu12) into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check "nvidia-nvtx-cu12==12.9.79"
 fi
 echo "[setup] ok"

@@ -8,6 +8,8 @@
 //! Only `ffi` goes into the C header: every other module is marked `cbindgen:ignore`.
 
 /// cbindgen:ignore
+pub mod adapters;
+/// cbindgen:ignore
 pub mod calllog;
 /// cbindgen:ignore
 pub mod callpath;
@@ -22,12 +24,6 @@ pub mod counters;
 /// cbindgen:ignore
 pub mod encode;
 pub mod ffi;
-/// cbindgen:ignore
-pub mod ffi_functions;
-/// cbindgen:ignore
-pub mod ffi_mpi;
-/// cbindgen:ignore
-pub mod ffi_ompt;
 /// cbindgen:ignore
 pub mod functions;
 /// cbindgen:ignore
@@ -74,6 +70,8 @@ pub mod reentry;
 pub mod registry;
 /// cbindgen:ignore
 pub mod route;
+/// cbindgen:ignore
+pub mod run_values;
 /// cbindgen:ignore
 pub mod sampling;
 /// cbindgen:ignore

@@ -457,6 +457,10 @@ pub enum ImplicitOrigin {
     OpenMpTool,
     /// The first call of a function compiled with -finstrument-functions.
     InstrumentedFunction,
+    /// Kokkos loaded the library as its tool (`kokkosp_init_library`).
+    KokkosTool,
+    /// NVTX loaded the library as its injection (`InitializeInjectionNvtx2`).
+    NvtxInjection,
 }
 
 impl ImplicitOrigin {
@@ -465,7 +469,7 @@ impl ImplicitOrigin {
             ImplicitOrigin::MpiInitC => "C",
             ImplicitOrigin::MpiInitFortran => "Fortran",
             // The Fortran runtime is loaded in a Fortran program.
-            ImplicitOrigin::OpenMpTool | ImplicitOrigin::InstrumentedFunction => {
+            ImplicitOrigin::OpenMpTool | ImplicitOrigin::InstrumentedFunction | ImplicitOrigin::KokkosTool | ImplicitOrigin::NvtxInjection => {
                 let fortran = crate::symbols::loaded_modules().iter().any(|m| m.path.rsplit('/').next().is_some_and(|f| f.starts_with("libgfortran.")));
                 if fortran { "Fortran" } else { "C" }
             }
@@ -474,6 +478,11 @@ impl ImplicitOrigin {
 
     fn is_mpi(self) -> bool {
         matches!(self, ImplicitOrigin::MpiInitC | ImplicitOrigin::MpiInitFortran)
+    }
+
+    /// Whether `IMPLICIT_ORIGIN`'s value `stored` is a setup by a tool other than MPI.
+    fn stored_not_mpi(stored: u8) -> bool {
+        stored != 0 && stored != ImplicitOrigin::MpiInitC as u8 + 1 && stored != ImplicitOrigin::MpiInitFortran as u8 + 1
     }
 }
 
@@ -508,7 +517,7 @@ pub fn setup_implicit(origin: ImplicitOrigin) -> Result<Status> {
 fn attach_after_implicit_setup(origin: ImplicitOrigin) {
     let mut guard = session();
     let from = IMPLICIT_ORIGIN.load(Ordering::Acquire);
-    let earlier_not_mpi = from == ImplicitOrigin::OpenMpTool as u8 + 1 || from == ImplicitOrigin::InstrumentedFunction as u8 + 1;
+    let earlier_not_mpi = ImplicitOrigin::stored_not_mpi(from);
     let Some(session) = guard.as_mut() else { return };
     if !IMPLICIT.load(Ordering::Acquire) || !earlier_not_mpi || session.mpi.is_some() {
         return;
@@ -781,9 +790,15 @@ pub struct CallerName<'a> {
 /// name still equals `cached`; `read()` reads and checks the name (only on a cache miss).
 #[inline(always)]
 pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
+    start_named_id(token, same, read).map(drop)
+}
+
+/// `start_named`, returning the id of the region started (None when not recording).
+#[inline(always)]
+pub fn start_named_id<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<Option<u32>> {
     with_thread(|data, cs| {
         let id = lookup_name(data, token, same, read, true)?;
-        open_call(data, id, cs)
+        open_call(data, id, cs).map(|_| Some(id))
     })
 }
 
@@ -1146,6 +1161,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
+    info.extra.extend(crate::run_values::attributes());
     // The file's thread ids are positions among the threads that recorded (merge's order);
     // matched by thread index (a Linux thread id can be reused by a later thread).
     let threads = taken
@@ -1250,7 +1266,7 @@ fn finalize_unfinished(why: &str) {
         // Set up by the OpenMP tool or an instrumented function, with no sp_setup: the end of
         // the run is where such a profile is written, nothing to warn about.
         let origin = IMPLICIT_ORIGIN.load(Ordering::Acquire);
-        let expected = origin == ImplicitOrigin::OpenMpTool as u8 + 1 || origin == ImplicitOrigin::InstrumentedFunction as u8 + 1;
+        let expected = ImplicitOrigin::stored_not_mpi(origin);
         if !expected {
             warn::always(why);
         }

@@ -214,3 +214,35 @@ fn the_reading_finds_circles() {
     assert!(text.contains("circle: a <-> b <-> c") && text.contains("b -> c  (") && text.contains("inner.rs:1)"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The sources of regions other than our own API are one family: one folder, one file per
+/// adapter, each entering the recording through the folder's interface (`adapters/mod.rs`),
+/// never through the profiler, the recorder or the registry directly; and nothing of the
+/// library's own pipeline imports an adapter.
+#[test]
+fn the_adapters_enter_the_recording_through_one_interface() {
+    let dir = src().join("adapters");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let names: BTreeSet<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    for want in ["mod.rs", "ompt.rs", "functions.rs", "mpi_calls.rs", "kokkos.rs", "nvtx.rs"] {
+        assert!(names.contains(want), "src/adapters/{want} is missing (found {names:?})");
+    }
+    for old in ["ffi_ompt.rs", "ffi_functions.rs", "ffi_mpi.rs"] {
+        assert!(!src().join(old).exists(), "src/{old} is back: the adapters live in src/adapters/");
+    }
+    let mut bypass = Vec::new();
+    for path in files.iter().filter(|p| !p.ends_with("mod.rs")) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let text = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+        for (name, line) in names_in(text, true) {
+            if matches!(name.as_str(), "profiler" | "recorder" | "registry") {
+                bypass.push(format!("{}:{line} imports {name}", path.display()));
+            }
+        }
+    }
+    assert!(bypass.is_empty(), "an adapter enters the recording around the interface of src/adapters/mod.rs:\n{}", bypass.join("\n"));
+    let (_, imports) = read_imports(&src());
+    let into: Vec<String> = imports.iter().filter(|((_, to), _)| to == "adapters").map(|((from, _), place)| format!("{from} -> adapters ({place})")).collect();
+    assert!(into.is_empty(), "the pipeline imports an adapter (adapters sit on top of it):\n{}", into.join("\n"));
+}

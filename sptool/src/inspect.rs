@@ -25,6 +25,7 @@ pub fn render(profile: &Profile, filter: &Filter, options: &Options) -> String {
     header(profile, filter, &rows, &mut out);
     metadata(&profile.metadata, options.full, &mut out);
     ranks(profile, filter, &mut out);
+    sources(profile, filter, &mut out);
     region_table(profile, filter, &rows, options.per_rank, &mut out);
     histograms(profile, filter, &rows, &mut out);
     for table in likwid_tables(profile, filter) {
@@ -297,7 +298,9 @@ fn ranks(profile: &Profile, filter: &Filter, out: &mut String) {
     let mut extra: Vec<&str> = selected
         .iter()
         .flat_map(|r| r.attrs.iter().map(|(n, _)| n.as_str()))
-        .filter(|k| !RANK_KEYS.contains(k))
+        // The sources' own attributes are in their section (below); Kokkos's declared
+        // metadata (dozens of build options) is in the file for whoever wants it.
+        .filter(|k| !RANK_KEYS.contains(k) && ![SOURCE_PREFIX, "kokkos:", "counter:", "counter_max:"].iter().any(|p| k.starts_with(p)))
         .collect();
     extra.sort_unstable();
     extra.dedup();
@@ -312,6 +315,50 @@ fn ranks(profile: &Profile, filter: &Filter, out: &mut String) {
     }
     out.push_str(&format!("Ranks ({})\n", selected.len()));
     table.render(out);
+    out.push('\n');
+}
+
+/// The rank attributes naming the sources of regions other than the program's own API that
+/// were in use (`source:<name>`: the OpenMP tool, instrumented functions, the MPI plugin's MPI
+/// calls, the Kokkos tool, the NVTX injection).
+const SOURCE_PREFIX: &str = "source:";
+
+/// Which sources of regions were in use, on which ranks, and the Kokkos memory spaces'
+/// high-water marks.
+fn sources(profile: &Profile, filter: &Filter, out: &mut String) {
+    let selected: Vec<_> = profile.ranks.iter().filter(|r| filter.rank(r.rank)).collect();
+    // source -> (what, ranks)
+    let mut found: BTreeMap<&str, (String, Vec<i64>)> = BTreeMap::new();
+    // space -> (largest high-water mark, ranks)
+    let mut spaces: BTreeMap<&str, (i64, Vec<i64>)> = BTreeMap::new();
+    for r in &selected {
+        for (k, v) in &r.attrs {
+            if let Some(name) = k.strip_prefix(SOURCE_PREFIX) {
+                found.entry(name).or_insert_with(|| (v.to_string(), Vec::new())).1.push(r.rank as i64);
+            } else if let (Some(space), AttrValue::Int(b)) = (k.strip_prefix("counter_max:kokkos_bytes:"), v) {
+                let e = spaces.entry(space).or_insert((0, Vec::new()));
+                e.0 = e.0.max(*b);
+                e.1.push(r.rank as i64);
+            }
+        }
+    }
+    if found.is_empty() {
+        return;
+    }
+    out.push_str("Sources of regions besides the program's own (sp_*)
+");
+    let mut table = Table::new(["source", "what", "ranks"]).left_aligned();
+    for (name, (what, ranks)) in &found {
+        table.row(vec![name.to_string(), what.clone(), fmt::ranges(ranks)]);
+    }
+    table.render(out);
+    if !spaces.is_empty() {
+        out.push_str("  Kokkos memory: high-water mark per space (largest over the ranks):");
+        for (space, (b, ranks)) in &spaces {
+            out.push_str(&format!(" {space} {:.3} MiB (ranks {})", *b as f64 / (1024.0 * 1024.0), fmt::ranges(ranks)));
+        }
+        out.push('\n');
+    }
     out.push('\n');
 }
 

@@ -2,7 +2,7 @@
 //! `ompt_start_tool`, which the OpenMP runtime looks for in the process (the library linked or
 //! preloaded) or in the libraries `OMP_TOOL_LIBRARIES` names, and the callbacks it registers.
 //! Like `ffi`: the C types and values, pointers checked, panics caught here; the work is in
-//! `openmp` (the regions) and `profiler` (the recorder).
+//! `openmp` (the regions) and the recording (through `adapters`).
 //!
 //! `ompt_start_tool` returns NULL, so that the runtime runs with no tool at all, when
 //! `SCOPE_PROFILER_OPENMP=0` or `SCOPE_PROFILER_DISABLE=1`, when it was called before (one
@@ -14,7 +14,8 @@
 
 use crate::late::Team;
 use crate::openmp::{self, Settings};
-use crate::{clock, profiler, warn};
+use super as recording;
+use crate::{clock, warn};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -121,6 +122,7 @@ unsafe extern "C" fn initialize(lookup: ompt_function_lookup_t, _initial_device_
         }
         openmp::note_tool_started();
         openmp::note_runtime(found as usize as u64);
+        recording::note_source("openmp", "OpenMP tools interface (OMPT)");
         // A program that has not set profiling up (the library only named by
         // OMP_TOOL_LIBRARIES, or linked for this) is set up at its first parallel region: not
         // here, inside the runtime's initialization, which setting up would call back into
@@ -138,8 +140,8 @@ unsafe extern "C" fn finalize(_tool_data: *mut ompt_data_t) {}
 
 /// Run `f` on the calling thread's recorder, never unwinding into the runtime.
 #[inline(always)]
-fn record(f: impl FnOnce(&mut profiler::Recorder<'_>)) {
-    let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(f)));
+fn record(f: impl FnOnce(&mut recording::Recorder<'_>)) {
+    let _ = catch_unwind(AssertUnwindSafe(|| recording::on_thread(f)));
 }
 
 /// The value of a data word the runtime hands us, 0 for NULL.
@@ -169,7 +171,7 @@ unsafe extern "C" fn on_parallel_begin(
         let (codeptr, league) = (codeptr_ra as u64, flags & PARALLEL_LEAGUE != 0);
         let team = match openmp::in_runtime(codeptr) {
             false => openmp::team(codeptr, league),
-            true => profiler::with_recorder(|r| openmp::team_inside(r, league)).unwrap_or_else(|| openmp::team(0, league)),
+            true => recording::on_thread(|r| openmp::team_inside(r, league)).unwrap_or_else(|| openmp::team(0, league)),
         };
         let team = Arc::new(team);
         // SAFETY: the region's data word, ours to write.
@@ -224,8 +226,8 @@ fn set_up_now() {
         return;
     }
     let _ = catch_unwind(|| {
-        if profiler::is_uninitialized() {
-            if let Err(e) = profiler::setup_implicit(profiler::ImplicitOrigin::OpenMpTool) {
+        if recording::not_set_up() {
+            if let Err(e) = recording::set_up(recording::ImplicitOrigin::OpenMpTool) {
                 warn::once("implicit-setup-failed", &format!("setting profiling up for the OpenMP tool failed: {e}"));
             }
         }
@@ -315,7 +317,7 @@ unsafe extern "C" fn on_task_create(
 ) {
     if !new_task_data.is_null() && flags & TASK_EXPLICIT != 0 {
         let c = codeptr_ra as u64;
-        let inside = || catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| openmp::task_key_inside(r)))).ok().flatten();
+        let inside = || catch_unwind(AssertUnwindSafe(|| recording::on_thread(|r| openmp::task_key_inside(r)))).ok().flatten();
         let key = if openmp::in_runtime(c) { inside().unwrap_or(openmp::task_key(0)) } else { openmp::task_key(c) };
         // SAFETY: the new task's data word, ours to write.
         unsafe { (*new_task_data).value = key };

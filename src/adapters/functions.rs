@@ -7,7 +7,8 @@
 //! and the profile is written at the end of the run. While profiling is off (disabled, not set
 //! up, finalized) a hook costs a load or two and returns.
 
-use crate::{clock, functions, profiler};
+use super as recording;
+use crate::{clock, functions};
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,20 +39,20 @@ pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut
 
 #[inline(never)]
 fn enter(this_fn: *mut c_void) {
-    let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| functions::enter(r, this_fn as u64))));
+    let _ = catch_unwind(AssertUnwindSafe(|| recording::on_thread(|r| functions::enter(r, this_fn as u64))));
 }
 
 #[inline(never)]
 fn exit(this_fn: *mut c_void) {
     let end = clock::now_stop();
-    let _ = catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| functions::exit(r, this_fn as u64, end))));
+    let _ = catch_unwind(AssertUnwindSafe(|| recording::on_thread(|r| functions::exit(r, this_fn as u64, end))));
 }
 
 /// Not recording: the first call of a program that never set profiling up sets it up.
 #[cold]
 #[inline(never)]
 fn not_active(this_fn: *mut c_void) {
-    if TRIED.load(Ordering::Relaxed) || !profiler::is_uninitialized() {
+    if TRIED.load(Ordering::Relaxed) || !recording::not_set_up() {
         return;
     }
     if TRIED.swap(true, Ordering::AcqRel) {
@@ -61,7 +62,8 @@ fn not_active(this_fn: *mut c_void) {
         if !functions::wants_implicit_setup() {
             return;
         }
-        match profiler::setup_implicit(profiler::ImplicitOrigin::InstrumentedFunction) {
+        recording::note_source("functions", "functions compiled with -finstrument-functions");
+        match recording::set_up(recording::ImplicitOrigin::InstrumentedFunction) {
             Ok(_) => {}
             Err(e) => crate::warn::once("implicit-setup-failed", &format!("setting profiling up for the instrumented functions failed: {e}")),
         }

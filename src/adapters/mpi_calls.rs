@@ -2,13 +2,14 @@
 //! program's MPI calls (mirror of mpi/c/sp_mpi_core.h): one exported symbol,
 //! `sp__mpi_core_api`, returning a versioned table of functions. Not part of the public API
 //! (not in include/scope_profiler.h). Like `ffi`: arguments checked, panics caught here, and
-//! nothing but the conversion of C values; the work is in `mpi_calls` and `profiler`.
+//! nothing but the conversion of C values; the work is in `mpi_calls` and the recording (through `adapters`).
 
 #![allow(non_camel_case_types)]
 
 use crate::mpi_calls::{self, Finished};
 use crate::mpi_stats::Event;
-use crate::{clock, profiler, warn};
+use super as recording;
+use crate::{clock, warn};
 use std::ffi::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -138,7 +139,7 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
             site: e.site,
         };
         let call = Finished { event, start: e.start, end, request: e.request, reqs };
-        profiler::with_running_thread(|d| mpi_calls::finish(d, &call));
+        recording::on_running_thread(|d| mpi_calls::finish(d, &call));
     }));
 }
 
@@ -148,8 +149,9 @@ extern "C" fn after_init(fortran: c_int, init_ns: i64, thread_level: c_int) {
         if !mpi_calls::wants_implicit_setup() {
             return;
         }
-        let origin = if fortran != 0 { profiler::ImplicitOrigin::MpiInitFortran } else { profiler::ImplicitOrigin::MpiInitC };
-        match profiler::setup_implicit(origin) {
+        recording::note_source("mpi_calls", "MPI calls (the MPI plugin)");
+        let origin = if fortran != 0 { recording::ImplicitOrigin::MpiInitFortran } else { recording::ImplicitOrigin::MpiInitC };
+        match recording::set_up(origin) {
             Ok(crate::status::Status::Ok) => mpi_calls::note_init_time(init_ns),
             Ok(_) => {}
             Err(e) => warn::once("implicit-setup-failed", &format!("setting profiling up at MPI_Init failed: {e}")),
@@ -158,11 +160,11 @@ extern "C" fn after_init(fortran: c_int, init_ns: i64, thread_level: c_int) {
 }
 
 extern "C" fn before_finalize() {
-    let _ = catch_unwind(profiler::finalize_inside_mpi_finalize);
+    let _ = catch_unwind(recording::write_inside_mpi_finalize);
 }
 
 extern "C" fn before_abort(_errorcode: c_int) {
-    let _ = catch_unwind(profiler::finalize_before_abort);
+    let _ = catch_unwind(recording::write_before_abort);
 }
 
 extern "C" fn pcontrol(level: c_int) {
