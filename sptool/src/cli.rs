@@ -73,9 +73,13 @@ pub struct LinesArgs {
     /// One table per rank instead of the ranks pooled
     #[arg(long)]
     pub per_rank: bool,
-    /// Do not print the source text of the lines
+    /// Do not print the source text of the lines (by default the text of the local files named in the profile is printed)
     #[arg(long)]
     pub no_source: bool,
+    /// Look for the recorded source files under DIR (where the sources are now), by the
+    /// recorded path's tail; may be given more than once
+    #[arg(long, value_name = "DIR")]
+    pub source_root: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -392,7 +396,7 @@ fn run(command: Command) -> Result<()> {
             if ranks.is_empty() {
                 return Err(Error::in_file(&args.file, "no rank with samples matches --ranks"));
             }
-            let options = crate::lines::Options { region: args.region, top: args.top, per_rank: args.per_rank, source: !args.no_source };
+            let options = crate::lines::Options { region: args.region, top: args.top, per_rank: args.per_rank, source: !args.no_source, source_roots: args.source_root };
             print(&crate::lines::render(&args.file, &ranks, &options)?)
         }
         Command::Tree(args) => {

@@ -234,10 +234,11 @@ impl Filter {
     /// Read and parse a filter file (at most `MAX_BYTES`).
     pub fn read(path: &std::path::Path) -> Result<Filter, String> {
         use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err("not a regular file".into());
-        }
+        // Never blocks: a FIFO, device, socket or directory is refused before it is opened.
+        let file = safe_file::open_regular(path).map_err(|e| match safe_file::not_kind(&e) {
+            Some(_) => format!("{e}: not read"),
+            None => format!("cannot open it: {e}"),
+        })?;
         let mut bytes = Vec::new();
         file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
         if bytes.len() as u64 > MAX_BYTES {
