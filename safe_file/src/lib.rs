@@ -240,7 +240,18 @@ pub enum Replacement {
 impl Replacement {
     pub fn create(dest: &Path) -> io::Result<Replacement> {
         if is_stream(dest) {
-            let f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC).open(dest)?;
+            // Opened without blocking: a FIFO nobody reads yet is refused (ENXIO), never waited for.
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK)
+                .open(dest)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ENXIO) => io::Error::new(io::ErrorKind::WouldBlock, "nobody reads it (a FIFO with no reader yet, or a socket): start the reader first"),
+                    _ => e,
+                })?;
+            // Then blocking writes, as into any pipe.
+            // SAFETY: a descriptor we own.
+            unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::fcntl(f.as_raw_fd(), libc::F_GETFL) & !libc::O_NONBLOCK) };
             return Ok(Replacement::Stream(f, dest.to_path_buf()));
         }
         Ok(Replacement::Temp(TempFile::create(dest)?))

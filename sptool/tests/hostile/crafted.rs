@@ -399,3 +399,47 @@ fn damaged_call_paths_are_refused_in_one_line() {
     let py = base("python.h5");
     refused(&dir, &["tree", py.to_str().unwrap()], py.to_str().unwrap(), &["holds no call paths"]);
 }
+
+/// A FIFO, a socket, a directory, a device and a symlink to a FIFO named on the command line:
+/// every command refuses each at once in one line (a FIFO opened for reading would block for
+/// ever), and an output that is a FIFO nobody reads is refused, never waited for.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once_by_every_command() {
+    let dir = scratch("crafted_kinds");
+    std::fs::copy(base("threads_regions.h5"), dir.join("good.h5")).unwrap();
+    let c = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c(&dir.join("fifo")).as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink(dir.join("fifo"), dir.join("to_fifo.h5")).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(dir.join("sock")).unwrap());
+    std::fs::create_dir(dir.join("adir.h5")).unwrap();
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (file, said) in [
+        ("fifo", "a FIFO"),
+        ("to_fifo.h5", "a FIFO"),
+        ("sock", "a socket"),
+        ("/dev/zero", "a character device"),
+        ("adir.h5", "is a directory"),
+    ] {
+        let mut cmds = every_command(file);
+        cmds.extend([
+            v(&["tree", file]),
+            v(&["tree", file, "--threads"]),
+            v(&["lines", file]),
+            v(&["mpi", file]),
+            v(&["diff", file, "good.h5"]),
+            v(&["check", "good.h5", file]),
+        ]);
+        for cmd in cmds {
+            refused(&dir, &args(&cmd), file, &[said]);
+        }
+        // recover: the target is named as given, made absolute.
+        let o = sane(&dir, &["recover", file]);
+        assert_eq!(o.code, Some(1), "{}", o.describe());
+        assert_eq!(o.stderr.lines().count(), 1, "{}", o.describe());
+        assert!(o.stderr.contains(said) || (said == "is a directory" && o.stderr.contains("a directory")), "{}", o.describe());
+    }
+    // An output FIFO with no reader: refused, not waited for; the same FIFO with a reader is written.
+    let o = sane(&dir, &["export", "good.h5", "--format", "json", "-o", "fifo"]);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(o.stderr.contains("nobody reads it"), "{}", o.describe());
+}
