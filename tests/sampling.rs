@@ -297,6 +297,56 @@ fn the_programs_own_real_time_signal_is_left_to_it_or_chained() {
     check_python(&h5, &sps_files(&dir), &["alpha", "beta"], None, 50);
 }
 
+/// A program that takes the sampling signal over after setup (its own handler on every
+/// real-time signal) gets the samples from then on: that is said once on stderr, in the file
+/// (`sampling/handler_replaced`), in the finalize line and by `sptool lines`, never shown as a
+/// clean "0 samples, 0 lost". The program's handler and exit status are left alone.
+#[test]
+fn a_program_that_takes_the_sampling_signal_over_is_said_in_the_file() {
+    need_cpus(2, "two sampled threads");
+    for source in ["perf", "timer"] {
+        let dir = scratch(&format!("sampling_takeover_{source}"));
+        let exe = build(&dir);
+        let out = run_mode(
+            &exe,
+            &dir,
+            "t.h5",
+            "takeover",
+            &[("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.2"), ("SCOPE_PROFILER_SAMPLE_SOURCE", source), ("SCOPE_PROFILER_VERBOSE", "1")],
+        );
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(info(&stdout, "host_taken") > 0, "the program's handler got the samples:\n{stdout}");
+        assert_eq!(stderr.matches("replaced the handler of the sampling signal").count(), 1, "said once:\n{stderr}");
+        assert!(stdout.contains("NOT ALL COUNTED"), "{stdout}");
+        let f = hdf5::File::open(dir.join("t.h5")).unwrap();
+        let said = str_attr(&f.group("rank0/sampling").unwrap(), "handler_replaced");
+        assert!(said.contains("replaced the handler"), "{said}");
+        let lines = sptool(&["lines", dir.join("t.h5").to_str().unwrap()]);
+        assert!(text(&lines.stdout).contains("NOT ALL SAMPLES COUNTED on rank 0"), "{}{}", text(&lines.stdout), text(&lines.stderr));
+    }
+}
+
+/// A program that blocks every signal in its threads after setup: nothing hangs or dies, the
+/// samples that could not arrive are said (stderr once, the file, `sptool lines`), and what
+/// was pending when the program unblocks its signals after finalize does not kill it.
+#[test]
+fn a_program_that_blocks_the_sampling_signal_is_said_and_never_killed() {
+    need_cpus(2, "two sampled threads");
+    for source in ["perf", "timer"] {
+        let dir = scratch(&format!("sampling_block_{source}"));
+        let exe = build(&dir);
+        let out = run_mode(&exe, &dir, "b.h5", "block", &[("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.2"), ("SCOPE_PROFILER_SAMPLE_SOURCE", source)]);
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.matches("had the sampling signal").count(), 1, "said once:\n{stderr}");
+        let f = hdf5::File::open(dir.join("b.h5")).unwrap();
+        let g = f.group("rank0/sampling").unwrap();
+        assert!(str_attr(&g, "handler_replaced").contains("blocked"));
+        assert_eq!(int_attr(&g, "blocked_threads"), 2);
+        let lines = sptool(&["lines", dir.join("b.h5").to_str().unwrap()]);
+        assert!(text(&lines.stdout).contains("NOT ALL SAMPLES COUNTED"), "{}", text(&lines.stdout));
+    }
+}
+
 #[test]
 fn many_short_threads_are_each_sampled_and_leave_nothing_behind() {
     let dir = scratch("sampling_many");

@@ -54,6 +54,8 @@ pub struct RankSampling {
     pub outside: Option<i64>,
     pub lost: Option<i64>,
     pub threads: Option<i64>,
+    /// `sampling/handler_replaced`: the program took the sampling signal over.
+    pub replaced: Option<String>,
     pub lines: Vec<Line>,
 }
 
@@ -107,6 +109,7 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankSampling> {
         r.outside = s.attr_i64("outside_samples").filter(|&v| v >= 0);
         r.lost = s.attr_i64("lost_samples").filter(|&v| v >= 0);
         r.threads = s.attr_i64("threads").filter(|&v| v >= 0);
+        r.replaced = s.attr_string("handler_replaced").filter(|w| !w.is_empty());
     }
     if g.has("line_profile") {
         let lp = g.group("line_profile")?;
@@ -308,14 +311,20 @@ fn describe(ranks: &[&RankSampling]) -> String {
         return String::new();
     }
     let ticks = sum(|r| r.ticks);
-    format!(
+    let mut text = format!(
         "sampled at {} Hz of CPU time ({}) on {} thread(s): {ticks} samples, {} outside regions, {} lost\n",
         hz.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("/"),
         mech.join(", "),
         sum(|r| r.threads),
         pct(sum(|r| r.outside), ticks),
         sum(|r| r.lost)
-    )
+    );
+    for r in ranks {
+        if let Some(what) = &r.replaced {
+            text.push_str(&format!("NOT ALL SAMPLES COUNTED on rank {}: {}\n", r.rank, fmt::clip(&what.replace(|c: char| c.is_control(), " "), 300)));
+        }
+    }
+    text
 }
 
 /// The report.
@@ -372,8 +381,8 @@ mod tests {
         std::fs::write(&src, "int a;\n  x = y * 2;   \n\u{1b}[31mred\n").unwrap();
         let s = src.to_string_lossy().into_owned();
         let ranks = vec![
-            RankSampling { rank: 0, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(10), outside: Some(0), lost: Some(0), threads: Some(1), lines: vec![line("solve", &s, 2, 6), line("solve", &s, 3, 2)] },
-            RankSampling { rank: 1, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(2), outside: Some(0), lost: Some(0), threads: Some(1), lines: vec![line("solve", &s, 2, 2), line("io", "/nonexistent.c", 9, 2)] },
+            RankSampling { rank: 0, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(10), outside: Some(0), lost: Some(0), threads: Some(1), replaced: None, lines: vec![line("solve", &s, 2, 6), line("solve", &s, 3, 2)] },
+            RankSampling { rank: 1, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(2), outside: Some(0), lost: Some(0), threads: Some(1), replaced: None, lines: vec![line("solve", &s, 2, 2), line("io", "/nonexistent.c", 9, 2)] },
         ];
         let o = Options { region: None, top: 10, per_rank: false, source: true, source_roots: vec![] };
         let text = render(Path::new("x.h5"), &ranks, &o).unwrap();
