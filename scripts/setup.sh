@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential pkg-config libhdf5-dev hdf5-tools libopenmpi-dev openmpi-bin gfortran
           cmake libclang-dev likwid python3-venv fonts-dejavu-core util-linux valgrind
           mpich libmpich-dev strace clang libomp-dev)
+# glibc's split debug file (names and lines of sampled libc code, found by build id)
+PACKAGES+=(libc6-dbg)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

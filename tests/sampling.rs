@@ -347,6 +347,64 @@ fn a_program_that_blocks_the_sampling_signal_is_said_and_never_killed() {
     }
 }
 
+/// The line_profile records of rank 0: (region, function, filename, samples).
+fn records(h5: &Path) -> Vec<(String, String, String, i64)> {
+    let f = hdf5::File::open(h5).unwrap();
+    let lp = f.group("rank0/line_profile").unwrap();
+    let mut out = Vec::new();
+    for name in lp.member_names().unwrap() {
+        let g = lp.group(&name).unwrap();
+        let hits: Vec<i64> = g.dataset("hits").unwrap().read_raw().unwrap();
+        out.push((str_attr(&g, "region"), str_attr(&g, "function"), str_attr(&g, "filename"), hits.iter().sum::<i64>()));
+    }
+    out.sort_by(|a, b| b.3.cmp(&a.3));
+    out
+}
+
+/// glibc has no line table of its own: a sampled `memset` is named from Debian's split debug
+/// file (libc6-dbg, found by build id under /usr/lib/debug) with its source line, and without
+/// the debug file (SCOPE_PROFILER_DEBUG_DIR pointing elsewhere) as `libc.so.6+0x<offset>`,
+/// never after the dynamic symbol below it (`__nss_database_lookup`). Samples inside this
+/// library are `(scope_profiler)`, not the program's code.
+#[test]
+fn sampled_library_functions_are_named_from_debug_files_or_by_module_and_offset() {
+    let debug = std::path::Path::new("/usr/lib/debug/.build-id");
+    assert!(debug.is_dir(), "libc6-dbg is not installed (scripts/setup.sh installs it): {} is missing", debug.display());
+    let dir = scratch("sampling_memset");
+    let exe = build(&dir);
+    let empty = dir.join("no_debug_files");
+    std::fs::create_dir_all(&empty).unwrap();
+    for with_debug in [true, false] {
+        let file = if with_debug { "with.h5" } else { "without.h5" };
+        let mut env = vec![("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.4")];
+        let empty_s = empty.to_string_lossy().into_owned();
+        if !with_debug {
+            env.push(("SCOPE_PROFILER_DEBUG_DIR", empty_s.as_str()));
+        }
+        run_mode(&exe, &dir, file, "memset", &env);
+        let recs = records(&dir.join(file));
+        let fill: Vec<_> = recs.iter().filter(|r| r.0 == "fill").collect();
+        let shown = format!("{fill:#?}");
+        let top = fill.first().unwrap_or_else(|| panic!("no samples in fill: {recs:?}"));
+        let total: i64 = fill.iter().map(|r| r.3).sum();
+        assert!(top.3 * 2 > total, "memset takes most of fill: {shown}");
+        if with_debug {
+            assert!(top.1.contains("memset") && top.2.contains("memset") && top.2.ends_with(".S"), "named from the debug file: {shown}");
+        } else {
+            assert!(top.1.starts_with("libc.so.6+0x") && top.2 == "??", "module and offset without the debug file: {shown}");
+        }
+        assert!(fill.iter().all(|r| !r.1.contains("nss")), "{shown}");
+        // This library's own code.
+        let calls: Vec<_> = recs.iter().filter(|r| r.0 == "calls" || r.0 == "tiny").collect();
+        let ours: i64 = calls.iter().filter(|r| r.1 == "(scope_profiler)").map(|r| r.3).sum();
+        assert!(ours > 0, "samples in the library are (scope_profiler): {calls:#?}");
+        assert!(
+            recs.iter().all(|r| !(r.1.starts_with("scope_profiler::") || r.1.starts_with("core::") || r.1.starts_with("std::") || r.1.starts_with("alloc::"))),
+            "no sample inside the library is named as the program's code: {recs:#?}"
+        );
+    }
+}
+
 #[test]
 fn many_short_threads_are_each_sampled_and_leave_nothing_behind() {
     let dir = scratch("sampling_many");

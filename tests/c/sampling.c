@@ -24,6 +24,9 @@
  *             real-time signal, as some runtimes do: it counts what reaches it (host_taken).
  *   block     threads, with every signal blocked in every thread after sp_setup (as
  *             some runtimes' worker threads do); unblocked again after sp_finalize.
+ *   memset    region `fill`: glibc's memset on a 256 KiB buffer, over and over (libc has no
+ *             line table of its own: its names come from its split debug file, if installed);
+ *             then region `calls`, holding only regions `tiny` started and stopped at once.
  *   many      $SAMPLING_TEST_THREADS threads (default 40) start, each records region `many`
  *             for a tenth of the CPU seconds, and end; then the events and timers left.
  *   none      threads without sampling.
@@ -280,7 +283,27 @@ int main(int argc, char **argv) {
     sigset_t all, before;
     sigfillset(&all);
     if (strcmp(mode, "block") == 0) pthread_sigmask(SIG_BLOCK, &all, &before);
-    if (strcmp(mode, "api") == 0) {
+    if (strcmp(mode, "memset") == 0) {
+        static char buf[256 << 10];
+        sp_region_start("fill");
+        double t0 = cpu_s();
+        int k = 0;
+        while (cpu_s() - t0 < seconds) {
+            memset(buf, k++ & 0xff, sizeof buf);
+            __asm__ volatile("" : : "r"(buf) : "memory");
+        }
+        sp_region_stop("fill");
+        sink += buf[12345];
+        /* Then the library's own code: regions too short to hold anything but its calls. */
+        sp_region_start("calls");
+        t0 = cpu_s();
+        while (cpu_s() - t0 < seconds)
+            for (int i = 0; i < 1000; i++) {
+                sp_region_start("tiny");
+                sp_region_stop("tiny");
+            }
+        sp_region_stop("calls");
+    } else if (strcmp(mode, "api") == 0) {
         bad |= api_workload();
     } else if (strcmp(mode, "many") == 0) {
         many_workload();
