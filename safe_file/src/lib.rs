@@ -537,6 +537,22 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     open_checked(path, libc::S_IFREG, 0, "a regular file")
 }
 
+/// The content of a regular file ([`open_regular`]: nothing else is opened), at most `max`
+/// bytes: a longer file is an `InvalidData` error saying so.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path)?.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("longer than {max} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_regular_text(path: &Path, max: u64) -> io::Result<String> {
+    String::from_utf8(read_regular(path, max)?).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Like [`open_regular`], for a path that must be a directory (`O_DIRECTORY`).
 pub fn open_dir(path: &Path) -> io::Result<File> {
     open_checked(path, libc::S_IFDIR, libc::O_DIRECTORY, "a directory")

@@ -26,12 +26,7 @@ const CANDIDATES: &[&str] = &[
 
 fn try_register(path: &str) -> bool {
     // A font named by SPTOOL_FONT is read only if it is a regular file (a FIFO never blocks us).
-    const MAX_FONT: u64 = 64 << 20;
-    let Ok(file) = safe_file::open_regular(std::path::Path::new(path)) else { return false };
-    let mut bytes = Vec::new();
-    if std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_FONT + 1), &mut bytes).is_err() || bytes.len() as u64 > MAX_FONT {
-        return false;
-    }
+    let Ok(bytes) = safe_file::read_regular(std::path::Path::new(path), 64 << 20) else { return false };
     // plotters keeps a `&'static` reference; the font lives as long as the process.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
