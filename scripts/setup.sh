@@ -10,6 +10,8 @@ PACKAGES=(build-essential pkg-config libhdf5-dev hdf5-tools libopenmpi-dev openm
           mpich libmpich-dev strace clang libomp-dev)
 # The Kokkos tool adapter's tests: Debian's Kokkos (3.4, Serial backend).
 PACKAGES+=(libtrilinos-kokkos-dev)
+# glibc's split debug file (names and lines of sampled libc code, found by build id)
+PACKAGES+=(libc6-dbg)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

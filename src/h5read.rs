@@ -20,7 +20,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -307,14 +306,12 @@ pub struct Member {
 }
 
 /// Does the file carry the HDF5 signature at offset 0, 512, 1024, ...?
-fn has_hdf5_signature(path: &Path, size: u64) -> std::io::Result<bool> {
-    let mut file = std::fs::File::open(path)?;
+fn has_hdf5_signature(file: &std::fs::File, size: u64) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
     let mut offset = 0u64;
     let mut buf = [0u8; 8];
     while offset + 8 <= size {
-        use std::io::Seek;
-        file.seek(std::io::SeekFrom::Start(offset))?;
-        file.read_exact(&mut buf)?;
+        file.read_exact_at(&mut buf, offset)?;
         if &buf == SIGNATURE {
             return Ok(true);
         }
@@ -337,30 +334,33 @@ pub fn open_as(path: &Path, shown: &Path) -> Result<(File, u64)> {
 }
 
 fn open_noted(path: &Path) -> Result<(File, u64)> {
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::in_file(path, "no such file"),
-        std::io::ErrorKind::PermissionDenied => Error::in_file(path, "permission denied"),
+    // Opened the one safe way (type checked before and after a non-blocking open): a FIFO,
+    // socket, device or directory is refused here and never reaches HDF5, which would block
+    // in open(2) on a FIFO.
+    let opened = safe_file::open_regular(path).map_err(|e| match (e.kind(), safe_file::not_kind(&e)) {
+        (_, Some((_, true))) => Error::in_file(path, "is a directory, not an HDF5 file"),
+        (_, Some((is, false))) => Error::in_file(path, format!("is not a regular file ({is}), not an HDF5 file")),
+        (std::io::ErrorKind::NotFound, _) => Error::in_file(path, "no such file"),
+        (std::io::ErrorKind::PermissionDenied, _) => Error::in_file(path, "permission denied"),
         _ => Error::in_file(path, format!("cannot access the file: {e}")),
     })?;
-    if meta.is_dir() {
-        return Err(Error::in_file(path, "is a directory, not an HDF5 file"));
-    }
-    if !meta.is_file() {
-        return Err(Error::in_file(path, "is not a regular file (a FIFO, socket or device), not an HDF5 file"));
-    }
-    let size = meta.len();
+    let size = opened.metadata().map_err(|e| Error::in_file(path, format!("cannot access the file: {e}")))?.len();
     if size == 0 {
         return Err(Error::in_file(path, "is empty (0 bytes), not an HDF5 file"));
     }
-    let signed = has_hdf5_signature(path, size).map_err(|e| Error::in_file(path, format!("cannot read the file: {e}")))?;
+    let signed = has_hdf5_signature(&opened, size).map_err(|e| Error::in_file(path, format!("cannot read the file: {e}")))?;
     if !signed {
         return Err(Error::in_file(path, "is not an HDF5 file (no HDF5 signature); only scope_profiler .h5 files are read"));
     }
-    let cpath = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+    // HDF5 opens by name: give it the name of the very file checked above (where /proc is
+    // mounted), so that nothing put in its place since can be opened instead.
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&opened)));
+    let name = if by_fd.exists() { by_fd } else { path.to_path_buf() };
+    let cpath = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()))
         .map_err(|_| Error::in_file(path, "the file name contains a NUL byte"))?;
     let id = sync(|| unsafe { H5Fopen(cpath.as_ptr(), H5F_ACC_RDONLY, H5P_DEFAULT) });
     if id < 0 {
-        let detail = last_error();
+        let detail = last_error().replace(&*name.to_string_lossy(), &path.to_string_lossy());
         let what = if detail.contains("truncated") {
             "is a truncated HDF5 file (was the run killed while writing?)"
         } else {

@@ -956,11 +956,12 @@ fn write_sample_file(config: &Config, profile: &RankProfile) {
                 let outside = if samples.ticks > 0 { 100.0 * samples.outside as f64 / samples.ticks as f64 } else { 0.0 };
                 let _ = writeln!(
                     std::io::stdout().lock(),
-                    "samples: {} at {} Hz on {} thread(s) ({}), {outside:.1}% outside regions; written to {} (see `sptool lines`)",
+                    "samples: {} at {} Hz on {} thread(s) ({}), {outside:.1}% outside regions{}; written to {} (see `sptool lines`)",
                     samples.ticks,
                     samples.hz,
                     samples.threads,
                     samples.mechanism,
+                    if samples.handler_replaced.is_some() { " (NOT ALL COUNTED: see the sampling warning)" } else { "" },
                     w.path.display()
                 );
             }

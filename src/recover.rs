@@ -44,6 +44,13 @@ fn is_profile(target: &Path) -> bool {
 /// Recover the spill directories of `target` into `target`. A complete profile there is never
 /// touched, nor are run directories of other users (said in the message).
 pub fn recover(target: &Path) -> Result<Recovery, String> {
+    // The target is only ever a regular file (or nothing yet): a FIFO, device, socket or
+    // directory there is refused before anything opens it (HDF5 would block on a FIFO).
+    if let Ok(m) = std::fs::metadata(target).map(|m| std::os::unix::fs::MetadataExt::mode(&m)) {
+        if m & libc::S_IFMT != libc::S_IFREG {
+            return Err(format!("is {}, not a regular file: not a profile to recover into", safe_file::kind_of(m)));
+        }
+    }
     let (dirs, passed) = scan_runs(target);
     let mut r = recover_dirs(target, &dirs, false);
     if !passed.is_empty() {
@@ -123,7 +130,7 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         return if is_profile(target) {
             Ok(Recovery { message: format!("nothing to recover: {} is a complete profile and no spill data is left", target.display()), written: None })
         } else if target.exists() {
-            let why = hdf5::File::open(target).err().map(|e| e.to_string()).unwrap_or_else(|| "it has no metadata group".into());
+            let why = crate::h5read::open(target).err().map(|e| e.to_string()).unwrap_or_else(|| "it has no metadata group".into());
             Err(format!("no spill data of {} found, and {} cannot be read as a profile ({why})", target.display(), target.display()))
         } else {
             Err(format!("no spill data of {} found (looked for {}* in {})", target.display(), dir_prefix(target), where_.display()))

@@ -7,8 +7,15 @@
 //! modules loaded in the process are listed with `dl_iterate_phdr` (path, load bias, and the
 //! address ranges of their loadable segments); the bias is subtracted to probe the module's
 //! own debug information, so PIE executables, non-PIE ones (bias 0) and shared libraries all
-//! work. Without debug information the symbol table still gives the function (`??` file,
-//! line 0); without either, `<module>+0x<offset>`.
+//! work. A module without debug information of its own is looked up in its split debug file
+//! (Debian's `-dbg`/`-dbgsym` packages): by build id, `<dir>/.build-id/xx/yyyy.debug`, then by
+//! its `.gnu_debuglink` name beside it, in its `.debug/` and under `<dir>`, where `<dir>` is
+//! `/usr/lib/debug` (or the directories of `SCOPE_PROFILER_DEBUG_DIR`, colon-separated); a
+//! debug file is used only if its build id is the module's. Without line information the
+//! symbol tables (the debug file's full one, else the module's, else its dynamic one) give the
+//! function, but only a symbol whose range contains the address (the nearest symbol below an
+//! address is often another function: glibc's `memset` variants are local symbols, and the
+//! dynamic symbol before them is `__nss_database_lookup`); otherwise `<module>+0x<offset>`.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_int, c_void};
@@ -71,10 +78,145 @@ pub fn find_module(modules: &[Module], addr: u64) -> Option<usize> {
     modules.iter().position(|m| m.ranges.iter().any(|&(s, e)| (s..e).contains(&addr)))
 }
 
+/// Where split debug files are looked for (`SCOPE_PROFILER_DEBUG_DIR`, colon-separated
+/// directories; default `/usr/lib/debug`).
+pub const ENV_DEBUG_DIR: &str = "SCOPE_PROFILER_DEBUG_DIR";
+
+fn debug_dirs() -> Vec<std::path::PathBuf> {
+    match std::env::var_os(ENV_DEBUG_DIR).filter(|v| !v.is_empty()) {
+        Some(v) => std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect(),
+        None => vec![std::path::PathBuf::from("/usr/lib/debug")],
+    }
+}
+
+/// A module file opened the safe way (a regular file, never blocking) and mapped.
+struct Mapped {
+    map: memmap2::Mmap,
+    /// The name of exactly the file opened (`/proc/self/fd/N` while `_file` is open).
+    _file: std::fs::File,
+    by_fd: std::path::PathBuf,
+}
+
+fn map_file(path: &std::path::Path) -> Option<Mapped> {
+    let file = safe_file::open_regular(path).ok()?;
+    if file.metadata().ok()?.len() > MAX_MODULE_BYTES || safe_file::on_pseudo_fs(&file) {
+        return None;
+    }
+    // SAFETY: a read-only private mapping of a regular file; a module file changed while it is
+    // read gives wrong names at worst (the parsers check every offset against the map).
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let p = std::path::PathBuf::from(format!("/proc/self/fd/{fd}"));
+    let by_fd = if p.exists() { p } else { path.to_path_buf() };
+    Some(Mapped { map, _file: file, by_fd })
+}
+
+/// Sized function symbols [start, end) (file addresses) and their raw names, sorted.
+fn sized_symbols(obj: &object::File<'_>) -> Vec<(u64, u64, String)> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let table = |syms: object::SymbolIterator<'_, '_>| -> Vec<(u64, u64, String)> {
+        syms.filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+            .filter_map(|s| Some((s.address(), s.address().saturating_add(s.size()), s.name().ok()?.to_string())))
+            .filter(|(a, _, n)| *a != 0 && !n.is_empty())
+            .collect()
+    };
+    let mut v = table(obj.symbols());
+    if v.is_empty() {
+        v = table(obj.dynamic_symbols());
+    }
+    // Several names of one function (aliases): the global one sorts first by name length.
+    v.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.len().cmp(&b.2.len())));
+    v
+}
+
+/// The symbol whose range contains `probe` (a zero-sized symbol only at its own address).
+fn containing(symbols: &[(u64, u64, String)], probe: u64) -> Option<(&str, u64)> {
+    let i = symbols.partition_point(|s| s.0 <= probe);
+    // The nearest symbols at or below the address, innermost (latest start) first.
+    symbols[..i].iter().rev().take(64).find(|s| probe < s.1 || (s.0 == s.1 && s.0 == probe)).map(|s| (s.2.as_str(), s.0))
+}
+
+/// A module's split debug file, if one with its build id is installed.
+fn find_debug_file(module: &std::path::Path, obj: &object::File<'_>) -> Option<Mapped> {
+    use object::Object;
+    let id = obj.build_id().ok().flatten().filter(|id| id.len() >= 2);
+    let same_id = |m: &Mapped| -> bool {
+        let Ok(d) = object::File::parse(&*m.map) else { return false };
+        match (id, d.build_id().ok().flatten()) {
+            (Some(a), Some(b)) => a == b,
+            (None, _) => true,
+            (Some(_), None) => false,
+        }
+    };
+    let dirs = debug_dirs();
+    if let Some(id) = id {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        for d in &dirs {
+            let p = d.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
+            if let Some(m) = map_file(&p).filter(|m| same_id(m)) {
+                return Some(m);
+            }
+        }
+    }
+    let (name, _crc) = obj.gnu_debuglink().ok().flatten()?;
+    let name = std::path::Path::new(std::ffi::OsStr::from_bytes_safe(name)?);
+    if name.components().count() != 1 {
+        return None; // a bare file name only: never a path out of the debug directories
+    }
+    let real = std::fs::canonicalize(module).ok()?;
+    let dir = real.parent()?;
+    let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
+    for d in &dirs {
+        candidates.push(d.join(dir.strip_prefix("/").unwrap_or(dir)).join(name));
+    }
+    candidates.into_iter().filter(|c| c.as_path() != real.as_path()).find_map(|c| map_file(&c).filter(|m| same_id(m)))
+}
+
+trait FromBytesSafe {
+    fn from_bytes_safe(b: &[u8]) -> Option<&std::ffi::OsStr>;
+}
+
+impl FromBytesSafe for std::ffi::OsStr {
+    fn from_bytes_safe(b: &[u8]) -> Option<&std::ffi::OsStr> {
+        use std::os::unix::ffi::OsStrExt;
+        (!b.is_empty() && !b.contains(&0) && !b.contains(&b'/')).then(|| std::ffi::OsStr::from_bytes(b))
+    }
+}
+
+/// One module's means of resolving: its DWARF (its own, or its split debug file's) and its
+/// sized function symbols.
+struct ModuleInfo {
+    dwarf: Option<addr2line::Loader>,
+    symbols: Vec<(u64, u64, String)>,
+}
+
+impl ModuleInfo {
+    fn open(path: &str) -> Option<ModuleInfo> {
+        let module = map_file(std::path::Path::new(path))?;
+        let obj = object::File::parse(&*module.map).ok()?;
+        let own_dwarf = {
+            use object::{Object, ObjectSection};
+            obj.section_by_name(".debug_info").is_some_and(|s| s.size() > 0)
+        };
+        let debug = if own_dwarf { None } else { find_debug_file(std::path::Path::new(path), &obj) };
+        let mut symbols = Vec::new();
+        if let Some(d) = &debug {
+            if let Ok(dobj) = object::File::parse(&*d.map) {
+                symbols = sized_symbols(&dobj);
+            }
+        }
+        if symbols.is_empty() {
+            symbols = sized_symbols(&obj);
+        }
+        let dwarf = addr2line::Loader::new(&debug.as_ref().unwrap_or(&module).by_fd).ok();
+        Some(ModuleInfo { dwarf, symbols })
+    }
+}
+
 /// Resolves addresses module by module, each module's debug information read once.
 #[derive(Default)]
 pub struct Symbolizer {
-    loaders: HashMap<String, Option<addr2line::Loader>>,
+    modules: HashMap<String, Option<ModuleInfo>>,
 }
 
 /// The largest module file the symbolizer reads (a guard against a path in a damaged file
@@ -86,30 +228,22 @@ impl Symbolizer {
         Symbolizer::default()
     }
 
-    fn loader(&mut self, path: &str) -> Option<&addr2line::Loader> {
-        self.loaders
-            .entry(path.to_string())
-            .or_insert_with(|| {
-                // Only regular files: a path read from a file may name a FIFO or a device.
-                let meta = std::fs::metadata(path).ok()?;
-                if !meta.is_file() || meta.len() > MAX_MODULE_BYTES {
-                    return None;
-                }
-                addr2line::Loader::new(path).ok()
-            })
-            .as_ref()
+    fn module(&mut self, path: &str) -> Option<&ModuleInfo> {
+        // Only regular files, opened without blocking: a path read from a file may name a
+        // FIFO or a device.
+        self.modules.entry(path.to_string()).or_insert_with(|| ModuleInfo::open(path)).as_ref()
     }
 
     /// Resolve the runtime address `addr` of module `path` loaded with bias `base`.
     pub fn resolve(&mut self, path: &str, base: u64, addr: u64) -> Place {
         let probe = addr.wrapping_sub(base);
-        let Some(loader) = self.loader(path) else { return Place::default() };
+        let Some(module) = self.module(path) else { return Place::default() };
         let mut place = Place::default();
-        if let Ok(mut frames) = loader.find_frames(probe) {
-            // The innermost frame (an inlined function, if the address is inside one) gives
-            // the line, and the function whose code it is.
-            while let Ok(Some(frame)) = frames.next() {
-                if place.function.is_none() && place.file.is_none() {
+        if let Some(loader) = &module.dwarf {
+            if let Ok(mut frames) = loader.find_frames(probe) {
+                // The innermost frame (an inlined function, if the address is inside one) gives
+                // the line, and the function whose code it is.
+                if let Ok(Some(frame)) = frames.next() {
                     if let Some(f) = frame.function.as_ref() {
                         if let Ok(raw) = f.raw_name() {
                             place.function = Some(pretty_function(&raw, f.language));
@@ -119,15 +253,14 @@ impl Symbolizer {
                         place.file = loc.file.map(str::to_string);
                         place.line = loc.line.unwrap_or(0);
                     }
-                    break;
                 }
             }
         }
         if place.function.is_none() {
-            place.function = loader.find_symbol(probe).map(|s| pretty_function(s, None));
+            place.function = containing(&module.symbols, probe).map(|(s, _)| pretty_function(s, None));
         }
         if place.file.is_none() {
-            if let Ok(Some(loc)) = loader.find_location(probe) {
+            if let Some(Ok(Some(loc))) = module.dwarf.as_ref().map(|l| l.find_location(probe)) {
                 place.file = loc.file.map(str::to_string);
                 place.line = loc.line.unwrap_or(0);
             }
@@ -137,22 +270,32 @@ impl Symbolizer {
 }
 
 impl Symbolizer {
-    /// The symbol-table entry covering the runtime address `addr` of module `path` loaded with
-    /// bias `base`: its raw (mangled) name and its runtime start address.
+    /// The symbol-table entry whose range contains the runtime address `addr` of module `path`
+    /// loaded with bias `base`: its raw (mangled) name and its runtime start address.
     pub fn symbol(&mut self, path: &str, base: u64, addr: u64) -> Option<(String, u64)> {
-        let s = self.loader(path)?.find_symbol_info(addr.wrapping_sub(base))?;
-        Some((s.name().to_string(), s.address().wrapping_add(base)))
+        let (name, start) = containing(&self.module(path)?.symbols, addr.wrapping_sub(base))?;
+        Some((name.to_string(), start.wrapping_add(base)))
     }
 
     /// Where the function holding `addr` (runtime address in module `path`, loaded with bias
     /// `base`) starts: the file and line of its symbol's first instruction (its opening line),
     /// when the symbol table and the line table know them.
     pub fn function_start(&mut self, path: &str, base: u64, addr: u64) -> Option<(String, u32)> {
-        let loader = self.loader(path)?;
-        let start = loader.find_symbol_info(addr.wrapping_sub(base))?.address();
-        let loc = loader.find_location(start).ok()??;
+        let module = self.module(path)?;
+        let (_, start) = containing(&module.symbols, addr.wrapping_sub(base))?;
+        let loc = module.dwarf.as_ref()?.find_location(start).ok()??;
         Some((loc.file?.to_string(), loc.line.filter(|&l| l > 0)?))
     }
+}
+
+/// The path of the module this library is in (`(scope_profiler)` in sampled code).
+pub fn own_module_path() -> Option<String> {
+    static OWN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| {
+        let modules = loaded_modules();
+        find_module(&modules, own_module_path as *const () as usize as u64).map(|i| modules[i].path.clone())
+    })
+    .clone()
 }
 
 /// A function name as users write it: C++ and Rust demangled, gfortran's module procedures

@@ -746,3 +746,36 @@ fn bad_flight_recorder_settings_are_said_at_setup() {
     assert_eq!(e.matches("SCOPE_PROFILER_SIGNAL_TIMEOUT").count(), 1, "{}", r.describe());
     assert!(e.contains("SCOPE_PROFILER_SIGNAL_TIMEOUT=\"soon\"") && e.contains("default of 20 s"), "{}", r.describe());
 }
+
+/// Paths named by the environment that are not regular files (a FIFO, a socket, a directory,
+/// a device, a symlink to a FIFO): `SCOPE_PROFILER_FILTER` naming one is said once and the
+/// run goes on (a FIFO opened for reading would hang the host for ever); `sptool recover`
+/// and the merge refuse such a target or input in one line.
+#[test]
+fn paths_that_are_not_regular_files_never_block() {
+    let dir = scratch("hostile_lib_kinds");
+    let exe = compile("tests/c/simple.c", &dir, &[]);
+    mkfifo(&dir.join("fifo"));
+    std::os::unix::fs::symlink(dir.join("fifo"), dir.join("to_fifo")).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(dir.join("sock")).unwrap());
+    std::fs::create_dir(dir.join("adir")).unwrap();
+    let kinds = [("fifo", "a FIFO"), ("to_fifo", "a FIFO"), ("sock", "a socket"), ("/dev/zero", "a character device"), ("adir", "a directory")];
+    for (path, said) in kinds {
+        let out = dir.join("out.h5");
+        let _ = std::fs::remove_file(&out);
+        let r = run(clean(&mut Command::new(&exe)).current_dir(&dir).env("SCOPE_PROFILER_FILE", &out).env("SCOPE_PROFILER_FILTER", path));
+        r.sane();
+        assert_eq!(r.code(), Some(0), "{}", r.describe());
+        let e = r.stderr();
+        assert_eq!(e.matches("SCOPE_PROFILER_FILTER").count(), 1, "said once: {}", r.describe());
+        assert!(e.contains(said) && e.contains("every instrumented function is recorded"), "{}", r.describe());
+        assert!(out.is_file(), "the profile is written: {}", r.describe());
+        let r = run(clean(Command::new(sptool()).current_dir(&dir).args(["recover", path])));
+        r.refused(&[path.trim_start_matches('/'), said]);
+        let r = merge(&dir, &[path]);
+        r.sane();
+        assert_eq!(r.code(), Some(1), "{}", r.describe());
+        assert!(r.stderr().contains("not a regular file") || r.stderr().contains("directory"), "{}", r.describe());
+    }
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+}

@@ -297,6 +297,114 @@ fn the_programs_own_real_time_signal_is_left_to_it_or_chained() {
     check_python(&h5, &sps_files(&dir), &["alpha", "beta"], None, 50);
 }
 
+/// A program that takes the sampling signal over after setup (its own handler on every
+/// real-time signal) gets the samples from then on: that is said once on stderr, in the file
+/// (`sampling/handler_replaced`), in the finalize line and by `sptool lines`, never shown as a
+/// clean "0 samples, 0 lost". The program's handler and exit status are left alone.
+#[test]
+fn a_program_that_takes_the_sampling_signal_over_is_said_in_the_file() {
+    need_cpus(2, "two sampled threads");
+    for source in ["perf", "timer"] {
+        let dir = scratch(&format!("sampling_takeover_{source}"));
+        let exe = build(&dir);
+        let out = run_mode(
+            &exe,
+            &dir,
+            "t.h5",
+            "takeover",
+            &[("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.2"), ("SCOPE_PROFILER_SAMPLE_SOURCE", source), ("SCOPE_PROFILER_VERBOSE", "1")],
+        );
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(info(&stdout, "host_taken") > 0, "the program's handler got the samples:\n{stdout}");
+        assert_eq!(stderr.matches("replaced the handler of the sampling signal").count(), 1, "said once:\n{stderr}");
+        assert!(stdout.contains("NOT ALL COUNTED"), "{stdout}");
+        let f = hdf5::File::open(dir.join("t.h5")).unwrap();
+        let said = str_attr(&f.group("rank0/sampling").unwrap(), "handler_replaced");
+        assert!(said.contains("replaced the handler"), "{said}");
+        let lines = sptool(&["lines", dir.join("t.h5").to_str().unwrap()]);
+        assert!(text(&lines.stdout).contains("NOT ALL SAMPLES COUNTED on rank 0"), "{}{}", text(&lines.stdout), text(&lines.stderr));
+    }
+}
+
+/// A program that blocks every signal in its threads after setup: nothing hangs or dies, the
+/// samples that could not arrive are said (stderr once, the file, `sptool lines`), and what
+/// was pending when the program unblocks its signals after finalize does not kill it.
+#[test]
+fn a_program_that_blocks_the_sampling_signal_is_said_and_never_killed() {
+    need_cpus(2, "two sampled threads");
+    for source in ["perf", "timer"] {
+        let dir = scratch(&format!("sampling_block_{source}"));
+        let exe = build(&dir);
+        let out = run_mode(&exe, &dir, "b.h5", "block", &[("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.2"), ("SCOPE_PROFILER_SAMPLE_SOURCE", source)]);
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.matches("had the sampling signal").count(), 1, "said once:\n{stderr}");
+        let f = hdf5::File::open(dir.join("b.h5")).unwrap();
+        let g = f.group("rank0/sampling").unwrap();
+        assert!(str_attr(&g, "handler_replaced").contains("blocked"));
+        assert_eq!(int_attr(&g, "blocked_threads"), 2);
+        let lines = sptool(&["lines", dir.join("b.h5").to_str().unwrap()]);
+        assert!(text(&lines.stdout).contains("NOT ALL SAMPLES COUNTED"), "{}", text(&lines.stdout));
+    }
+}
+
+/// The line_profile records of rank 0: (region, function, filename, samples).
+fn records(h5: &Path) -> Vec<(String, String, String, i64)> {
+    let f = hdf5::File::open(h5).unwrap();
+    let lp = f.group("rank0/line_profile").unwrap();
+    let mut out = Vec::new();
+    for name in lp.member_names().unwrap() {
+        let g = lp.group(&name).unwrap();
+        let hits: Vec<i64> = g.dataset("hits").unwrap().read_raw().unwrap();
+        out.push((str_attr(&g, "region"), str_attr(&g, "function"), str_attr(&g, "filename"), hits.iter().sum::<i64>()));
+    }
+    out.sort_by(|a, b| b.3.cmp(&a.3));
+    out
+}
+
+/// glibc has no line table of its own: a sampled `memset` is named from Debian's split debug
+/// file (libc6-dbg, found by build id under /usr/lib/debug) with its source line, and without
+/// the debug file (SCOPE_PROFILER_DEBUG_DIR pointing elsewhere) as `libc.so.6+0x<offset>`,
+/// never after the dynamic symbol below it (`__nss_database_lookup`). Samples inside this
+/// library are `(scope_profiler)`, not the program's code.
+#[test]
+fn sampled_library_functions_are_named_from_debug_files_or_by_module_and_offset() {
+    let debug = std::path::Path::new("/usr/lib/debug/.build-id");
+    assert!(debug.is_dir(), "libc6-dbg is not installed (scripts/setup.sh installs it): {} is missing", debug.display());
+    let dir = scratch("sampling_memset");
+    let exe = build(&dir);
+    let empty = dir.join("no_debug_files");
+    std::fs::create_dir_all(&empty).unwrap();
+    for with_debug in [true, false] {
+        let file = if with_debug { "with.h5" } else { "without.h5" };
+        let mut env = vec![("SCOPE_PROFILER_SAMPLE_HZ", "1000"), ("SAMPLING_TEST_SECONDS", "0.4")];
+        let empty_s = empty.to_string_lossy().into_owned();
+        if !with_debug {
+            env.push(("SCOPE_PROFILER_DEBUG_DIR", empty_s.as_str()));
+        }
+        run_mode(&exe, &dir, file, "memset", &env);
+        let recs = records(&dir.join(file));
+        let fill: Vec<_> = recs.iter().filter(|r| r.0 == "fill").collect();
+        let shown = format!("{fill:#?}");
+        let top = fill.first().unwrap_or_else(|| panic!("no samples in fill: {recs:?}"));
+        let total: i64 = fill.iter().map(|r| r.3).sum();
+        assert!(top.3 * 2 > total, "memset takes most of fill: {shown}");
+        if with_debug {
+            assert!(top.1.contains("memset") && top.2.contains("memset") && top.2.ends_with(".S"), "named from the debug file: {shown}");
+        } else {
+            assert!(top.1.starts_with("libc.so.6+0x") && top.2 == "??", "module and offset without the debug file: {shown}");
+        }
+        assert!(fill.iter().all(|r| !r.1.contains("nss")), "{shown}");
+        // This library's own code.
+        let calls: Vec<_> = recs.iter().filter(|r| r.0 == "calls" || r.0 == "tiny").collect();
+        let ours: i64 = calls.iter().filter(|r| r.1 == "(scope_profiler)").map(|r| r.3).sum();
+        assert!(ours > 0, "samples in the library are (scope_profiler): {calls:#?}");
+        assert!(
+            recs.iter().all(|r| !(r.1.starts_with("scope_profiler::") || r.1.starts_with("core::") || r.1.starts_with("std::") || r.1.starts_with("alloc::"))),
+            "no sample inside the library is named as the program's code: {recs:#?}"
+        );
+    }
+}
+
 #[test]
 fn many_short_threads_are_each_sampled_and_leave_nothing_behind() {
     let dir = scratch("sampling_many");

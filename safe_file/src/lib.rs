@@ -240,7 +240,18 @@ pub enum Replacement {
 impl Replacement {
     pub fn create(dest: &Path) -> io::Result<Replacement> {
         if is_stream(dest) {
-            let f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC).open(dest)?;
+            // Opened without blocking: a FIFO nobody reads yet is refused (ENXIO), never waited for.
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK)
+                .open(dest)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ENXIO) => io::Error::new(io::ErrorKind::WouldBlock, "nobody reads it (a FIFO with no reader yet, or a socket): start the reader first"),
+                    _ => e,
+                })?;
+            // Then blocking writes, as into any pipe.
+            // SAFETY: a descriptor we own.
+            unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::fcntl(f.as_raw_fd(), libc::F_GETFL) & !libc::O_NONBLOCK) };
             return Ok(Replacement::Stream(f, dest.to_path_buf()));
         }
         Ok(Replacement::Temp(TempFile::create(dest)?))
@@ -460,6 +471,152 @@ pub fn files_in(dir: &Path, want: impl Fn(&OsStr) -> bool) -> io::Result<(Vec<Fo
     Ok((found, skipped))
 }
 
+/// What a file's mode says it is, for a one-line refusal ("is a FIFO").
+pub fn kind_of(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => "a regular file",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFIFO => "a FIFO (named pipe)",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "not a file of a known type",
+    }
+}
+
+/// The error of a path that is not what it must be: `InvalidInput`, "is a FIFO (named pipe),
+/// not a regular file". [`not_kind`] tells such an error from the others.
+fn wrong_kind(mode: u32, want: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, WrongKind { is: kind_of(mode), dir: mode & libc::S_IFMT == libc::S_IFDIR, want: want.to_string() })
+}
+
+#[derive(Debug)]
+struct WrongKind {
+    is: &'static str,
+    dir: bool,
+    want: String,
+}
+
+impl std::fmt::Display for WrongKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "is {}, not {}", self.is, self.want)
+    }
+}
+
+impl std::error::Error for WrongKind {}
+
+/// For an error of [`open_regular`] or [`open_dir`] that says the path is of the wrong kind:
+/// what it is ("a FIFO (named pipe)") and whether that is a directory.
+pub fn not_kind(e: &io::Error) -> Option<(&'static str, bool)> {
+    e.get_ref().and_then(|i| i.downcast_ref::<WrongKind>()).map(|w| (w.is, w.dir))
+}
+
+fn stat_path(c: &CString) -> io::Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-buffer; c is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::stat(c.as_ptr(), &mut st) })?;
+    Ok(st)
+}
+
+fn fstat_fd(fd: libc::c_int) -> io::Result<libc::stat> {
+    // SAFETY: as above, on a descriptor we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+/// Open a path named by a user, the environment or a file (never trusted) for reading, only
+/// if it is a regular file (a symlink to one is followed). Nothing else is ever opened: the
+/// type is checked with `stat` first (a FIFO, socket, device or directory is refused without
+/// an `open`, so no device is woken and nothing blocks), then opened with
+/// `O_NONBLOCK|O_NOCTTY` (a FIFO put in its place in between cannot block us either) and
+/// checked again on the descriptor: the file read is the one checked. A wrong kind is an
+/// `InvalidInput` error saying what the path is ("is a FIFO (named pipe), not a regular file").
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_checked(path, libc::S_IFREG, 0, "a regular file")
+}
+
+/// The content of a regular file ([`open_regular`]: nothing else is opened), at most `max`
+/// bytes: a longer file is an `InvalidData` error saying so.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path)?.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("longer than {max} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_regular_text(path: &Path, max: u64) -> io::Result<String> {
+    String::from_utf8(read_regular(path, max)?).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// Like [`open_regular`], for a path that must be a directory (`O_DIRECTORY`).
+pub fn open_dir(path: &Path) -> io::Result<File> {
+    open_checked(path, libc::S_IFDIR, libc::O_DIRECTORY, "a directory")
+}
+
+fn open_checked(path: &Path, want: u32, flags: libc::c_int, what: &str) -> io::Result<File> {
+    let c = cstr(path)?;
+    let st = stat_path(&c)?;
+    if st.st_mode & libc::S_IFMT != want {
+        return Err(wrong_kind(st.st_mode, what));
+    }
+    // SAFETY: c is NUL-terminated; the descriptor is owned below.
+    let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC | flags) })?;
+    let file = unsafe { File::from_raw_fd(fd) };
+    let now = fstat_fd(fd)?;
+    if now.st_mode & libc::S_IFMT != want {
+        return Err(wrong_kind(now.st_mode, what));
+    }
+    if want == libc::S_IFREG {
+        // Back to blocking reads (no effect on a regular file, but what a reader expects).
+        // SAFETY: a descriptor we own.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) & !libc::O_NONBLOCK) };
+    }
+    Ok(file)
+}
+
+/// Whether an open file lives on a kernel pseudo file system (procfs, sysfs, debugfs,
+/// tracefs, securityfs, cgroup, configfs, bpf, ...) or a device file system, whose "regular
+/// files" report a size that is not what a read gives, and may block or have side effects.
+pub fn on_pseudo_fs(file: &File) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: zeroed statfs is a valid out-buffer; a descriptor we own.
+        let mut sf: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(file.as_raw_fd(), &mut sf) } != 0 {
+            return true; // cannot tell: assume the worst
+        }
+        const PSEUDO: &[i64] = &[
+            0x9fa0,     // proc
+            0x6265_6572, // sysfs
+            0x6462_6720, // debugfs
+            0x7472_6163, // tracefs
+            0x7365_6375, // securityfs
+            0x27e0eb,   // cgroup
+            0x6367_7270, // cgroup2
+            0x6265_6570, // configfs
+            0xcafe_4a11, // bpf
+            0x1cd1,     // devpts
+            0x6e73_6673, // nsfs
+            0x5a3c_69f0, // aafs (apparmor)
+            0x7363_6673, // selinuxfs
+            0x4249_4e4d, // binfmt_misc
+            0x6165_676c, // pstore
+            0xde5e_81e4, // efivarfs
+        ];
+        PSEUDO.contains(&(sf.f_type as i64))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,5 +723,32 @@ mod tests {
         assert_eq!(std::fs::read_to_string(found[0].open_path()).unwrap(), "a");
         std::fs::remove_dir_all(&d).unwrap();
         std::fs::remove_dir_all(&outside).unwrap();
+    }
+    #[test]
+    fn open_regular_refuses_every_other_kind_without_blocking() {
+        let d = scratch("kinds");
+        std::fs::write(d.join("f"), "x").unwrap();
+        assert_eq!(std::io::read_to_string(open_regular(&d.join("f")).unwrap()).unwrap(), "x");
+        let fifo = cstr(&d.join("fifo")).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let sock = std::os::unix::net::UnixListener::bind(d.join("sock")).unwrap();
+        for (p, is) in [
+            (d.join("fifo"), "a FIFO"),
+            (d.join("sock"), "a socket"),
+            (d.clone(), "a directory"),
+            (PathBuf::from("/dev/zero"), "a character device"),
+        ] {
+            let e = open_regular(&p).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{p:?}");
+            assert!(e.to_string().starts_with(&format!("is {is}")), "{p:?}: {e}");
+            assert!(not_kind(&e).is_some());
+        }
+        drop(sock);
+        assert!(open_dir(&d).is_ok());
+        assert!(open_dir(&d.join("f")).unwrap_err().to_string().contains("is a regular file, not a directory"));
+        assert_eq!(open_regular(&d.join("missing")).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(on_pseudo_fs(&open_regular(Path::new("/proc/self/status")).unwrap()));
+        assert!(!on_pseudo_fs(&open_regular(&d.join("f")).unwrap()));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -73,9 +73,13 @@ pub struct LinesArgs {
     /// One table per rank instead of the ranks pooled
     #[arg(long)]
     pub per_rank: bool,
-    /// Do not print the source text of the lines
+    /// Do not print the source text of the lines (by default the text of the local files named in the profile is printed)
     #[arg(long)]
     pub no_source: bool,
+    /// Look for the recorded source files under DIR (where the sources are now), by the
+    /// recorded path's tail; may be given more than once
+    #[arg(long, value_name = "DIR")]
+    pub source_root: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -88,6 +92,9 @@ pub struct TreeArgs {
     /// Hide call paths below this share of the wall time (with what is inside them), e.g. 1%
     #[arg(long, value_name = "PCT", default_value = "0%")]
     pub min_share: String,
+    /// Threads apart: time per thread (mean, min, max) and the thread that took the longest
+    #[arg(long)]
+    pub threads: bool,
 }
 
 #[derive(Args, Debug)]
@@ -103,6 +110,9 @@ pub struct MpiArgs {
     /// Only these ranks, e.g. 0,2-3
     #[arg(long, value_name = "LIST")]
     pub ranks: Option<String>,
+    /// Threads apart: the MPI time of each thread that calls MPI, and per routine the thread that took the longest
+    #[arg(long)]
+    pub threads: bool,
 }
 
 #[derive(Args, Debug)]
@@ -373,7 +383,7 @@ fn run(command: Command) -> Result<()> {
             if selected.is_empty() {
                 return Err(Error::in_file(&args.file, "no rank with MPI data matches --ranks"));
             }
-            let options = crate::mpi::Options { top: args.top, sites: args.sites, ranks: Some(selected) };
+            let options = crate::mpi::Options { top: args.top, sites: args.sites, ranks: Some(selected), threads: args.threads };
             print(&crate::mpi::render(&args.file, &ranks, &options))
         }
         Command::Lines(args) => {
@@ -392,13 +402,13 @@ fn run(command: Command) -> Result<()> {
             if ranks.is_empty() {
                 return Err(Error::in_file(&args.file, "no rank with samples matches --ranks"));
             }
-            let options = crate::lines::Options { region: args.region, top: args.top, per_rank: args.per_rank, source: !args.no_source };
+            let options = crate::lines::Options { region: args.region, top: args.top, per_rank: args.per_rank, source: !args.no_source, source_roots: args.source_root };
             print(&crate::lines::render(&args.file, &ranks, &options)?)
         }
         Command::Tree(args) => {
             let min_share = crate::tree::parse_share(&args.min_share)?;
             let ranks = crate::tree::read(&args.file)?;
-            print(&crate::tree::render(&args.file, &ranks, &crate::tree::Options { rank: args.rank, min_share })?)
+            print(&crate::tree::render(&args.file, &ranks, &crate::tree::Options { rank: args.rank, min_share, threads: args.threads })?)
         }
         Command::Export(args) => {
             let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;

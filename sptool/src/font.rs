@@ -25,7 +25,8 @@ const CANDIDATES: &[&str] = &[
 ];
 
 fn try_register(path: &str) -> bool {
-    let Ok(bytes) = std::fs::read(path) else { return false };
+    // A font named by SPTOOL_FONT is read only if it is a regular file (a FIFO never blocks us).
+    let Ok(bytes) = safe_file::read_regular(std::path::Path::new(path), 64 << 20) else { return false };
     // plotters keeps a `&'static` reference; the font lives as long as the process.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()

@@ -8,11 +8,13 @@
 //!
 //! Every record is checked before use: the three datasets of one length, counts not negative,
 //! a bounded number of records and lines; a bad record is an error naming it, never a panic.
-//! Source files are opened only when they are regular files of at most `MAX_SOURCE_BYTES`,
-//! each once, and a shown line is clipped.
+//! The source file names in a profile are untrusted input: a file is opened without blocking,
+//! its text shown only if the open descriptor is a regular file outside /proc, /sys and /dev,
+//! each file once, read only as far as the last line shown (at most `MAX_SOURCE_BYTES`), and a
+//! shown line is clipped. `--source-root DIR` looks for the recorded paths under DIR instead.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fmt::{self, Table};
@@ -22,7 +24,7 @@ use crate::h5util::{self, Group};
 /// hostile file cannot make us allocate without bound.
 const MAX_RECORDS: usize = 1 << 20;
 const MAX_LINES: usize = 1 << 20;
-/// Source files larger than this are not read for their text.
+/// At most this much of a source file is read for its text.
 const MAX_SOURCE_BYTES: u64 = 16 << 20;
 /// Characters of source text shown per line.
 const SOURCE_WIDTH: usize = 100;
@@ -52,6 +54,8 @@ pub struct RankSampling {
     pub outside: Option<i64>,
     pub lost: Option<i64>,
     pub threads: Option<i64>,
+    /// `sampling/handler_replaced`: the program took the sampling signal over.
+    pub replaced: Option<String>,
     pub lines: Vec<Line>,
 }
 
@@ -105,6 +109,7 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankSampling> {
         r.outside = s.attr_i64("outside_samples").filter(|&v| v >= 0);
         r.lost = s.attr_i64("lost_samples").filter(|&v| v >= 0);
         r.threads = s.attr_i64("threads").filter(|&v| v >= 0);
+        r.replaced = s.attr_string("handler_replaced").filter(|w| !w.is_empty());
     }
     if g.has("line_profile") {
         let lp = g.group("line_profile")?;
@@ -141,33 +146,107 @@ pub struct Options {
     pub top: usize,
     pub per_rank: bool,
     pub source: bool,
+    /// Where the sources are now (`--source-root`): a recorded path is looked for under each
+    /// of these instead of where it was recorded.
+    pub source_roots: Vec<PathBuf>,
 }
 
-/// Source text of files, each read once (regular files of bounded size only).
+/// The paths under `root` where a recorded `file` may be now, most specific first: the whole
+/// recorded path below the root, then with its leading directories taken off one by one
+/// (`/build/app/src/k.c` under `/home/me/app`: `.../build/app/src/k.c`, `.../app/src/k.c`,
+/// `.../src/k.c`, `.../k.c`). `..` components are never followed out of the root.
+fn under_root(root: &Path, file: &str) -> Vec<PathBuf> {
+    let parts: Vec<&str> = file.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    if parts.iter().any(|p| *p == "..") {
+        return Vec::new();
+    }
+    (0..parts.len()).map(|skip| parts[skip..].iter().fold(root.to_path_buf(), |p, c| p.join(c))).collect()
+}
+
+/// Why a file's text is not shown.
+fn refuse_source(file: &std::fs::File) -> Option<&'static str> {
+    if safe_file::on_pseudo_fs(file) {
+        return Some("a kernel file (/proc, /sys, ...)");
+    }
+    // The name the descriptor really has: a symlink into /dev or /proc is refused too.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file))).ok()?;
+    ["/proc", "/sys", "/dev"].iter().any(|d| real.starts_with(d)).then_some("under /proc, /sys or /dev")
+}
+
+/// One source file being read: its lines so far, read only as far as a shown line needs.
+struct SourceText {
+    lines: Vec<String>,
+    reader: Option<std::io::BufReader<std::io::Take<std::fs::File>>>,
+}
+
+impl SourceText {
+    /// The paths in a profile are untrusted: only a regular file (checked on the descriptor
+    /// opened without blocking) outside /proc, /sys and /dev is read, at most
+    /// `MAX_SOURCE_BYTES` of it.
+    fn open(path: &Path) -> Option<SourceText> {
+        let file = safe_file::open_regular(path).ok()?;
+        if refuse_source(&file).is_some() {
+            return None;
+        }
+        Some(SourceText { lines: Vec::new(), reader: Some(std::io::BufReader::new(std::io::Read::take(file, MAX_SOURCE_BYTES))) })
+    }
+
+    fn line(&mut self, n: usize) -> Option<&str> {
+        use std::io::BufRead;
+        while self.lines.len() < n {
+            let reader = self.reader.as_mut()?;
+            let mut buf = Vec::new();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => {
+                    self.reader = None;
+                    return None;
+                }
+                Ok(_) => {
+                    // Only what is shown is kept of a line.
+                    buf.truncate(4 * SOURCE_WIDTH + 4);
+                    self.lines.push(String::from_utf8_lossy(&buf).into_owned());
+                }
+            }
+        }
+        self.lines.get(n - 1).map(String::as_str)
+    }
+}
+
+/// Source text of files, each opened once (see [`SourceText::open`]).
 #[derive(Default)]
 struct Sources {
-    files: HashMap<String, Option<Vec<String>>>,
+    roots: Vec<PathBuf>,
+    files: HashMap<String, Option<SourceText>>,
 }
 
 impl Sources {
+    fn new(roots: &[PathBuf]) -> Sources {
+        Sources { roots: roots.to_vec(), files: HashMap::new() }
+    }
+
+    fn find(&self, file: &str) -> Option<SourceText> {
+        if self.roots.is_empty() {
+            return SourceText::open(Path::new(file));
+        }
+        self.roots.iter().flat_map(|r| under_root(r, file)).find_map(|p| SourceText::open(&p))
+    }
+
     fn line(&mut self, file: &str, line: i64) -> Option<String> {
-        if line <= 0 || file == "??" {
+        if line <= 0 || file == "??" || file.is_empty() {
             return None;
         }
-        let lines = self.files.entry(file.to_string()).or_insert_with(|| {
-            let meta = std::fs::metadata(file).ok()?;
-            if !meta.is_file() || meta.len() > MAX_SOURCE_BYTES {
-                return None;
-            }
-            let bytes = std::fs::read(file).ok()?;
-            if bytes.len() as u64 > MAX_SOURCE_BYTES {
-                return None;
-            }
-            Some(String::from_utf8_lossy(&bytes).lines().map(str::to_string).collect())
-        });
-        let text = lines.as_ref()?.get(usize::try_from(line - 1).ok()?)?;
+        if !self.files.contains_key(file) {
+            let found = self.find(file);
+            self.files.insert(file.to_string(), found);
+        }
+        let text = self.files.get_mut(file)?.as_mut()?.line(usize::try_from(line).ok()?)?;
         let text: String = text.trim().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
         Some(fmt::clip(&text, SOURCE_WIDTH))
+    }
+
+    /// How many of the files asked for could not be shown.
+    fn missing(&self) -> usize {
+        self.files.values().filter(|f| f.is_none()).count()
     }
 }
 
@@ -232,14 +311,20 @@ fn describe(ranks: &[&RankSampling]) -> String {
         return String::new();
     }
     let ticks = sum(|r| r.ticks);
-    format!(
+    let mut text = format!(
         "sampled at {} Hz of CPU time ({}) on {} thread(s): {ticks} samples, {} outside regions, {} lost\n",
         hz.iter().map(|h| h.to_string()).collect::<Vec<_>>().join("/"),
         mech.join(", "),
         sum(|r| r.threads),
         pct(sum(|r| r.outside), ticks),
         sum(|r| r.lost)
-    )
+    );
+    for r in ranks {
+        if let Some(what) = &r.replaced {
+            text.push_str(&format!("NOT ALL SAMPLES COUNTED on rank {}: {}\n", r.rank, fmt::clip(&what.replace(|c: char| c.is_control(), " "), 300)));
+        }
+    }
+    text
 }
 
 /// The report.
@@ -253,7 +338,7 @@ pub fn render(path: &Path, ranks: &[RankSampling], o: &Options) -> Result<String
             return Err(Error::in_file(path, format!("no samples in region {name:?}; regions with samples: {}", names.join(", "))));
         }
     }
-    let mut sources = Sources::default();
+    let mut sources = Sources::new(&o.source_roots);
     let mut out = format!("Lines: {}\n", path.display());
     if o.per_rank {
         for r in ranks {
@@ -269,6 +354,13 @@ pub fn render(path: &Path, ranks: &[RankSampling], o: &Options) -> Result<String
         out.push('\n');
         let lines: Vec<Line> = ranks.iter().flat_map(|r| &r.lines).filter(|l| keep(l)).cloned().collect();
         render_lines(&mut out, &lines, o, &mut sources);
+    }
+    let missing = sources.missing();
+    if o.source && missing > 0 {
+        let hint = if o.source_roots.is_empty() { "; --source-root DIR says where the sources are now" } else { " under --source-root" };
+        out.push_str(&format!(
+            "source text of {missing} file(s) not shown: not found, or not a regular file (only local regular files outside /proc, /sys and /dev are read){hint}\n"
+        ));
     }
     Ok(out)
 }
@@ -289,21 +381,46 @@ mod tests {
         std::fs::write(&src, "int a;\n  x = y * 2;   \n\u{1b}[31mred\n").unwrap();
         let s = src.to_string_lossy().into_owned();
         let ranks = vec![
-            RankSampling { rank: 0, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(10), outside: Some(0), lost: Some(0), threads: Some(1), lines: vec![line("solve", &s, 2, 6), line("solve", &s, 3, 2)] },
-            RankSampling { rank: 1, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(2), outside: Some(0), lost: Some(0), threads: Some(1), lines: vec![line("solve", &s, 2, 2), line("io", "/nonexistent.c", 9, 2)] },
+            RankSampling { rank: 0, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(10), outside: Some(0), lost: Some(0), threads: Some(1), replaced: None, lines: vec![line("solve", &s, 2, 6), line("solve", &s, 3, 2)] },
+            RankSampling { rank: 1, hz: Some(1000), mechanism: Some("perf task-clock".into()), ticks: Some(2), outside: Some(0), lost: Some(0), threads: Some(1), replaced: None, lines: vec![line("solve", &s, 2, 2), line("io", "/nonexistent.c", 9, 2)] },
         ];
-        let o = Options { region: None, top: 10, per_rank: false, source: true };
+        let o = Options { region: None, top: 10, per_rank: false, source: true, source_roots: vec![] };
         let text = render(Path::new("x.h5"), &ranks, &o).unwrap();
         assert!(text.contains("2 ranks pooled, sampled at 1000 Hz of CPU time (perf task-clock) on 2 thread(s): 12 samples"), "{text}");
         assert!(text.contains("solve: 10 samples (83.3% of all)"), "{text}");
         let row = text.lines().find(|l| l.contains("k.c:2")).unwrap();
         assert!(row.contains("80.0%") && row.contains(" 8 ") && row.trim_end().ends_with("x = y * 2;"), "{row}");
         assert!(!text.contains('\u{1b}'), "control characters of the source are not printed");
-        let o = Options { region: Some("io".into()), top: 1, per_rank: true, source: false };
+        let o = Options { region: Some("io".into()), top: 1, per_rank: true, source: false, source_roots: vec![] };
         let text = render(Path::new("x.h5"), &ranks, &o).unwrap();
         assert!(text.contains("Rank 1") && text.contains("io: 2 samples") && !text.contains("solve:"), "{text}");
-        let o = Options { region: Some("nope".into()), top: 1, per_rank: false, source: false };
+        let o = Options { region: Some("nope".into()), top: 1, per_rank: false, source: false, source_roots: vec![] };
         assert!(render(Path::new("x.h5"), &ranks, &o).unwrap_err().to_string().contains("regions with samples: io, solve"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn source_text_only_from_regular_local_files() {
+        let dir = std::env::temp_dir().join(format!("sptool_lines_src_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("now/src")).unwrap();
+        std::fs::write(dir.join("now/src/k.c"), "one\ntwo\n").unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/proc/self/pagemap", dir.join("pagemap.c")).unwrap();
+        let mut s = Sources::new(&[]);
+        for f in ["/proc/self/pagemap", "/proc/kmsg", "/dev/zero", "/sys/kernel/mm/transparent_hugepage/enabled"] {
+            assert_eq!(s.line(f, 1), None, "{f}");
+        }
+        assert_eq!(s.line(dir.join("fifo").to_str().unwrap(), 1), None);
+        assert_eq!(s.line(dir.join("pagemap.c").to_str().unwrap(), 1), None);
+        assert_eq!(s.line(dir.to_str().unwrap(), 1), None);
+        assert_eq!(s.line(dir.join("now/src/k.c").to_str().unwrap(), 2).as_deref(), Some("two"));
+        assert_eq!(s.missing(), 7);
+        // Moved sources: the recorded path is found under the root by its tail.
+        let mut s = Sources::new(&[dir.join("now")]);
+        assert_eq!(s.line("/build/old/src/k.c", 1).as_deref(), Some("one"));
+        assert_eq!(s.line("../../etc/passwd", 1), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

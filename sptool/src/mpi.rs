@@ -206,6 +206,8 @@ pub struct Options {
     pub sites: bool,
     /// Only these ranks (None: all).
     pub ranks: Option<Vec<u32>>,
+    /// Threads apart (`--threads`).
+    pub threads: bool,
 }
 
 fn s(ns: i64) -> String {
@@ -273,6 +275,36 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
     t.render(&mut out);
     out.push('\n');
 
+    // Threads apart: which thread of a rank spends the MPI time.
+    let units: Vec<(u32, i64)> = {
+        let mut u: Vec<(u32, i64)> = selected.iter().flat_map(|m| m.routines.iter().map(|r| (m.rank, r.thread))).collect();
+        u.sort();
+        u.dedup();
+        u
+    };
+    let unit_label = |(rank, thread): (u32, i64)| if selected.len() > 1 { format!("{rank}.{thread}") } else { thread.to_string() };
+    if o.threads {
+        out.push_str("Time per thread that calls MPI (the thread ids of the profile; % of the rank's application time)\n");
+        let mut t = Table::new(["rank", "thread", "calls", "MPI time [s]", "MPI %", "busiest routine", "its time [s]"]).left_column(5);
+        for m in &selected {
+            let mut threads: BTreeMap<i64, (i64, i64, BTreeMap<&str, i64>)> = BTreeMap::new();
+            for r in &m.routines {
+                let e = threads.entry(r.thread).or_default();
+                let time = r.time_ns.saturating_add(r.poll_time_ns);
+                e.0 = e.0.saturating_add(r.calls);
+                e.1 = e.1.saturating_add(time);
+                let per = e.2.entry(r.routine.as_str()).or_default();
+                *per = per.saturating_add(time);
+            }
+            for (thread, (calls, time, per)) in threads {
+                let (busiest, its) = per.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(k, v)| (k.to_string(), *v)).unwrap_or_default();
+                t.row(vec![m.rank.to_string(), thread.to_string(), calls.to_string(), s(time), pct(time, m.app_time_ns), busiest, s(its)]);
+            }
+        }
+        t.render(&mut out);
+        out.push('\n');
+    }
+
     // Routines: pooled over threads and communicators per rank, then over ranks.
     #[derive(Default)]
     struct Agg {
@@ -282,6 +314,7 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
         recv: i64,
         polls: i64,
         per_rank: BTreeMap<u32, i64>,
+        per_thread: BTreeMap<(u32, i64), i64>,
         sizes: Vec<i64>,
     }
     let mut routines: BTreeMap<&str, Agg> = BTreeMap::new();
@@ -296,6 +329,8 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
             a.polls = a.polls.saturating_add(r.polls_empty);
             let e = a.per_rank.entry(m.rank).or_default();
             *e = e.saturating_add(time);
+            let e = a.per_thread.entry((m.rank, r.thread)).or_default();
+            *e = e.saturating_add(time);
             a.sizes.resize(BUCKETS, 0);
             for (x, y) in a.sizes.iter_mut().zip(&r.sizes) {
                 *x = x.saturating_add(*y);
@@ -304,27 +339,31 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
     }
     let mut order: Vec<(&str, &Agg)> = routines.iter().map(|(k, v)| (*k, v)).collect();
     order.sort_by(|a, b| b.1.time.cmp(&a.1.time).then(a.0.cmp(b.0)));
-    let n = selected.len().max(1) as f64;
-    out.push_str(&format!("Top {} routines by time (per-rank time over the ranks: min / mean / max; imbalance = max / mean)\n", o.top.min(order.len())));
-    let mut t = Table::new(["routine", "calls", "time [s]", "% MPI", "min [s]", "mean [s]", "max [s]", "imbalance", "sent", "received", "empty polls"]).left_column(0);
+    let n = if o.threads { units.len() } else { selected.len() }.max(1) as f64;
+    let over = if o.threads { "per-thread time over the threads that call MPI: min / mean / max and the thread of the max" } else { "per-rank time over the ranks: min / mean / max" };
+    out.push_str(&format!("Top {} routines by time ({over}; imbalance = max / mean)\n", o.top.min(order.len())));
+    let mut header = vec!["routine", "calls", "time [s]", "% MPI", "min [s]", "mean [s]", "max [s]"];
+    if o.threads {
+        header.push(if selected.len() > 1 { "rank.thread" } else { "thread" });
+    }
+    header.extend(["imbalance", "sent", "received", "empty polls"]);
+    let mut t = Table::new(header).left_column(0);
     for (name, a) in order.iter().take(o.top) {
-        let times: Vec<i64> = selected.iter().map(|m| a.per_rank.get(&m.rank).copied().unwrap_or(0)).collect();
+        let times: Vec<i64> = if o.threads {
+            units.iter().map(|u| a.per_thread.get(u).copied().unwrap_or(0)).collect()
+        } else {
+            selected.iter().map(|m| a.per_rank.get(&m.rank).copied().unwrap_or(0)).collect()
+        };
         let (min, max) = (times.iter().copied().min().unwrap_or(0), times.iter().copied().max().unwrap_or(0));
         let mean = times.iter().map(|&x| x as f64).sum::<f64>() / n;
         let imbalance = if mean > 0.0 { format!("{:.2}", max as f64 / mean) } else { "-".into() };
-        t.row(vec![
-            name.to_string(),
-            a.calls.to_string(),
-            s(a.time),
-            pct(a.time, mpi),
-            s(min),
-            fmt::g(mean * 1e-9, 6, false),
-            s(max),
-            imbalance,
-            bytes(a.sent),
-            bytes(a.recv),
-            a.polls.to_string(),
-        ]);
+        let mut cells = vec![name.to_string(), a.calls.to_string(), s(a.time), pct(a.time, mpi), s(min), fmt::g(mean * 1e-9, 6, false), s(max)];
+        if o.threads {
+            let at = times.iter().enumerate().max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(&x.0))).map(|(i, _)| unit_label(units[i])).unwrap_or_default();
+            cells.push(at);
+        }
+        cells.extend([imbalance, bytes(a.sent), bytes(a.recv), a.polls.to_string()]);
+        t.row(cells);
     }
     t.render(&mut out);
     out.push('\n');
@@ -476,5 +515,30 @@ mod tests {
         assert_eq!(pct(1, 4), "25.00");
         assert_eq!(pct(1, 0), "-");
         let _ = bucket_label(63);
+    }
+
+    #[test]
+    fn threads_apart_name_the_thread_that_waits() {
+        let row = |routine: &str, thread: i64, calls: i64, time_ns: i64| RoutineRow { routine: routine.into(), thread, calls, time_ns, ..Default::default() };
+        let m = RankMpi {
+            rank: 0,
+            mode: "summary".into(),
+            family: "Open MPI".into(),
+            app_time_ns: 10_000_000_000,
+            mpi_time_ns: 3_360_000_000,
+            routines: vec![row("MPI_Barrier", 0, 10, 2_240_000_000), row("MPI_Barrier", 1, 10, 1_120_000_000), row("MPI_Send", 1, 5, 1000)],
+            ..Default::default()
+        };
+        let o = Options { top: 10, sites: false, ranks: None, threads: true };
+        let text = render(Path::new("x.h5"), &[m.clone()], &o);
+        assert!(text.contains("Time per thread that calls MPI"), "{text}");
+        let t0 = text.lines().find(|l| l.split_whitespace().take(2).collect::<Vec<_>>() == ["0", "0"]).unwrap_or_else(|| panic!("{text}"));
+        assert!(t0.contains("2.24") && t0.contains("MPI_Barrier") && t0.contains("22.40"), "{text}");
+        let barrier = text.lines().find(|l| l.trim_start().starts_with("MPI_Barrier")).unwrap_or_else(|| panic!("{text}"));
+        let cols: Vec<&str> = barrier.split_whitespace().collect();
+        // min 1.12, mean 1.68, max 2.24 on thread 0, imbalance 1.33.
+        assert_eq!(&cols[4..9], &["1.12", "1.68", "2.24", "0", "1.33"], "{text}");
+        let plain = render(Path::new("x.h5"), &[m], &Options { threads: false, ..o });
+        assert!(!plain.contains("Time per thread") && !plain.contains("thread of the max"), "{plain}");
     }
 }

@@ -29,6 +29,8 @@ pub struct RankPaths {
     pub rank: u32,
     pub wall_ns: i64,
     pub paths: Vec<(Vec<String>, [i64; 3])>,
+    /// The same per thread (`--threads`): thread id -> its paths.
+    pub threads: Vec<(i64, Vec<(Vec<String>, [i64; 3])>)>,
 }
 
 fn column(g: &Group, name: &str, rows: &mut Option<usize>) -> Result<Vec<i64>> {
@@ -58,10 +60,10 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankPaths> {
     let calls = column(g, "calls", &mut rows)?;
     let incl = column(g, "inclusive_ns", &mut rows)?;
     let excl = column(g, "exclusive_ns", &mut rows)?;
-    let _thread = column(g, "thread", &mut rows)?;
+    let thread = column(g, "thread", &mut rows)?;
     let wall_ns = g.attr_i64("wall_ns").unwrap_or(0).max(0);
     let rows: Vec<usize> = (0..rows.unwrap_or(0)).collect();
-    pool(rank, wall_ns, &names, &Cols { parent, region, calls, incl, excl }, &rows, &g.path())
+    pool(rank, wall_ns, &names, &Cols { parent, region, calls, incl, excl, thread }, &rows, &g.path())
 }
 
 /// The columns of a call path table.
@@ -71,6 +73,7 @@ struct Cols {
     calls: Vec<i64>,
     incl: Vec<i64>,
     excl: Vec<i64>,
+    thread: Vec<i64>,
 }
 
 /// One rank's rows (`rows`, in order, indices into `c`; parents count from the rank's first
@@ -94,6 +97,8 @@ fn pool(rank: u32, wall_ns: i64, names: &[String], c: &Cols, rows: &[usize], tab
     let mut keys: Vec<Vec<String>> = Vec::new();
     let mut index: HashMap<Vec<String>, usize> = HashMap::new();
     let mut totals: Vec<[i64; 3]> = Vec::new();
+    // (thread, path index) -> totals.
+    let mut per_thread: std::collections::BTreeMap<(i64, usize), [i64; 3]> = Default::default();
     for i in 0..n {
         if !(-1..i as i64).contains(&parent(i)) {
             return Err(bad("parent is not an earlier row", i));
@@ -120,10 +125,20 @@ fn pool(rank: u32, wall_ns: i64, names: &[String], c: &Cols, rows: &[usize], tab
         for (t, v) in totals[k].iter_mut().zip([calls(i), incl(i), excl(i)]) {
             *t = t.saturating_add(v);
         }
+        for (t, v) in per_thread.entry((c.thread[rows[i]], k)).or_default().iter_mut().zip([calls(i), incl(i), excl(i)]) {
+            *t = t.saturating_add(v);
+        }
         path_of.push(k);
         depth.push(d);
     }
-    Ok(RankPaths { rank, wall_ns, paths: keys.into_iter().zip(totals).collect() })
+    let mut threads: Vec<(i64, Vec<(Vec<String>, [i64; 3])>)> = Vec::new();
+    for ((t, k), v) in per_thread {
+        if threads.last().is_none_or(|l| l.0 != t) {
+            threads.push((t, Vec::new()));
+        }
+        threads.last_mut().expect("pushed above").1.push((keys[k].clone(), v));
+    }
+    Ok(RankPaths { rank, wall_ns, paths: keys.into_iter().zip(totals).collect(), threads })
 }
 
 /// The columnar and aggregate layouts' `call_paths/` table: a row per (rank, thread, path),
@@ -140,8 +155,8 @@ fn read_table(file: &Group) -> Result<Vec<RankPaths>> {
         calls: column_any(&g, "calls", &mut rows)?,
         incl: column_any(&g, "inclusive_ns", &mut rows)?,
         excl: column_any(&g, "exclusive_ns", &mut rows)?,
+        thread: column_any(&g, "threads", &mut rows)?,
     };
-    column_any(&g, "threads", &mut rows)?;
     // The wall times, by rank.
     let mut wall: HashMap<i64, i64> = HashMap::new();
     if file.has("scope_profiler_ranks") {
@@ -197,6 +212,8 @@ pub struct Options {
     pub rank: Option<u32>,
     /// Hide paths below this share (0..1) of the reference time, with their subtrees.
     pub min_share: f64,
+    /// Threads apart (`--threads`): min, mean and max over the threads, and the thread of the max.
+    pub threads: bool,
 }
 
 /// `--min-share`: "1%", "0.5 %" or "1" (percent).
@@ -216,7 +233,10 @@ struct Row {
     incl_sum: i64,
     incl_min: i64,
     incl_max: i64,
-    max_rank: u32,
+    /// The unit (rank, or thread) of the max.
+    max_at: usize,
+    /// Units (ranks, or threads) in which the path occurs.
+    units: usize,
     excl_sum: i64,
     /// The path's share of each rank's wall time, summed over the ranks.
     share_sum: f64,
@@ -227,6 +247,24 @@ fn s(ns: f64) -> String {
     scope_profiler::summary::format_duration(ns)
 }
 
+/// What the statistics are taken over: a rank, or with `--threads` a thread of a rank.
+struct Unit<'a> {
+    rank: u32,
+    thread: Option<i64>,
+    wall_ns: i64,
+    paths: &'a [(Vec<String>, [i64; 3])],
+}
+
+impl Unit<'_> {
+    fn label(&self, ranks: usize) -> String {
+        match self.thread {
+            Some(t) if ranks > 1 => format!("{}.{t}", self.rank),
+            Some(t) => t.to_string(),
+            None => self.rank.to_string(),
+        }
+    }
+}
+
 pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<String> {
     let selected: Vec<&RankPaths> = ranks.iter().filter(|r| options.rank.is_none_or(|k| r.rank == k)).collect();
     if selected.is_empty() {
@@ -235,13 +273,22 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
             None => Error::in_file(file, "holds no call paths (call_paths/ or rank<N>/call_paths/): it was written by another writer or an older scope_profiler"),
         });
     }
-    let n = selected.len();
+    let units: Vec<Unit> = if options.threads {
+        selected
+            .iter()
+            .flat_map(|r| r.threads.iter().map(|(t, paths)| Unit { rank: r.rank, thread: Some(*t), wall_ns: r.wall_ns, paths }))
+            .collect()
+    } else {
+        selected.iter().map(|r| Unit { rank: r.rank, thread: None, wall_ns: r.wall_ns, paths: &r.paths }).collect()
+    };
+    let n_ranks = selected.len();
+    let n = units.len().max(1);
     let mut index: HashMap<&[String], usize> = HashMap::new();
     let mut rows: Vec<Row> = Vec::new();
-    for r in &selected {
-        for (path, [calls, incl, excl]) in &r.paths {
+    for (u, r) in units.iter().enumerate() {
+        for (path, [calls, incl, excl]) in r.paths {
             let i = *index.entry(path.as_slice()).or_insert_with(|| {
-                rows.push(Row { path: path.clone(), calls: 0, incl_sum: 0, incl_min: i64::MAX, incl_max: -1, max_rank: r.rank, excl_sum: 0, share_sum: 0.0 });
+                rows.push(Row { path: path.clone(), calls: 0, incl_sum: 0, incl_min: i64::MAX, incl_max: -1, max_at: u, excl_sum: 0, share_sum: 0.0, units: 0 });
                 rows.len() - 1
             });
             let row = &mut rows[i];
@@ -249,25 +296,25 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
             row.incl_sum = row.incl_sum.saturating_add(*incl);
             row.excl_sum = row.excl_sum.saturating_add(*excl);
             row.incl_min = row.incl_min.min(*incl);
+            row.units += 1;
             if r.wall_ns > 0 {
                 row.share_sum += *incl as f64 / r.wall_ns as f64;
             }
             if *incl > row.incl_max {
                 row.incl_max = *incl;
-                row.max_rank = r.rank;
+                row.max_at = u;
             }
         }
     }
-    // A rank without a path took 0 time in it.
+    // A rank (thread) without a path took 0 time in it.
     for row in &mut rows {
-        let present = selected.iter().filter(|r| r.paths.iter().any(|(p, _)| *p == row.path)).count();
-        if present < n {
+        if row.units < n {
             row.incl_min = 0;
         }
     }
     // The shares: of each rank's wall time, averaged over the ranks; without the wall times
     // (another writer, a recovered run), of the time of the top-level paths.
-    let all_walls = selected.iter().all(|r| r.wall_ns > 0);
+    let all_walls = units.iter().all(|r| r.wall_ns > 0);
     let top: i64 = rows.iter().filter(|r| r.path.len() == 1).map(|r| r.incl_sum).sum();
     let of = if all_walls { "wall time" } else { "top-level time" };
     let known = all_walls || top > 0;
@@ -307,8 +354,15 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
 
     let budget = fmt::line_budget();
     let multi = n > 1;
+    let per = if options.threads { "incl/thread" } else { "incl/rank" };
+    let per_excl = if options.threads { "excl/thread" } else { "excl/rank" };
+    let at = match (options.threads, n_ranks > 1) {
+        (true, true) => "rank.thread",
+        (true, false) => "thread",
+        _ => "rank",
+    };
     let mut t = if multi {
-        Table::new(["path", "calls", "incl/rank", "min", "max", "at", "imbalance", "excl/rank", "%"])
+        Table::new(["path", "calls", per, "min", "max", at, "imbalance", per_excl, "%"])
     } else {
         Table::new(["path", "calls", "inclusive", "exclusive", "%"])
     }
@@ -327,7 +381,7 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
                 s(mean),
                 s(r.incl_min as f64),
                 s(r.incl_max as f64),
-                r.max_rank.to_string(),
+                units[r.max_at].label(n_ranks),
                 imbalance,
                 s(r.excl_sum as f64 / n as f64),
                 pct,
@@ -338,12 +392,23 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
     }
     let mut out = String::new();
     let label = file.file_name().map_or_else(|| file.display().to_string(), |f| f.to_string_lossy().into_owned());
-    match options.rank {
-        Some(k) => out.push_str(&format!("Call paths of {label}, rank {k} (threads pooled; % of its {of})\n")),
-        None if multi => out.push_str(&format!(
-            "Call paths of {label}, {n} ranks (threads pooled; time per rank: mean, min, max and the rank with the max; imbalance = max/mean; % of a rank's {of}, averaged)\n"
-        )),
-        None => out.push_str(&format!("Call paths of {label} (threads pooled; % of the {of})\n")),
+    if options.threads {
+        let of_ranks = match options.rank {
+            Some(k) => format!("rank {k}"),
+            None if n_ranks > 1 => format!("{n_ranks} ranks"),
+            None => "the run".into(),
+        };
+        out.push_str(&format!(
+            "Call paths of {label}, {of_ranks}, {n} thread(s) apart (time per thread: mean, min, max and the {at} with the max; imbalance = max/mean; % of the rank's {of}, averaged over the threads)\n"
+        ));
+    } else {
+        match options.rank {
+            Some(k) => out.push_str(&format!("Call paths of {label}, rank {k} (threads pooled; % of its {of})\n")),
+            None if multi => out.push_str(&format!(
+                "Call paths of {label}, {n} ranks (threads pooled; time per rank: mean, min, max and the rank with the max; imbalance = max/mean; % of a rank's {of}, averaged)\n"
+            )),
+            None => out.push_str(&format!("Call paths of {label} (threads pooled; % of the {of})\n")),
+        }
     }
     t.render(&mut out);
     if hidden > 0 {
@@ -379,17 +444,39 @@ mod tests {
     #[test]
     fn pooled_tree_and_pruning() {
         let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let r0 = RankPaths { rank: 0, wall_ns: 1000, paths: vec![(p(&["a"]), [1, 900, 100]), (p(&["a", "b"]), [2, 800, 800]), (p(&["c"]), [1, 5, 5])] };
-        let r1 = RankPaths { rank: 1, wall_ns: 1000, paths: vec![(p(&["a"]), [1, 500, 100]), (p(&["a", "b"]), [2, 400, 400])] };
-        let text = render(Path::new("x.h5"), &[r0.clone(), r1], &Options { rank: None, min_share: 0.01 }).unwrap();
+        let r0 = RankPaths { rank: 0, wall_ns: 1000, paths: vec![(p(&["a"]), [1, 900, 100]), (p(&["a", "b"]), [2, 800, 800]), (p(&["c"]), [1, 5, 5])], threads: vec![] };
+        let r1 = RankPaths { rank: 1, wall_ns: 1000, paths: vec![(p(&["a"]), [1, 500, 100]), (p(&["a", "b"]), [2, 400, 400])], threads: vec![] };
+        let text = render(Path::new("x.h5"), &[r0.clone(), r1], &Options { rank: None, min_share: 0.01, threads: false }).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[2].trim_start().starts_with("a ") && lines[3].trim_start().starts_with("b "), "{text}");
         assert!(lines[3].starts_with("    b") || lines[3].starts_with("  b") || lines[3].contains("  b "), "{text}");
         assert!(text.contains("1 path(s) below"), "{text}");
         // a: mean 700 ns, min 500, max 900 on rank 0, imbalance 900/700.
         assert!(lines[2].contains(" 1.29 ") && lines[2].contains("700 ns") && lines[2].contains("70.0"), "{text}");
-        let one = render(Path::new("x.h5"), &[r0], &Options { rank: Some(0), min_share: 0.0 }).unwrap();
+        let one = render(Path::new("x.h5"), &[r0], &Options { rank: Some(0), min_share: 0.0, threads: false }).unwrap();
         assert!(one.contains("rank 0") && one.contains("90.0") && one.contains("0.5"), "{one}");
-        assert!(render(Path::new("x.h5"), &[], &Options { rank: None, min_share: 0.0 }).is_err());
+        assert!(render(Path::new("x.h5"), &[], &Options { rank: None, min_share: 0.0, threads: false }).is_err());
+    }
+
+    #[test]
+    fn threads_apart_name_the_thread_that_waits() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let t0 = vec![(p(&["par"]), [1, 3000, 100]), (p(&["par", "barrier"]), [1, 2240, 2240])];
+        let t1 = vec![(p(&["par"]), [1, 3000, 1880]), (p(&["par", "barrier"]), [1, 1120, 1120])];
+        let r = RankPaths { rank: 0, wall_ns: 4000, paths: vec![], threads: vec![(0, t0), (1, t1)] };
+        let text = render(Path::new("x.h5"), &[r.clone()], &Options { rank: None, min_share: 0.0, threads: true }).unwrap();
+        assert!(text.contains("2 thread(s) apart") && text.contains(" thread "), "{text}");
+        let barrier = text.lines().find(|l| l.trim_start().starts_with("barrier")).unwrap();
+        // mean 1.68 us, min 1.12 us, max 2.24 us on thread 0, imbalance 2240/1680.
+        assert!(barrier.contains("1.680 us") && barrier.contains("1.120 us") && barrier.contains("2.240 us") && barrier.contains(" 1.33 "), "{text}");
+        let cols: Vec<&str> = barrier.split_whitespace().collect();
+        assert_eq!(cols[cols.len() - 5], "0", "the thread of the max: {text}");
+        // Two ranks: the thread of the max is named rank.thread.
+        let mut r1 = r.clone();
+        r1.rank = 3;
+        r1.threads[1].1[1].1[1] = 9000;
+        let text = render(Path::new("x.h5"), &[r, r1], &Options { rank: None, min_share: 0.0, threads: true }).unwrap();
+        let barrier = text.lines().find(|l| l.trim_start().starts_with("barrier")).unwrap();
+        assert!(barrier.split_whitespace().any(|c| c == "3.1"), "{text}");
     }
 }

@@ -233,17 +233,12 @@ impl Filter {
 
     /// Read and parse a filter file (at most `MAX_BYTES`).
     pub fn read(path: &std::path::Path) -> Result<Filter, String> {
-        use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err("not a regular file".into());
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
-        if bytes.len() as u64 > MAX_BYTES {
-            return Err(format!("longer than {MAX_BYTES} bytes"));
-        }
-        let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+        // Never blocks: a FIFO, device, socket or directory is refused before it is opened.
+        let text = safe_file::read_regular_text(path, MAX_BYTES).map_err(|e| match (safe_file::not_kind(&e), e.kind()) {
+            (Some(_), _) => format!("{e}: not read"),
+            (None, std::io::ErrorKind::InvalidData) => e.to_string(),
+            (None, _) => format!("cannot read it: {e}"),
+        })?;
         Filter::parse(&text)
     }
 

@@ -112,7 +112,7 @@ fn check_event_sets(env: &MarkerEnv, m: &Machine) -> Result<(), String> {
     let files = env::check_groups(&env.sets, &m.group_dirs, arch)?;
     for (set, file) in env.sets.iter().zip(files) {
         if let (EventSet::Group(name), Some(file)) = (set, file) {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let text = safe_file::read_regular_text(&file, perfgroup::MAX_GROUP_BYTES).map_err(|e| format!("{}: {e}", file.display()))?;
             if m.smt && perfgroup::parse(name, &text).require_noht {
                 return Err(format!("group {name} requires SMT off (REQUIRE_NOHT)"));
             }

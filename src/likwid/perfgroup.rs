@@ -87,6 +87,11 @@ pub fn group_dirs(configured: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
+/// Group files longer than this are not read (they are a few KiB; the directories come from
+/// the environment and `$HOME`, and are read like any path named by the user: regular files
+/// only, never blocking).
+pub const MAX_GROUP_BYTES: u64 = 1 << 20;
+
 /// `<dir>/<arch>/<name>.txt` of the first directory that has it.
 pub fn find_file(dirs: &[PathBuf], arch: &str, name: &str) -> Option<PathBuf> {
     dirs.iter().map(|d| d.join(arch).join(format!("{name}.txt"))).find(|p| p.is_file())
@@ -103,7 +108,7 @@ pub fn load_all(dirs: &[PathBuf], arch: &str) -> Vec<PerfGroup> {
             if path.extension().is_none_or(|x| x != "txt") || out.iter().any(|g| g.name == name) {
                 continue;
             }
-            if let Ok(text) = std::fs::read_to_string(&path) {
+            if let Ok(text) = safe_file::read_regular_text(&path, MAX_GROUP_BYTES) {
                 out.push(parse(&name, &text));
             }
         }
@@ -114,7 +119,7 @@ pub fn load_all(dirs: &[PathBuf], arch: &str) -> Vec<PerfGroup> {
 
 pub fn load(dirs: &[PathBuf], arch: &str, name: &str) -> Option<PerfGroup> {
     let path = find_file(dirs, arch, name)?;
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = safe_file::read_regular_text(&path, MAX_GROUP_BYTES).ok()?;
     Some(parse(name, &text))
 }
 

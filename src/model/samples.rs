@@ -79,6 +79,13 @@ pub struct SampleProfile {
     pub lost: u64,
     /// Threads that were sampled.
     pub threads: u64,
+    /// Set when the program replaced the sampling signal's handler while sampling ran: what
+    /// was seen (the samples after that reached the program's handler and are not counted).
+    #[serde(default)]
+    pub handler_replaced: Option<String>,
+    /// Sampled threads that had the sampling signal blocked (their samples could not arrive).
+    #[serde(default)]
+    pub blocked_threads: u64,
     /// Every region's name, indexed like the region ids of `rows`.
     pub regions: Vec<String>,
     pub modules: Vec<SampleModule>,

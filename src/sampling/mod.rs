@@ -121,6 +121,8 @@ struct Taken {
     outside: u64,
     lost: u64,
     sampled: bool,
+    /// The sampling signal was blocked in the thread (when it ended, or at finalize).
+    blocked: bool,
 }
 
 struct Control {
@@ -143,6 +145,8 @@ struct Control {
     taken: Vec<Taken>,
     /// Samples dropped by threads that could not be closed in time.
     unreachable: u64,
+    /// The program replaced the sampling signal's handler while sampling ran (what was seen).
+    replaced: Option<String>,
 }
 
 static CONTROL: Mutex<Control> = Mutex::new(Control {
@@ -158,6 +162,7 @@ static CONTROL: Mutex<Control> = Mutex::new(Control {
     started: false,
     finalized: false,
     modules: Vec::new(),
+    replaced: None,
     taken: Vec::new(),
     unreachable: 0,
 });
@@ -222,6 +227,21 @@ fn ensure_current(c: &mut Control) -> &'static ThreadSampler {
 }
 
 impl Control {
+    /// While sampling runs: is our handler still the signal's? A program that took the signal
+    /// over after setup receives the samples from then on; that is said once on stderr and in
+    /// the file (`sampling/handler_replaced`), never shown as "0 samples, 0 lost".
+    fn check_handler(&mut self, when: &str) {
+        let Some(sig) = self.signal else { return };
+        if self.active.is_none() || self.replaced.is_some() || signal::is_ours(sig) {
+            return;
+        }
+        let what = format!(
+            "the program replaced the handler of the sampling signal {} while sampling ran (seen {when}): the samples after that reached the program's handler and are not counted here",
+            signal::name(sig)
+        );
+        warn::once("sample-handler-replaced", &format!("sampling: {what}; set {} to a signal the program leaves alone", env::SIGNAL));
+        self.replaced = Some(what);
+    }
     /// Give thread `t` a sample source at the current period. False if it has none.
     fn arm(&mut self, t: &'static ThreadSampler) -> bool {
         let (Some(period), Some(sig)) = (self.active, self.signal) else { return false };
@@ -325,7 +345,12 @@ fn thread_exited() {
     }
     let c = control();
     let sig = c.signal;
+    // The program's own mask: a signal it blocked stays blocked.
+    let was_blocked = sig.is_some_and(signal::blocked_here);
     if let Some(s) = sig {
+        if t.armed_once.load(Ordering::Relaxed) && was_blocked {
+            t.blocked.store(true, Ordering::Relaxed);
+        }
         signal::block(s, true);
     }
     t.exited.store(true, Ordering::Release);
@@ -333,7 +358,7 @@ fn thread_exited() {
         disarm(&mut held, t);
     }
     drop(c);
-    if let Some(s) = sig {
+    if let Some(s) = sig.filter(|_| !was_blocked) {
         signal::block(s, false);
     }
 }
@@ -366,6 +391,7 @@ pub fn thread_started() {
     }
     let t = ensure_current(&mut c);
     if c.active.is_some() {
+        c.check_handler("when a thread started");
         c.arm(t);
     }
 }
@@ -408,6 +434,7 @@ pub fn start(hz: u32) -> Result<(), StartError> {
         Some(s) if signal::is_ours(s) => s,
         Some(s) => {
             // Somebody replaced our handler: take a free signal again (or the one asked for).
+            c.check_handler("when sampling started again");
             warn::once("sample-signal-replaced", &format!("the program replaced the sampling signal's handler ({}): sampling moves to another signal", signal::name(s)));
             signal::choose(c.signal_wanted.filter(|&w| w != s)).map_err(StartError::Unsupported)?
         }
@@ -454,6 +481,7 @@ pub fn stop() {
         return;
     }
     let mut c = control();
+    c.check_handler("when sampling stopped");
     if c.active.take().is_some() {
         c.disarm_all();
     }
@@ -470,6 +498,7 @@ pub fn stop_for_finalize() {
     if c.finalized {
         return;
     }
+    c.check_handler("at finalize");
     c.finalized = true;
     c.active = None;
     if !c.started {
@@ -482,6 +511,8 @@ pub fn stop_for_finalize() {
                 disarm(&mut held, t);
                 let table = held.take_table();
                 let sampled = t.armed_once.load(Ordering::Relaxed);
+                let blocked = t.blocked.load(Ordering::Relaxed)
+                    || (sampled && !t.exited.load(Ordering::Acquire) && c.signal.is_some_and(|s| signal::blocked_in(t.tid, s)));
                 c.taken.push(Taken {
                     tid: t.tid,
                     table,
@@ -489,6 +520,7 @@ pub fn stop_for_finalize() {
                     outside: t.outside.load(Ordering::Relaxed),
                     lost: t.lost.load(Ordering::Relaxed),
                     sampled,
+                    blocked,
                 });
                 held.close();
             }
@@ -532,6 +564,7 @@ pub fn collect(names: &[String], thread_os_ids: &[i64]) -> Option<SampleProfile>
         signal: c.signal.unwrap_or(0) as i64,
         regions: names.to_vec(),
         lost: c.unreachable,
+        handler_replaced: c.replaced.clone(),
         ..Default::default()
     };
     drop(c);
@@ -552,6 +585,22 @@ pub fn collect(names: &[String], thread_os_ids: &[i64]) -> Option<SampleProfile>
             let region = if region == OUTSIDE || region as usize >= names.len() { -1 } else { region as i64 };
             p.rows.push(SampleRow { thread, region, module, address, count, time_ns: ns });
         }
+    }
+    // Threads whose sampling signal was blocked: their samples could not arrive.
+    let blocked: Vec<&Taken> = taken.iter().filter(|t| t.sampled && t.blocked).collect();
+    if !blocked.is_empty() {
+        let without = blocked.iter().filter(|t| t.taken == 0).count();
+        let what = format!(
+            "{} sampled thread(s) had the sampling signal {} blocked ({without} of them without a single sample): their samples could not arrive and are not counted",
+            blocked.len(),
+            signal::name(p.signal as i32)
+        );
+        warn::once("sample-blocked", &format!("sampling: {what}"));
+        p.blocked_threads = blocked.len() as u64;
+        p.handler_replaced = Some(match p.handler_replaced.take() {
+            Some(r) => format!("{r}; {what}"),
+            None => what,
+        });
     }
     p.rows.sort_by_key(|r| (r.region, r.thread, r.module, r.address));
     p.lines = resolve::lines(&p);

@@ -3,10 +3,12 @@
 //! per region, function and file, line by line: the `line_profile` records.
 
 use crate::model::samples::{LINE_UNIT, LineRecord, OUTSIDE_REGIONS, SampleProfile};
-use crate::symbols::{Place, Symbolizer};
+use crate::symbols::{Place, Symbolizer, fallback_name, own_module_path};
 use std::collections::{BTreeMap, HashMap};
 
 const UNKNOWN: &str = "??";
+/// The function of samples taken inside this library.
+pub const OWN_CODE: &str = "(scope_profiler)";
 
 #[derive(Default)]
 struct Lines {
@@ -21,6 +23,7 @@ struct Lines {
 /// each region, regions in id order and the samples outside every region last.
 pub fn lines(p: &SampleProfile) -> Vec<LineRecord> {
     let mut symbolizer = Symbolizer::new();
+    let own = own_module_path();
     let mut places: HashMap<(i64, u64), (Place, Option<(String, u32)>)> = HashMap::new();
     // (region, function, file) -> lines
     let mut groups: BTreeMap<(i64, String, String), Lines> = BTreeMap::new();
@@ -36,11 +39,19 @@ pub fn lines(p: &SampleProfile) -> Vec<LineRecord> {
                 None => (Place::default(), None),
             })
             .clone();
-        // Without a symbol, the module at least (`?? (linux-vdso.so.1)`).
-        let module_name = usize::try_from(row.module).ok().and_then(|m| p.modules.get(m)).map(|m| m.path.rsplit('/').next().unwrap_or(&m.path).to_string());
-        let function = place.function.clone().unwrap_or_else(|| module_name.map_or_else(|| UNKNOWN.into(), |m| format!("{UNKNOWN} ({m})")));
-        let file = place.file.clone().unwrap_or_else(|| UNKNOWN.into());
-        let line = if place.file.is_some() { place.line as i64 } else { 0 };
+        let module = usize::try_from(row.module).ok().and_then(|m| p.modules.get(m));
+        // Samples inside this library are ours, not the program's code (whatever region is open).
+        let ours = module.is_some_and(|m| own.as_deref() == Some(m.path.as_str()))
+            || place.function.as_deref().is_some_and(|f| f.starts_with("scope_profiler::") || f.starts_with("<scope_profiler::"));
+        // Without a symbol whose range holds the address: the module and the offset, never
+        // a neighbouring function's name.
+        let function = if ours {
+            OWN_CODE.to_string()
+        } else {
+            place.function.clone().unwrap_or_else(|| module.map_or_else(|| UNKNOWN.into(), |m| fallback_name(&m.path, m.base, row.address)))
+        };
+        let file = if ours { UNKNOWN.into() } else { place.file.clone().unwrap_or_else(|| UNKNOWN.into()) };
+        let line = if place.file.is_some() && !ours { place.line as i64 } else { 0 };
         let g = groups.entry((row.region, function, file.clone())).or_default();
         let e = g.by_line.entry(line).or_insert((0, 0));
         e.0 += row.count;

@@ -137,6 +137,23 @@ pub fn install(sig: c_int) -> Result<(), String> {
 }
 
 /// Block (true) or unblock `sig` on the calling thread.
+/// Whether the calling thread has `sig` blocked.
+pub fn blocked_here(sig: c_int) -> bool {
+    // SAFETY: a zeroed sigset is valid output space; a null new set only reads the mask.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set) == 0 && libc::sigismember(&set, sig) == 1 }
+}
+
+/// Whether thread `tid` of this process has `sig` blocked now (its `SigBlk` in /proc).
+pub fn blocked_in(tid: i32, sig: c_int) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) else { return false };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
+}
+
 pub fn block(sig: c_int, on: bool) {
     // SAFETY: a signal set built from scratch.
     unsafe {

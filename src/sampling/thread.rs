@@ -173,6 +173,9 @@ pub struct ThreadSampler {
     pub exited: AtomicBool,
     /// A source was armed for it at some point (it counts among the sampled threads).
     pub armed_once: AtomicBool,
+    /// The thread had the sampling signal blocked when it ended (or at finalize): its samples
+    /// could not arrive.
+    pub blocked: AtomicBool,
     source: UnsafeCell<Source>,
     table: UnsafeCell<Table>,
     /// Perf signals that arrived while the controller held the lock word: their samples wait
@@ -232,6 +235,7 @@ impl ThreadSampler {
             tid,
             exited: AtomicBool::new(false),
             armed_once: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
             source: UnsafeCell::new(Source::None),
             table: UnsafeCell::new(Table::empty()),
             held_signals: AtomicU64::new(0),

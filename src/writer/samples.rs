@@ -8,7 +8,9 @@
 //!   `times` (float64: CPU time). Samples outside every region are records of region
 //!   `(outside regions)` with the attribute `outside_regions` = 1.
 //! - `sampling/`: attributes `hz`, `mechanism`, `signal`, `ticks` (samples taken),
-//!   `outside_samples`, `lost_samples`, `threads`; `regions` (names, indexed by the rows'
+//!   `outside_samples`, `lost_samples`, `threads`, and `handler_replaced` (a sentence) and `blocked_threads` when the
+//!   program took the sampling signal's handler over while sampling ran, or blocked it in
+//!   sampled threads; `regions` (names, indexed by the rows'
 //!   `region`); `modules/{path,base}`; `samples/{thread,region,module,address,count,time_ns}`
 //!   (one row per thread, region and instruction address: with the modules' load biases, what
 //!   a later symbolization needs).
@@ -51,6 +53,10 @@ pub fn write(rank_group: &hdf5::Group, p: &SampleProfile) -> hdf5::Result<()> {
     put_attr(&s, "signal", &AttrValue::Int(p.signal))?;
     for (name, v) in [("ticks", p.ticks), ("outside_samples", p.outside), ("lost_samples", p.lost), ("threads", p.threads)] {
         put_attr(&s, name, &AttrValue::Int(v.min(i64::MAX as u64) as i64))?;
+    }
+    if let Some(what) = &p.handler_replaced {
+        put_attr(&s, "handler_replaced", &AttrValue::Str(what.clone()))?;
+        put_attr(&s, "blocked_threads", &AttrValue::Int(p.blocked_threads.min(i64::MAX as u64) as i64))?;
     }
     strings(&s, "regions", p.regions.iter().cloned())?;
     let m = s.create_group("modules")?;

@@ -20,6 +20,13 @@
  *   fork      threads, after a child process forked while sampling ran has recorded a
  *             region and exited (exit(), so its threads' exit hooks run): the parent's
  *             sampling goes on.
+ *   takeover  threads, after the program (once sampling runs) puts its own handler on every
+ *             real-time signal, as some runtimes do: it counts what reaches it (host_taken).
+ *   block     threads, with every signal blocked in every thread after sp_setup (as
+ *             some runtimes' worker threads do); unblocked again after sp_finalize.
+ *   memset    region `fill`: glibc's memset on a 256 KiB buffer, over and over (libc has no
+ *             line table of its own: its names come from its split debug file, if installed);
+ *             then region `calls`, holding only regions `tiny` started and stopped at once.
  *   many      $SAMPLING_TEST_THREADS threads (default 40) start, each records region `many`
  *             for a tenth of the CPU seconds, and end; then the events and timers left.
  *   none      threads without sampling.
@@ -185,7 +192,12 @@ static int api_workload(void) {
     return bad;
 }
 
-static volatile sig_atomic_t host_sigprof, host_rt;
+static volatile sig_atomic_t host_sigprof, host_rt, host_taken;
+
+static void on_taken(int sig) {
+    (void)sig;
+    host_taken++;
+}
 
 static void on_sigprof(int sig) {
     (void)sig;
@@ -260,7 +272,38 @@ int main(int argc, char **argv) {
         waitpid(child, &status, 0);
         printf("INFO\tchild_status\t%d\n", status);
     }
-    if (strcmp(mode, "api") == 0) {
+    if (strcmp(mode, "takeover") == 0) {
+        struct sigaction a;
+        memset(&a, 0, sizeof a);
+        a.sa_handler = on_taken;
+        a.sa_flags = SA_RESTART;
+        sigemptyset(&a.sa_mask);
+        for (int s = SIGRTMIN; s <= SIGRTMAX; s++) sigaction(s, &a, NULL);
+    }
+    sigset_t all, before;
+    sigfillset(&all);
+    if (strcmp(mode, "block") == 0) pthread_sigmask(SIG_BLOCK, &all, &before);
+    if (strcmp(mode, "memset") == 0) {
+        static char buf[256 << 10];
+        sp_region_start("fill");
+        double t0 = cpu_s();
+        int k = 0;
+        while (cpu_s() - t0 < seconds) {
+            memset(buf, k++ & 0xff, sizeof buf);
+            __asm__ volatile("" : : "r"(buf) : "memory");
+        }
+        sp_region_stop("fill");
+        sink += buf[12345];
+        /* Then the library's own code: regions too short to hold anything but its calls. */
+        sp_region_start("calls");
+        t0 = cpu_s();
+        while (cpu_s() - t0 < seconds)
+            for (int i = 0; i < 1000; i++) {
+                sp_region_start("tiny");
+                sp_region_stop("tiny");
+            }
+        sp_region_stop("calls");
+    } else if (strcmp(mode, "api") == 0) {
         bad |= api_workload();
     } else if (strcmp(mode, "many") == 0) {
         many_workload();
@@ -283,6 +326,8 @@ int main(int argc, char **argv) {
         bad = 1;
     }
     print_sources("finalized");
+    if (strcmp(mode, "takeover") == 0) printf("INFO\thost_taken\t%d\n", (int)host_taken);
+    if (strcmp(mode, "block") == 0) pthread_sigmask(SIG_SETMASK, &before, NULL); /* what was pending arrives now */
     printf("INFO\tsink\t%g\n", sink > 0 ? 1.0 : 0.0);
 #ifdef USE_MPI
     MPI_Finalize();

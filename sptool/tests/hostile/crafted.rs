@@ -399,3 +399,112 @@ fn damaged_call_paths_are_refused_in_one_line() {
     let py = base("python.h5");
     refused(&dir, &["tree", py.to_str().unwrap()], py.to_str().unwrap(), &["holds no call paths"]);
 }
+
+/// A FIFO, a socket, a directory, a device and a symlink to a FIFO named on the command line:
+/// every command refuses each at once in one line (a FIFO opened for reading would block for
+/// ever), and an output that is a FIFO nobody reads is refused, never waited for.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once_by_every_command() {
+    let dir = scratch("crafted_kinds");
+    std::fs::copy(base("threads_regions.h5"), dir.join("good.h5")).unwrap();
+    let c = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c(&dir.join("fifo")).as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink(dir.join("fifo"), dir.join("to_fifo.h5")).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(dir.join("sock")).unwrap());
+    std::fs::create_dir(dir.join("adir.h5")).unwrap();
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (file, said) in [
+        ("fifo", "a FIFO"),
+        ("to_fifo.h5", "a FIFO"),
+        ("sock", "a socket"),
+        ("/dev/zero", "a character device"),
+        ("adir.h5", "is a directory"),
+    ] {
+        let mut cmds = every_command(file);
+        cmds.extend([
+            v(&["tree", file]),
+            v(&["tree", file, "--threads"]),
+            v(&["lines", file]),
+            v(&["mpi", file]),
+            v(&["diff", file, "good.h5"]),
+            v(&["check", "good.h5", file]),
+        ]);
+        for cmd in cmds {
+            refused(&dir, &args(&cmd), file, &[said]);
+        }
+        // recover: the target is named as given, made absolute.
+        let o = sane(&dir, &["recover", file]);
+        assert_eq!(o.code, Some(1), "{}", o.describe());
+        assert_eq!(o.stderr.lines().count(), 1, "{}", o.describe());
+        assert!(o.stderr.contains(said) || (said == "is a directory" && o.stderr.contains("a directory")), "{}", o.describe());
+    }
+    // An output FIFO with no reader: refused, not waited for; the same FIFO with a reader is written.
+    let o = sane(&dir, &["export", "good.h5", "--format", "json", "-o", "fifo"]);
+    assert_eq!(o.code, Some(1), "{}", o.describe());
+    assert!(o.stderr.contains("nobody reads it"), "{}", o.describe());
+}
+
+/// The newer tables damaged (the call paths' thread column, the sampler's line records and
+/// sample table, the MPI tables): every command stays sane on each file (its output, or one
+/// line), and the command that reads the table refuses it in one line naming it, with and
+/// without `--threads`.
+#[test]
+fn damaged_newer_tables_are_refused_in_one_line_by_every_command() {
+    let dir = scratch("crafted_newer");
+    // An MPI group as the library writes it (rank0/mpi/routines, peers, completions, sites),
+    // two threads calling MPI, added to a real profile.
+    let mpi = "m = f.create_group('rank0/mpi')\n\
+               m.attrs['mode'] = 'summary'; m.attrs['family'] = 'openmpi'; m.attrs['app_time_ns'] = 10**10; m.attrs['mpi_time_ns'] = 3 * 10**9\n\
+               r = m.create_group('routines')\n\
+               r['routine'] = np.array([b'MPI_Barrier', b'MPI_Barrier', b'MPI_Send'], dtype=h5py.string_dtype())\n\
+               r['thread'] = np.array([0, 1, 1]); r['comm_size'] = np.array([4, 4, 4]); r['comm_kind'] = np.array([1, 1, 1])\n\
+               r['calls'] = np.array([10, 10, 5]); r['time_ns'] = np.array([2 * 10**9, 10**9, 1000])\n\
+               r['bytes_sent'] = np.array([0, 0, 40]); r['bytes_received'] = np.array([0, 0, 0])\n\
+               r['polls_empty'] = np.array([0, 0, 0]); r['poll_time_ns'] = np.array([0, 0, 0])\n\
+               r['size_histogram'] = np.zeros((3, 64))\n\
+               p = m.create_group('peers')\n\
+               for k in ['world_rank', 'messages_sent', 'bytes_sent', 'messages_received', 'bytes_received']: p[k] = np.array([1])\n\
+               c = m.create_group('completions')\n\
+               c['routine'] = np.array([b'MPI_Wait'], dtype=h5py.string_dtype()); c['origin'] = np.array([b'MPI_Isend'], dtype=h5py.string_dtype())\n\
+               for k in ['count', 'bytes', 'time_ns']: c[k] = np.array([1])";
+    let good = craft(&dir, "threads_regions.h5", "mpi_ok.h5", mpi);
+    for args in [vec!["mpi", "mpi_ok.h5"], vec!["mpi", "mpi_ok.h5", "--threads"], vec!["tree", "mpi_ok.h5", "--threads"]] {
+        let o = sane(&dir, &args);
+        assert_eq!(o.code, Some(0), "{}", o.describe());
+    }
+    let o = sane(&dir, &["mpi", "mpi_ok.h5", "--threads"]);
+    assert!(o.stdout.contains("Time per thread that calls MPI"), "{}", o.describe());
+    drop(good);
+    let with_mpi = |extra: &str| format!("{mpi}\n{extra}");
+    let cases: Vec<(&str, &str, String, &str, &str)> = vec![
+        // (file, base, damage, command that reads it, what it says)
+        ("cp_threads.h5", "threads_regions.h5", "g = f['rank0/call_paths']; v = g['thread'][...]; del g['thread']; g['thread'] = v[:-1]".into(), "tree", "rows where the table's other columns have"),
+        ("cp_table_threads.h5", "threads_columnar.h5", "g = f['call_paths']; v = g['threads'][...]; del g['threads']; g['threads'] = v[:1]".into(), "tree", "rows where the table's other columns have"),
+        ("lp_short.h5", "sampled.h5", "g = f['rank0/line_profile/0']; v = g['hits'][...]; del g['hits']; g['hits'] = np.append(v, 1)".into(), "lines", "differ in length"),
+        ("lp_negative.h5", "sampled.h5", "d = f['rank0/line_profile/0/hits']; v = d[...]; v[0] = -5; d[...] = v".into(), "lines", "negative count"),
+        ("lp_huge.h5", "sampled.h5", "g = f['rank0/line_profile/0']; del g['line_numbers']; g.create_dataset('line_numbers', shape=(10**12,), dtype='i8', chunks=(4096,))".into(), "lines", "line_numbers"),
+        ("lp_text.h5", "sampled.h5", "g = f['rank0/line_profile/0']; del g['times']; g['times'] = np.array([b'x'], dtype=h5py.string_dtype())".into(), "lines", "times"),
+        ("sm_attrs.h5", "sampled.h5", "s = f['rank0/sampling']; s.attrs['ticks'] = 'many'; s.attrs['handler_replaced'] = np.int64(3); del s['samples/count']".into(), "", ""),
+        ("mpi_short.h5", "threads_regions.h5", with_mpi("del r['calls']; r['calls'] = np.array([1, 2])"), "mpi", "routines/calls has 2 rows"),
+        ("mpi_negative.h5", "threads_regions.h5", with_mpi("r['time_ns'][1] = -4"), "mpi", "negative count"),
+        ("mpi_hist.h5", "threads_regions.h5", with_mpi("del r['size_histogram']; r['size_histogram'] = np.zeros((3, 7))"), "mpi", "size_histogram"),
+        ("mpi_huge.h5", "threads_regions.h5", with_mpi("del r['thread']; r.create_dataset('thread', shape=(10**12,), dtype='i8', chunks=(4096,))"), "mpi", "thread"),
+        ("mpi_peers.h5", "threads_regions.h5", with_mpi("del p['bytes_sent']; p['bytes_sent'] = np.array([1, 2, 3])"), "mpi", "peers"),
+    ];
+    for (name, from, code, reader, needle) in &cases {
+        craft(&dir, from, name, code);
+        let mut cmds = every_command(name);
+        cmds.extend([vec!["tree", name], vec!["tree", name, "--threads"], vec!["lines", name, "--per-rank"], vec!["mpi", name], vec!["mpi", name, "--threads", "--sites"]].into_iter().map(|v| v.iter().map(|s| s.to_string()).collect()));
+        for cmd in &cmds {
+            let o = sane(&dir, &args(cmd));
+            assert!(matches!(o.code, Some(0) | Some(1)), "{}", o.describe());
+            if o.code == Some(1) {
+                assert_eq!(o.stderr.lines().count(), 1, "one line: {}", o.describe());
+            }
+            if !reader.is_empty() && cmd[0] == *reader {
+                assert_eq!(o.code, Some(1), "{name}: {reader} reads the damaged table: {}", o.describe());
+                assert!(o.stderr.starts_with(&format!("sptool: {name}: ")) && o.stderr.contains(needle), "{needle:?}: {}", o.describe());
+            }
+        }
+    }
+}

@@ -359,6 +359,8 @@ fn profile_case(shared: &Shared, case: usize, rng: &mut Rng, dir: &Path) {
         (vec!["check", "in.h5", good], vec![]),
         (vec!["lines", "in.h5", "--per-rank"], vec![]),
         (vec!["tree", "in.h5"], vec![]),
+        (vec!["tree", "in.h5", "--threads"], vec![]),
+        (vec!["mpi", "in.h5", "--threads", "--sites"], vec![]),
     ];
     for (args, outputs) in &runs {
         if Instant::now() >= shared.deadline {
