@@ -21,7 +21,7 @@ static TRIED: AtomicBool = AtomicBool::new(false);
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mut c_void) {
     if functions::active() {
-        if !profiler::site_skipped(this_fn as u64) {
+        if !recording::site_skipped(this_fn as u64) {
             enter(this_fn)
         }
     } else {
@@ -32,7 +32,7 @@ pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mu
 /// Exit of an instrumented function (GCC's and Clang's hook).
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut c_void) {
-    if functions::active() && !profiler::site_skipped(this_fn as u64) {
+    if functions::active() && !recording::site_skipped(this_fn as u64) {
         exit(this_fn)
     }
 }

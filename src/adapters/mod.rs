@@ -69,6 +69,13 @@ pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnO
     profiler::stop_named(token, same, read)
 }
 
+/// Whether the calling thread skips this call site (an excluded or throttled instrumented
+/// function): a few loads, no clock read.
+#[inline(always)]
+pub fn site_skipped(addr: u64) -> bool {
+    profiler::site_skipped(addr)
+}
+
 /// The clock the recording reads (ticks), for a range timed by an adapter.
 #[inline(always)]
 pub fn now() -> i64 {
