@@ -15,7 +15,7 @@ use crate::model::{AttrValue, RankProfile, RunFacts};
 use crate::output::RunContext;
 use crate::profile::ThreadRecord;
 use crate::recorder::ThreadData;
-use crate::spill::{ANCHORS_FILE, CALLS_FILE, FILE_MAGIC, HEADER_BYTES, META_FILE, NAMES_FILE, PAGE_WORDS, SpillMeta, THREADS_FILE, boot_id, dir_prefix, map_reader, spill_parent};
+use crate::spill::{ALLOCATED_AT, ANCHORS_FILE, CALLS_FILE, FILE_MAGIC, HEADER_BYTES, META_FILE, NAMES_FILE, PAGE_WORDS, SpillMeta, THREADS_FILE, boot_id, dir_prefix, map_reader, spill_parent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -188,10 +188,15 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     let sum = |f: fn(&RecoveredRun) -> u64| by_rank.values().map(f).sum::<u64>();
     let calls = sum(|r| r.calls);
     let (torn, bad, impossible, excess) = (sum(|r| r.torn_words), sum(|r| r.bad_chunks), sum(|r| r.dropped_calls), sum(|r| r.excess_calls));
-    let dropped = if torn == 0 && bad == 0 && impossible == 0 && excess == 0 {
+    let (missing, missing_bytes) = (sum(|r| r.missing_chunks), sum(|r| r.missing_bytes));
+    let dropped = if torn == 0 && bad == 0 && impossible == 0 && excess == 0 && missing == 0 && missing_bytes == 0 {
         "nothing dropped".to_string()
     } else {
         let mut parts = Vec::new();
+        if missing > 0 || missing_bytes > 0 {
+            let cut = if missing_bytes > 0 { format!(" (the spill file is {missing_bytes} bytes shorter than it was written)") } else { String::new() };
+            parts.push(format!("{missing} chunk(s) of calls that the spill data recorded but that are missing or unreadable{cut}, whose calls cannot be counted"));
+        }
         if impossible > 0 {
             parts.push(format!("{impossible} call(s) of chunks holding impossible times"));
         }
@@ -510,6 +515,10 @@ pub struct RecoveredRun {
     /// Calls of chunks dropped because their headers claimed more threads and regions than a
     /// run with a spill file of this size can have had (the tables would not fit).
     pub excess_calls: u64,
+    /// Chunks the spill file recorded handing out that are not there (cut off by a file cut
+    /// short, or with unreadable headers), and the bytes the file lacks of its recorded end.
+    pub missing_chunks: u64,
+    pub missing_bytes: u64,
     /// Chunks with a fill count past their end (their calls were read up to their first
     /// zero word, as for a chunk still being filled).
     pub bad_fill: u64,
@@ -681,6 +690,9 @@ fn next_data(file: &File, word: usize) -> usize {
 /// Read a run directory back into the profile of its process: per-thread logs over the spill
 /// file's chunks and per-thread statistics from one pass over the calls, merged by
 /// `profile::merge` with the timebase fitted to the saved anchors.
+/// The header word holding the file's allocated end (then the chunk count).
+const ALLOCATED_WORD: usize = (ALLOCATED_AT / 8) as usize;
+
 pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
     read_run_in(RunDir::open(dir)?)
 }
@@ -711,9 +723,13 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     let budget = (map.len as u64).saturating_mul(TABLES_PER_SPILL_BYTE).max(TABLES_FLOOR);
     let (mut need, mut over_budget) = (0u64, 0u64);
     let mut word = (HEADER_BYTES / 8) as usize;
+    let mut headers_seen = 0u64;
     while word + HDR <= all.len() {
         let header = parse_header(&all[word..word + HDR])
             .filter(|&(region, _, _, cap)| region < crate::registry::MAX_REGIONS && cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
+        if header.is_some() {
+            headers_seen += 1;
+        }
         let Some((region, fill, thread, cap)) = header else {
             // Past the last chunk (blocks allocated but never used) or a damaged header:
             // chunk sizes are pages, so look for the next header a page further.
@@ -763,6 +779,12 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         }
         word += cap;
     }
+    // What the writer recorded it had handed out, against what is here: chunks cut off or
+    // unreadable are counted (their calls cannot be).
+    let (allocated_end, allocated_chunks) = (all.get(ALLOCATED_WORD).copied().unwrap_or(0), all.get(ALLOCATED_WORD + 1).copied().unwrap_or(0));
+    let file_len = file.metadata().map_or(map.len as u64, |m| m.len());
+    let missing_bytes = allocated_end.saturating_sub(file_len);
+    let missing_chunks = allocated_chunks.saturating_sub(headers_seen);
     // Second pass: the calls into per-thread statistics, the chunks adopted by the logs.
     let mut threads: BTreeMap<u32, ThreadData> = BTreeMap::new();
     let (mut calls, mut last_tick) = (0u64, i64::MIN);
@@ -854,6 +876,8 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         torn_words,
         dropped_calls,
         excess_calls: over_budget,
+        missing_chunks,
+        missing_bytes,
         bad_fill,
         unnamed_regions,
         unnamed_calls,
