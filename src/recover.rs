@@ -37,6 +37,12 @@ fn already_recovered(target: &Path, dirs: &[PathBuf]) -> bool {
     dirs.iter().all(|d| d.file_name().is_some_and(|n| have.contains(&*n.to_string_lossy())))
 }
 
+/// Is `target` the first stage of a write after a signal (statistics, no calls)?
+fn statistics_only(target: &Path) -> bool {
+    let Ok((f, _)) = crate::h5read::open(target) else { return false };
+    f.group("metadata").ok().and_then(|m| m.attr_string("signal_write_stage")).is_some_and(|s| s == "statistics")
+}
+
 fn is_profile(target: &Path) -> bool {
     crate::h5read::open(target).is_ok_and(|(f, _)| f.has("metadata"))
 }
@@ -44,16 +50,90 @@ fn is_profile(target: &Path) -> bool {
 /// Recover the spill directories of `target` into `target`. A complete profile there is never
 /// touched, nor are run directories of other users (said in the message).
 pub fn recover(target: &Path) -> Result<Recovery, String> {
+    let removed = remove_unfinished_writes(target);
     let (dirs, passed) = scan_runs(target);
     let mut r = recover_dirs(target, &dirs, false);
+    let mut said = String::new();
     if !passed.is_empty() {
-        let said = format!("; passed over {}", passed.join("; "));
-        match &mut r {
-            Ok(r) => r.message.push_str(&said),
-            Err(e) => e.push_str(&said),
-        }
+        said.push_str(&format!("; passed over {}", passed.join("; ")));
+    }
+    if !removed.is_empty() {
+        let names: Vec<String> = removed.iter().map(|d| d.display().to_string()).collect();
+        said.push_str(&format!(
+            "; removed {} half-written file(s) that an earlier write cut short left behind ({}): what they held is in the spill data or in the file written before them",
+            removed.len(),
+            names.join(", ")
+        ));
+    }
+    match &mut r {
+        Ok(r) => r.message.push_str(&said),
+        Err(e) => e.push_str(&said),
     }
     r
+}
+
+/// How long a leftover private directory must have been untouched to be taken as abandoned.
+const UNFINISHED_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The private directories (`.<name>.<random>.tmpdir`) of writes of `target` or its rank
+/// files that were cut short (a SIGKILL during the write, a process that ended before its
+/// deadline): a half-written HDF5 file is not a profile, so they are removed, once no process
+/// has a file open in them and nothing in them changed for a few seconds. Only the user's own
+/// real directories, not writable by others. Returns those removed.
+pub fn remove_unfinished_writes(target: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    if stem.is_empty() {
+        return Vec::new();
+    }
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let (single, ranks) = (format!(".{stem}.h5."), format!(".{stem}.rank"));
+    let mut candidates = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".tmpdir") || !(name.starts_with(&single) || name.starts_with(&ranks)) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(m) = std::fs::symlink_metadata(&path) else { continue };
+        if !m.is_dir() || m.uid() != euid() || m.mode() & 0o022 != 0 {
+            continue;
+        }
+        let recent = |m: &std::fs::Metadata| m.modified().ok().and_then(|t| t.elapsed().ok()).is_none_or(|d| d < UNFINISHED_QUIET);
+        let inner: Vec<std::fs::Metadata> = std::fs::read_dir(&path).map(|r| r.flatten().filter_map(|e| std::fs::symlink_metadata(e.path()).ok()).collect()).unwrap_or_default();
+        if recent(&m) || inner.iter().any(recent) {
+            continue;
+        }
+        candidates.push(path);
+    }
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let open = files_open_by_own_processes();
+    candidates.retain(|d| !open.iter().any(|f| f.starts_with(d)));
+    for d in &candidates {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    candidates
+}
+
+/// Every file the user's processes have open (their `/proc/<pid>/fd` links).
+fn files_open_by_own_processes() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        if !p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if std::fs::metadata(p.path()).map_or(true, |m| m.uid() != euid()) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
+        out.extend(fds.flatten().filter_map(|f| std::fs::read_link(f.path()).ok()));
+    }
+    out
 }
 
 /// Ranks listed one by one in `recovered_missing_ranks`, at most (beyond, only their count).
@@ -113,6 +193,13 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     if dirs.is_empty() && !rank_files.is_empty() && !target.exists() {
         // Every rank wrote its own file: combine them.
         let inputs: Vec<PathBuf> = rank_files.values().cloned().collect();
+        let cut: Vec<String> = rank_files.iter().filter(|(_, p)| statistics_only(p)).map(|(r, _)| r.to_string()).collect();
+        if !cut.is_empty() && cut.len() < inputs.len() {
+            return Err(format!(
+                "rank(s) {} kept only their statistics, call paths and metadata (killed while their calls were written after a signal: signal_write_stage \"statistics\"), the others all their calls: files of two layouts are not merged; each rank file is a readable profile of its rank",
+                cut.join(", ")
+            ));
+        }
         let w = crate::merge::merge_rank_files(target, &inputs).map_err(|e| e.to_string())?;
         return Ok(Recovery {
             message: format!("combined the per-rank files of {} rank(s) into {} (no spill data was left)", inputs.len(), w.path.display()),
@@ -120,7 +207,15 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         });
     }
     if dirs.is_empty() {
-        return if is_profile(target) {
+        return if is_profile(target) && statistics_only(target) {
+            Ok(Recovery {
+                message: format!(
+                    "nothing to recover: {} holds the statistics, call paths and metadata of a run ended by a signal but none of its calls (the write was cut short after its first stage: signal_write_stage \"statistics\"), and no spill data is left (the flight recorder, SCOPE_PROFILER_SPILL=1, keeps the calls of a run cut short)",
+                    target.display()
+                ),
+                written: None,
+            })
+        } else if is_profile(target) {
             Ok(Recovery { message: format!("nothing to recover: {} is a complete profile and no spill data is left", target.display()), written: None })
         } else if target.exists() {
             let why = hdf5::File::open(target).err().map(|e| e.to_string()).unwrap_or_else(|| "it has no metadata group".into());
