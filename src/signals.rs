@@ -15,8 +15,10 @@
 //! `siginfo_t` in static atomics, wakes the watcher thread with a futex and returns: it
 //! allocates nothing, takes no lock, and the interrupted thread goes on (so it leaves any call
 //! it was in, and any lock it held). The watcher, a thread created at setup with every signal
-//! blocked and asleep in `futex(2)` until then, starts the normal finalize on an ordinary thread
-//! (`Hooks::write`: no collective, each MPI rank writes its own file) and waits for it up to
+//! blocked and asleep in `futex(2)` until then, has the write (`Hooks::write`: no collective,
+//! each MPI rank writes its own file, statistics first, then the calls) run on a second thread
+//! also started at setup (`sp-signal-write`: no thread is started after a signal, which may
+//! have interrupted the dynamic loader on another thread) and waits for it up to
 //! `SCOPE_PROFILER_SIGNAL_TIMEOUT` (a second signal shortens that to one second). Then the
 //! process ends as the signal would have: the host's actions are put back and the signal is
 //! sent again, with its original `siginfo_t`, to the thread it first hit
@@ -26,7 +28,8 @@
 //!
 //! The watcher is created through libc's own `pthread_create` (found with `dlopen` of libc),
 //! so wrappers that count the host's threads to pin them (likwid-pin) do not see it; it is
-//! visible in `/proc/<pid>/task` and debuggers as `sp-signals`. It ends at `sp_finalize`, which
+//! visible in `/proc/<pid>/task` and debuggers as `sp-signals` (and the writer as
+//! `sp-signal-write`). Both end at `sp_finalize`, which
 //! also puts the host's signal actions back; `SCOPE_PROFILER_SIGNALS=none` creates neither.
 //!
 //! **Other cases.** A signal during `sp_finalize` (or the write at exit) waits for that write
