@@ -204,10 +204,10 @@ impl Placement {
 }
 
 /// The private directories of files still being written by this process.
-static UNFINISHED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+static UNFINISHED: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
 
-fn unfinished() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    UNFINISHED.lock().unwrap_or_else(|e| e.into_inner())
+fn unfinished() -> parking_lot::MutexGuard<'static, Vec<PathBuf>> {
+    UNFINISHED.lock()
 }
 
 fn done_with(dir: &Path) {
@@ -219,7 +219,7 @@ fn done_with(dir: &Path) {
 /// nothing half-written stays. Returns the directories removed. Never blocks on a writer
 /// that holds the list.
 pub fn abandon_unfinished() -> Vec<PathBuf> {
-    let Ok(mut dirs) = UNFINISHED.try_lock() else { return Vec::new() };
+    let Some(mut dirs) = UNFINISHED.try_lock() else { return Vec::new() };
     let out = std::mem::take(&mut *dirs);
     for d in &out {
         let _ = std::fs::remove_dir_all(d);

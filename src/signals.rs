@@ -618,7 +618,7 @@ fn after_signal() {
         // Woken by the write's end, by a second signal (WAKE) or at the deadline.
         futex_wait(&DONE, seen, Some((deadline - now).min(Duration::from_millis(50))));
     }
-    let said = SAID.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let said = SAID.lock().take();
     match said {
         Some(s) if !s.is_empty() => crate::warn::always(&s),
         Some(_) => {}
@@ -645,13 +645,13 @@ fn signal_write() {
     let note = SignalNote { signo: sig, name: signal_name(sig), time_ns: SIG_TIME.load(Ordering::Acquire) };
     let write = HOOKS.get().map(|h| h.write);
     let said = std::panic::catch_unwind(|| write.map(|w| w(&note)).unwrap_or_default()).unwrap_or_else(|_| "internal error while writing the profile".into());
-    *SAID.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+    *SAID.lock() = Some(said);
     DONE.fetch_add(1, Ordering::AcqRel);
     futex_wake(&DONE);
 }
 
 /// The line the write after a signal says when it is done.
-static SAID: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+static SAID: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::new(None);
 /// The writer's futex word.
 static WRITE_REQ: AtomicU32 = AtomicU32::new(0);
 const REQ_WRITE: u32 = 1;
