@@ -59,7 +59,9 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
     let calls = |l: &[CallLog]| l.iter().map(CallLog::len).sum::<usize>();
     let big = logs.iter().filter(|l| calls(l) >= PARALLEL_CALLS).count();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(big);
-    if workers < 2 {
+    // At unload, at exit and after a signal no thread may be started (see
+    // `model::helper_threads_allowed`): the calling thread builds them all.
+    if workers < 2 || !crate::model::helper_threads_allowed() {
         return logs.iter().map(|l| from_logs(l)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);

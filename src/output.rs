@@ -110,6 +110,23 @@ pub fn write_rank_file_with(run: RunContext<'_>, rank: i64, mut profile: RankPro
     Ok(written)
 }
 
+/// The first stage of the write after a termination signal: the small, valuable part of the
+/// profile (statistics, call paths, metadata, counters: the aggregate layout, no calls) moved
+/// into place at `rank`'s file name (None: a single process's target), leaving `profile` as it
+/// was for the full write that replaces it. `meta` are the `metadata/` attributes.
+pub fn write_statistics_first(run: RunContext<'_>, rank: Option<i64>, profile: &RankProfile, mut meta: Vec<(String, AttrValue)>) -> Result<Written> {
+    let (target, index) = match rank {
+        Some(r) => {
+            meta.retain(|(k, _)| k != "num_nodes");
+            meta.push(("partial_rank_file".into(), AttrValue::Int(1)));
+            (rank_file_path(&run.config.file_path, r), r)
+        }
+        None => (run.config.file_path.clone(), 0),
+    };
+    meta.extend(clock_summary(index, profile));
+    write_one(&target, crate::config::Layout::Aggregate, index as usize, profile, &meta)
+}
+
 /// Whether a failed write is the place's fault (the file system refused to store more: full,
 /// over quota, an I/O error), so that another directory may take the file; or the data's (an
 /// attribute HDF5 cannot store, a count that does not add up), which no other directory

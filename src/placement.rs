@@ -78,6 +78,7 @@ fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
         dir.remove(&[&name]);
         return Err(e);
     }
+    unfinished().push(dir.path().to_path_buf());
     Ok((file, dir, name))
 }
 
@@ -190,12 +191,38 @@ impl Placement {
             }
         };
         let Placement { dir, note, .. } = self;
+        done_with(dir.path());
         dir.remove(&[]);
         Ok(Written { path, fallback_reason, note })
     }
 
     /// Give up on a half-written (closed) file: remove it and its directory.
     pub fn abandon(self) {
+        done_with(self.dir.path());
         self.dir.remove(&[&self.name]);
     }
+}
+
+/// The private directories of files still being written by this process.
+static UNFINISHED: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
+
+fn unfinished() -> parking_lot::MutexGuard<'static, Vec<PathBuf>> {
+    UNFINISHED.lock()
+}
+
+fn done_with(dir: &Path) {
+    unfinished().retain(|d| d != dir);
+}
+
+/// A write cut short (the deadline after a termination signal, the process about to end):
+/// remove every file this process is still writing, with its private directory, so that
+/// nothing half-written stays. Returns the directories removed. Never blocks on a writer
+/// that holds the list.
+pub fn abandon_unfinished() -> Vec<PathBuf> {
+    let Some(mut dirs) = UNFINISHED.try_lock() else { return Vec::new() };
+    let out = std::mem::take(&mut *dirs);
+    for d in &out {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    out
 }

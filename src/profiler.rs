@@ -407,7 +407,7 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
         unsafe { libc::atexit(finalize_at_exit) };
     }
     if let Some(s) = guard.as_ref() {
-        let hooks = crate::signals::Hooks { write: write_after_signal, at_exit: write_at_exit };
+        let hooks = crate::signals::Hooks { write: write_after_signal, at_exit: write_at_exit, cut_short: signal_write_cut_short };
         crate::signals::install(hooks, &s.config.file_path, crate::spill::run_dir().as_deref());
     }
     Ok(Status::Ok)
@@ -1283,6 +1283,33 @@ fn write_at_exit() {
     finalize_unfinished("sp_finalize was not called: writing the profile at exit");
 }
 
+/// Where the first stage of the write after a signal went (statistics without calls).
+static STAGED: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// What stays when the write after a signal is cut short at its deadline: the statistics
+/// file if its stage was done (said by `signals`, after `placement` removed the half-written
+/// rest).
+pub(crate) fn staged_file() -> Option<std::path::PathBuf> {
+    STAGED.try_lock().and_then(|g| g.clone())
+}
+
+/// The write after a signal did not finish in time (on the watcher, the writer still busy):
+/// the files still being written are removed, and the line says what stays.
+fn signal_write_cut_short() -> String {
+    let removed = crate::placement::abandon_unfinished();
+    let staged = staged_file();
+    let mut out = match &staged {
+        Some(p) => format!("{} holds the statistics, call paths and metadata but none of the calls (signal_write_stage \"statistics\")", p.display()),
+        None => String::new(),
+    };
+    if !removed.is_empty() {
+        let dirs: Vec<String> = removed.iter().map(|d| d.display().to_string()).collect();
+        let sep = if out.is_empty() { "" } else { "; " };
+        out.push_str(&format!("{sep}the half-written file was removed ({})", dirs.join(", ")));
+    }
+    out
+}
+
 /// After a termination signal (on an ordinary thread, see `signals`): stop the threads'
 /// recording and write what they recorded, each MPI rank its own file (no collective). The
 /// file says when the signal came and until when it is complete. Returns the line to print.
@@ -1297,6 +1324,9 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
         return String::new();
     }
     let mut session = guard.take().expect("a running profiler has a session");
+    // No thread is started from here on: the signal may have interrupted the dynamic loader
+    // (a dlopen on another thread), whose lock a new thread's exit waits for.
+    crate::model::forbid_helper_threads();
     let mpi = session.mpi.take();
     let target = session.config.file_path.clone();
     let spill = crate::spill::run_dir();
@@ -1311,6 +1341,7 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
             target.display(),
             pattern.display()
         );
+        line.push_str("; each file gets its statistics, call paths and metadata first, then its calls (a rank killed in between keeps a file with signal_write_stage \"statistics\" and no calls)");
         if spill.is_some() {
             line.push_str(&format!("; a rank killed before it is done leaves its flight-recorder data, and `sptool recover {}` writes the whole job", target.display()));
         }
@@ -1321,6 +1352,7 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
     warn::mark_seen(&format!("status:{}", Status::Finalized.code()));
     let mut profile = take_local_profile(session.info.clone(), &session.clock, false);
     write_sample_file(&session.config, &profile);
+    let collected_ms = (clock::monotonic_ns() - note.time_ns) as f64 / 1e6;
     let stopped = STOPPED_NS.load(Ordering::Acquire);
     let refused_before = REFUSED.load(Ordering::Relaxed);
     let attrs = vec![
@@ -1330,9 +1362,24 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
     ];
     profile.info.extra.extend(attrs.iter().cloned());
     let run = output::RunContext { config: &session.config, facts: &session.facts };
-    let result = route::write_after_signal(run, mpi, profile, attrs);
+    let staged_ms = std::cell::Cell::new(None);
+    let mut staged = |path: &std::path::Path| {
+        STAGED.lock().replace(path.to_path_buf());
+        staged_ms.set(Some((clock::monotonic_ns() - note.time_ns) as f64 / 1e6));
+    };
+    let result = route::write_after_signal(run, mpi, profile, attrs, &mut staged);
     end_flight_recorder(result.is_ok());
     let after_ms = (stopped - note.time_ns) as f64 / 1e6;
+    if session.config.verbosity >= 2 {
+        let ms = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.1} ms"));
+        warn::always(&format!(
+            "{}: the write after the signal: threads stopped after {after_ms:.1} ms, profile collected after {:.1} ms, statistics in place after {}, calls after {} ms",
+            note.name,
+            collected_ms,
+            ms(staged_ms.get()),
+            format!("{:.1}", (clock::monotonic_ns() - note.time_ns) as f64 / 1e6)
+        ));
+    }
     let refused = REFUSED.load(Ordering::Relaxed).max(refused_before);
     match result {
         Ok(route::SignalWrite::Single(path)) => format!(

@@ -15,7 +15,7 @@ use crate::model::{AttrValue, RankProfile, RunFacts};
 use crate::output::RunContext;
 use crate::profile::ThreadRecord;
 use crate::recorder::ThreadData;
-use crate::spill::{ANCHORS_FILE, CALLS_FILE, FILE_MAGIC, HEADER_BYTES, META_FILE, NAMES_FILE, PAGE_WORDS, SpillMeta, THREADS_FILE, boot_id, dir_prefix, map_reader, spill_parent};
+use crate::spill::{ALLOCATED_AT, ANCHORS_FILE, CALLS_FILE, FILE_MAGIC, HEADER_BYTES, META_FILE, NAMES_FILE, PAGE_WORDS, SpillMeta, THREADS_FILE, boot_id, dir_prefix, map_reader, spill_parent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -37,6 +37,12 @@ fn already_recovered(target: &Path, dirs: &[PathBuf]) -> bool {
     dirs.iter().all(|d| d.file_name().is_some_and(|n| have.contains(&*n.to_string_lossy())))
 }
 
+/// Is `target` the first stage of a write after a signal (statistics, no calls)?
+fn statistics_only(target: &Path) -> bool {
+    let Ok((f, _)) = crate::h5read::open(target) else { return false };
+    f.group("metadata").ok().and_then(|m| m.attr_string("signal_write_stage")).is_some_and(|s| s == "statistics")
+}
+
 fn is_profile(target: &Path) -> bool {
     crate::h5read::open(target).is_ok_and(|(f, _)| f.has("metadata"))
 }
@@ -51,16 +57,90 @@ pub fn recover(target: &Path) -> Result<Recovery, String> {
             return Err(format!("is {}, not a regular file: not a profile to recover into", safe_file::kind_of(m)));
         }
     }
+    let removed = remove_unfinished_writes(target);
     let (dirs, passed) = scan_runs(target);
     let mut r = recover_dirs(target, &dirs, false);
+    let mut said = String::new();
     if !passed.is_empty() {
-        let said = format!("; passed over {}", passed.join("; "));
-        match &mut r {
-            Ok(r) => r.message.push_str(&said),
-            Err(e) => e.push_str(&said),
-        }
+        said.push_str(&format!("; passed over {}", passed.join("; ")));
+    }
+    if !removed.is_empty() {
+        let names: Vec<String> = removed.iter().map(|d| d.display().to_string()).collect();
+        said.push_str(&format!(
+            "; removed {} half-written file(s) that an earlier write cut short left behind ({}): what they held is in the spill data or in the file written before them",
+            removed.len(),
+            names.join(", ")
+        ));
+    }
+    match &mut r {
+        Ok(r) => r.message.push_str(&said),
+        Err(e) => e.push_str(&said),
     }
     r
+}
+
+/// How long a leftover private directory must have been untouched to be taken as abandoned.
+const UNFINISHED_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The private directories (`.<name>.<random>.tmpdir`) of writes of `target` or its rank
+/// files that were cut short (a SIGKILL during the write, a process that ended before its
+/// deadline): a half-written HDF5 file is not a profile, so they are removed, once no process
+/// has a file open in them and nothing in them changed for a few seconds. Only the user's own
+/// real directories, not writable by others. Returns those removed.
+pub fn remove_unfinished_writes(target: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    if stem.is_empty() {
+        return Vec::new();
+    }
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let (single, ranks) = (format!(".{stem}.h5."), format!(".{stem}.rank"));
+    let mut candidates = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".tmpdir") || !(name.starts_with(&single) || name.starts_with(&ranks)) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(m) = std::fs::symlink_metadata(&path) else { continue };
+        if !m.is_dir() || m.uid() != euid() || m.mode() & 0o022 != 0 {
+            continue;
+        }
+        let recent = |m: &std::fs::Metadata| m.modified().ok().and_then(|t| t.elapsed().ok()).is_none_or(|d| d < UNFINISHED_QUIET);
+        let inner: Vec<std::fs::Metadata> = std::fs::read_dir(&path).map(|r| r.flatten().filter_map(|e| std::fs::symlink_metadata(e.path()).ok()).collect()).unwrap_or_default();
+        if recent(&m) || inner.iter().any(recent) {
+            continue;
+        }
+        candidates.push(path);
+    }
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let open = files_open_by_own_processes();
+    candidates.retain(|d| !open.iter().any(|f| f.starts_with(d)));
+    for d in &candidates {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    candidates
+}
+
+/// Every file the user's processes have open (their `/proc/<pid>/fd` links).
+fn files_open_by_own_processes() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        if !p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if std::fs::metadata(p.path()).map_or(true, |m| m.uid() != euid()) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
+        out.extend(fds.flatten().filter_map(|f| std::fs::read_link(f.path()).ok()));
+    }
+    out
 }
 
 /// Ranks listed one by one in `recovered_missing_ranks`, at most (beyond, only their count).
@@ -120,6 +200,13 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     if dirs.is_empty() && !rank_files.is_empty() && !target.exists() {
         // Every rank wrote its own file: combine them.
         let inputs: Vec<PathBuf> = rank_files.values().cloned().collect();
+        let cut: Vec<String> = rank_files.iter().filter(|(_, p)| statistics_only(p)).map(|(r, _)| r.to_string()).collect();
+        if !cut.is_empty() && cut.len() < inputs.len() {
+            return Err(format!(
+                "rank(s) {} kept only their statistics, call paths and metadata (killed while their calls were written after a signal: signal_write_stage \"statistics\"), the others all their calls: files of two layouts are not merged; each rank file is a readable profile of its rank",
+                cut.join(", ")
+            ));
+        }
         let w = crate::merge::merge_rank_files(target, &inputs).map_err(|e| e.to_string())?;
         return Ok(Recovery {
             message: format!("combined the per-rank files of {} rank(s) into {} (no spill data was left)", inputs.len(), w.path.display()),
@@ -127,7 +214,15 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         });
     }
     if dirs.is_empty() {
-        return if is_profile(target) {
+        return if is_profile(target) && statistics_only(target) {
+            Ok(Recovery {
+                message: format!(
+                    "nothing to recover: {} holds the statistics, call paths and metadata of a run ended by a signal but none of its calls (the write was cut short after its first stage: signal_write_stage \"statistics\"), and no spill data is left (the flight recorder, SCOPE_PROFILER_SPILL=1, keeps the calls of a run cut short)",
+                    target.display()
+                ),
+                written: None,
+            })
+        } else if is_profile(target) {
             Ok(Recovery { message: format!("nothing to recover: {} is a complete profile and no spill data is left", target.display()), written: None })
         } else if target.exists() {
             let why = crate::h5read::open(target).err().map(|e| e.to_string()).unwrap_or_else(|| "it has no metadata group".into());
@@ -195,10 +290,15 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     let sum = |f: fn(&RecoveredRun) -> u64| by_rank.values().map(f).sum::<u64>();
     let calls = sum(|r| r.calls);
     let (torn, bad, impossible, excess) = (sum(|r| r.torn_words), sum(|r| r.bad_chunks), sum(|r| r.dropped_calls), sum(|r| r.excess_calls));
-    let dropped = if torn == 0 && bad == 0 && impossible == 0 && excess == 0 {
+    let (missing, missing_bytes) = (sum(|r| r.missing_chunks), sum(|r| r.missing_bytes));
+    let dropped = if torn == 0 && bad == 0 && impossible == 0 && excess == 0 && missing == 0 && missing_bytes == 0 {
         "nothing dropped".to_string()
     } else {
         let mut parts = Vec::new();
+        if missing > 0 || missing_bytes > 0 {
+            let cut = if missing_bytes > 0 { format!(" (the spill file is {missing_bytes} bytes shorter than it was written)") } else { String::new() };
+            parts.push(format!("{missing} chunk(s) of calls that the spill data recorded but that are missing or unreadable{cut}, whose calls cannot be counted"));
+        }
         if impossible > 0 {
             parts.push(format!("{impossible} call(s) of chunks holding impossible times"));
         }
@@ -517,6 +617,10 @@ pub struct RecoveredRun {
     /// Calls of chunks dropped because their headers claimed more threads and regions than a
     /// run with a spill file of this size can have had (the tables would not fit).
     pub excess_calls: u64,
+    /// Chunks the spill file recorded handing out that are not there (cut off by a file cut
+    /// short, or with unreadable headers), and the bytes the file lacks of its recorded end.
+    pub missing_chunks: u64,
+    pub missing_bytes: u64,
     /// Chunks with a fill count past their end (their calls were read up to their first
     /// zero word, as for a chunk still being filled).
     pub bad_fill: u64,
@@ -688,6 +792,9 @@ fn next_data(file: &File, word: usize) -> usize {
 /// Read a run directory back into the profile of its process: per-thread logs over the spill
 /// file's chunks and per-thread statistics from one pass over the calls, merged by
 /// `profile::merge` with the timebase fitted to the saved anchors.
+/// The header word holding the file's allocated end (then the chunk count).
+const ALLOCATED_WORD: usize = (ALLOCATED_AT / 8) as usize;
+
 pub fn read_run(dir: &Path) -> Result<RecoveredRun, String> {
     read_run_in(RunDir::open(dir)?)
 }
@@ -718,9 +825,13 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     let budget = (map.len as u64).saturating_mul(TABLES_PER_SPILL_BYTE).max(TABLES_FLOOR);
     let (mut need, mut over_budget) = (0u64, 0u64);
     let mut word = (HEADER_BYTES / 8) as usize;
+    let mut headers_seen = 0u64;
     while word + HDR <= all.len() {
         let header = parse_header(&all[word..word + HDR])
             .filter(|&(region, _, _, cap)| region < crate::registry::MAX_REGIONS && cap > HDR && cap <= crate::calllog::MAX_CHUNK && cap % PAGE_WORDS == 0);
+        if header.is_some() {
+            headers_seen += 1;
+        }
         let Some((region, fill, thread, cap)) = header else {
             // Past the last chunk (blocks allocated but never used) or a damaged header:
             // chunk sizes are pages, so look for the next header a page further.
@@ -770,6 +881,12 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         }
         word += cap;
     }
+    // What the writer recorded it had handed out, against what is here: chunks cut off or
+    // unreadable are counted (their calls cannot be).
+    let (allocated_end, allocated_chunks) = (all.get(ALLOCATED_WORD).copied().unwrap_or(0), all.get(ALLOCATED_WORD + 1).copied().unwrap_or(0));
+    let file_len = file.metadata().map_or(map.len as u64, |m| m.len());
+    let missing_bytes = allocated_end.saturating_sub(file_len);
+    let missing_chunks = allocated_chunks.saturating_sub(headers_seen);
     // Second pass: the calls into per-thread statistics, the chunks adopted by the logs.
     let mut threads: BTreeMap<u32, ThreadData> = BTreeMap::new();
     let (mut calls, mut last_tick) = (0u64, i64::MIN);
@@ -861,6 +978,8 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         torn_words,
         dropped_calls,
         excess_calls: over_budget,
+        missing_chunks,
+        missing_bytes,
         bad_fill,
         unnamed_regions,
         unnamed_calls,

@@ -246,21 +246,45 @@ pub fn rank_without_mpi(mpi: Option<&MpiContext>) -> Option<(i64, i64)> {
 /// the interrupted thread may be inside MPI): no MPI call at all, one file per process, each
 /// rank its own `<stem>.rank<N>.h5` without a message (the caller says it once per job).
 /// `extra` joins the `metadata/` attributes.
-pub fn write_after_signal(run: RunContext<'_>, mpi: Option<MpiContext>, profile: RankProfile, extra: Vec<(String, AttrValue)>) -> Result<SignalWrite> {
+///
+/// Staged, most valuable first, since the launcher may kill the process at any moment (Open
+/// MPI's mpirun one second after its SIGTERM): when the profile keeps calls, first the
+/// statistics, call paths, metadata and counters (the aggregate layout, `signal_write_stage`
+/// "statistics", `calls_kept` 0) are moved into place under the file's name, and `staged` is
+/// told where; then the whole profile in the run's layout replaces that file
+/// (`signal_write_stage` "complete"). A process killed in between keeps the first file.
+pub fn write_after_signal(
+    run: RunContext<'_>,
+    mpi: Option<MpiContext>,
+    profile: RankProfile,
+    extra: Vec<(String, AttrValue)>,
+    staged: &mut dyn FnMut(&std::path::Path),
+) -> Result<SignalWrite> {
     let rank = rank_without_mpi(mpi.as_ref());
     // Freeing the communicator would be an MPI call.
     std::mem::forget(mpi);
+    let size = rank.map_or(1, |(_, s)| s);
+    let mut meta = crate::metadata::run_metadata(run.config, run.facts, size, 1);
+    meta.extend(extra);
+    let calls: usize = profile.regions.iter().map(|r| r.calls()).sum();
+    if run.config.layout != Layout::Aggregate && calls > 0 {
+        let mut first = meta.clone();
+        first.push(("signal_write_stage".into(), AttrValue::Str("statistics".into())));
+        first.push(("calls_kept".into(), AttrValue::Int(0)));
+        first.push(("calls_recorded".into(), AttrValue::Int(calls as i64)));
+        match crate::output::write_statistics_first(run, rank.map(|r| r.0), &profile, first) {
+            Ok(w) => staged(&w.path),
+            Err(e) => warn::always(&format!("the statistics could not be written first ({e}); writing the whole profile")),
+        }
+    }
+    meta.push(("signal_write_stage".into(), AttrValue::Str("complete".into())));
+    meta.push(("calls_kept".into(), AttrValue::Int(calls as i64)));
+    meta.push(("calls_recorded".into(), AttrValue::Int(calls as i64)));
     match rank {
         Some((rank, size)) => {
-            let mut meta = crate::metadata::run_metadata(run.config, run.facts, size, 1);
-            meta.extend(extra);
             let w = crate::output::write_rank_file_with(run, rank, profile, None, meta)?;
             Ok(SignalWrite::Rank { rank, size, path: w.path })
         }
-        None => {
-            let mut meta = crate::metadata::run_metadata(run.config, run.facts, 1, 1);
-            meta.extend(extra);
-            crate::output::write_single_at(run, profile, meta).map(|w| SignalWrite::Single(w.path))
-        }
+        None => crate::output::write_single_at(run, profile, meta).map(|w| SignalWrite::Single(w.path)),
     }
 }

@@ -15,8 +15,10 @@
 //! `siginfo_t` in static atomics, wakes the watcher thread with a futex and returns: it
 //! allocates nothing, takes no lock, and the interrupted thread goes on (so it leaves any call
 //! it was in, and any lock it held). The watcher, a thread created at setup with every signal
-//! blocked and asleep in `futex(2)` until then, starts the normal finalize on an ordinary thread
-//! (`Hooks::write`: no collective, each MPI rank writes its own file) and waits for it up to
+//! blocked and asleep in `futex(2)` until then, has the write (`Hooks::write`: no collective,
+//! each MPI rank writes its own file, statistics first, then the calls) run on a second thread
+//! also started at setup (`sp-signal-write`: no thread is started after a signal, which may
+//! have interrupted the dynamic loader on another thread) and waits for it up to
 //! `SCOPE_PROFILER_SIGNAL_TIMEOUT` (a second signal shortens that to one second). Then the
 //! process ends as the signal would have: the host's actions are put back and the signal is
 //! sent again, with its original `siginfo_t`, to the thread it first hit
@@ -26,7 +28,8 @@
 //!
 //! The watcher is created through libc's own `pthread_create` (found with `dlopen` of libc),
 //! so wrappers that count the host's threads to pin them (likwid-pin) do not see it; it is
-//! visible in `/proc/<pid>/task` and debuggers as `sp-signals`. It ends at `sp_finalize`, which
+//! visible in `/proc/<pid>/task` and debuggers as `sp-signals` (and the writer as
+//! `sp-signal-write`). Both end at `sp_finalize`, which
 //! also puts the host's signal actions back; `SCOPE_PROFILER_SIGNALS=none` creates neither.
 //!
 //! **Other cases.** A signal during `sp_finalize` (or the write at exit) waits for that write
@@ -147,11 +150,15 @@ pub struct Hooks {
     pub write: fn(&SignalNote) -> String,
     /// The write at exit, run on the watcher when `exit()` is called from a signal handler.
     pub at_exit: fn(),
+    /// The write after a signal did not finish in time: remove what it left half-written and
+    /// say what stays (empty: the message prepared at setup).
+    pub cut_short: fn() -> String,
 }
 
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
 /// The message if the write does not finish in time (prepared at setup: paths known then).
 static LATE: OnceLock<String> = OnceLock::new();
+static SPILL_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 // Stages.
 const OFF: u32 = 0;
@@ -281,6 +288,7 @@ pub fn install(hooks: Hooks, target: &Path, spill_dir: Option<&Path>) {
         None => format!("{} was not written (the flight recorder, SCOPE_PROFILER_SPILL=1, keeps the calls of a run cut short)", target.display()),
     };
     let _ = LATE.set(late);
+    SPILL_ON.store(spill_dir.is_some(), Ordering::Release);
     if let Err(e) = start_watcher() {
         crate::warn::once("signals-watcher", &format!("cannot start the signal watcher thread ({e}): a termination signal ends the run without writing the profile"));
         return;
@@ -333,6 +341,7 @@ pub fn finished() {
         restore_host_actions();
         WAKE.fetch_or(CMD_QUIT, Ordering::AcqRel);
         futex_wake(&WAKE);
+        stop_writer();
     }
 }
 
@@ -343,6 +352,7 @@ pub fn restore() {
     restore_host_actions();
     WAKE.fetch_or(CMD_QUIT, Ordering::AcqRel);
     futex_wake(&WAKE);
+    stop_writer();
 }
 
 /// Is a write after a signal under way (the process ends when it is done)?
@@ -508,7 +518,9 @@ fn libc_pthread_create() -> PthreadCreate {
     }
 }
 
-fn start_watcher() -> Result<(), String> {
+/// A detached thread running `main`, named `name`, with every signal blocked, created
+/// through libc's own `pthread_create` (at setup only).
+fn start_thread(main: extern "C" fn(*mut c_void) -> *mut c_void, name: &std::ffi::CStr, stack: usize) -> Result<(), String> {
     let create = libc_pthread_create();
     // SAFETY: creating a detached thread with every signal blocked (it inherits this mask).
     unsafe {
@@ -519,16 +531,30 @@ fn start_watcher() -> Result<(), String> {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        if stack > 0 {
+            libc::pthread_attr_setstacksize(&mut attr, stack);
+        }
         let mut t: libc::pthread_t = 0;
-        let rc = create(&mut t, &attr, watcher_main, std::ptr::null_mut());
+        let rc = create(&mut t, &attr, main, std::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         libc::pthread_sigmask(libc::SIG_SETMASK, &prev, std::ptr::null_mut());
         if rc != 0 {
             return Err(std::io::Error::from_raw_os_error(rc).to_string());
         }
-        libc::pthread_setname_np(t, c"sp-signals".as_ptr());
+        libc::pthread_setname_np(t, name.as_ptr());
     }
+    Ok(())
+}
+
+fn start_watcher() -> Result<(), String> {
+    start_thread(watcher_main, c"sp-signals", 0)?;
     WATCHER_UP.store(1, Ordering::Release);
+    // The write after a signal runs here, so that the watcher can end the process at the
+    // deadline whatever the write waits for. Without it, the watcher writes (unbounded).
+    WRITER_UP.store(1, Ordering::Release);
+    if start_thread(writer_main, c"sp-signal-write", 8 << 20).is_err() {
+        WRITER_UP.store(0, Ordering::Release);
+    }
     Ok(())
 }
 
@@ -568,18 +594,13 @@ fn after_signal() {
     let note = SignalNote { signo: sig, name: signal_name(sig), time_ns: SIG_TIME.load(Ordering::Acquire) };
     let mut deadline = Instant::now() + timeout();
     let seen = DONE.load(Ordering::Acquire);
-    let write = HOOKS.get().map(|h| h.write);
-    let line: std::sync::Arc<parking_lot::Mutex<Option<String>>> = Default::default();
-    let (note2, line2) = (note.clone(), line.clone());
-    let job = move || {
-        let said = std::panic::catch_unwind(|| write.map(|w| w(&note2)).unwrap_or_default()).unwrap_or_else(|_| "internal error while writing the profile".into());
-        *line2.lock() = Some(said);
-        DONE.fetch_add(1, Ordering::AcqRel);
-        futex_wake(&DONE);
-    };
-    // On a thread of its own, so that the deadline holds whatever the write waits for.
-    if std::thread::Builder::new().name("sp-signal-write".into()).stack_size(8 << 20).spawn(job.clone()).is_err() {
-        job();
+    // On the writer started at setup, so that the deadline holds whatever the write waits for
+    // (no thread is started now: see `model::helper_threads_allowed`); without it, here.
+    if WRITER_UP.load(Ordering::Acquire) != 0 {
+        WRITE_REQ.store(REQ_WRITE, Ordering::Release);
+        futex_wake(&WRITE_REQ);
+    } else {
+        signal_write();
     }
     let mut second_seen = false;
     loop {
@@ -597,20 +618,66 @@ fn after_signal() {
         // Woken by the write's end, by a second signal (WAKE) or at the deadline.
         futex_wait(&DONE, seen, Some((deadline - now).min(Duration::from_millis(50))));
     }
-    let said = line.lock().take();
+    let said = SAID.lock().take();
     match said {
         Some(s) if !s.is_empty() => crate::warn::always(&s),
         Some(_) => {}
         None => {
             let why = if second_seen { "a second signal arrived" } else { "the time allowed (SCOPE_PROFILER_SIGNAL_TIMEOUT) passed" };
-            crate::warn::always(&format!(
-                "{}: the profile was still being written when {why}; ending as the signal asks: {}",
-                note.name,
-                LATE.get().map_or("", |s| s.as_str())
-            ));
+            let cut = HOOKS.get().map(|h| (h.cut_short)()).unwrap_or_default();
+            let late = LATE.get().map_or("", |s| s.as_str());
+            // The flight recorder's data is always worth naming; without it, what was missing
+            // only when nothing at all was kept.
+            let what = match (cut.is_empty(), SPILL_ON.load(Ordering::Acquire)) {
+                (true, _) => late.to_string(),
+                (false, true) => format!("{cut}; {late}"),
+                (false, false) => cut,
+            };
+            crate::warn::always(&format!("{}: the profile was still being written when {why}; ending as the signal asks: {what}", note.name));
         }
     }
     end_as_signal(sig);
+}
+
+/// The write after the first signal (on the writer thread, or on the watcher without one).
+fn signal_write() {
+    let sig = SIGNO.load(Ordering::Acquire);
+    let note = SignalNote { signo: sig, name: signal_name(sig), time_ns: SIG_TIME.load(Ordering::Acquire) };
+    let write = HOOKS.get().map(|h| h.write);
+    let said = std::panic::catch_unwind(|| write.map(|w| w(&note)).unwrap_or_default()).unwrap_or_else(|_| "internal error while writing the profile".into());
+    *SAID.lock() = Some(said);
+    DONE.fetch_add(1, Ordering::AcqRel);
+    futex_wake(&DONE);
+}
+
+/// The line the write after a signal says when it is done.
+static SAID: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::new(None);
+/// The writer's futex word.
+static WRITE_REQ: AtomicU32 = AtomicU32::new(0);
+const REQ_WRITE: u32 = 1;
+const REQ_QUIT: u32 = 2;
+static WRITER_UP: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn writer_main(_: *mut c_void) -> *mut c_void {
+    let _ = std::panic::catch_unwind(|| {
+        loop {
+            match WRITE_REQ.load(Ordering::Acquire) {
+                0 => futex_wait(&WRITE_REQ, 0, None),
+                REQ_WRITE => {
+                    signal_write();
+                    return;
+                }
+                _ => return,
+            }
+        }
+    });
+    WRITER_UP.store(0, Ordering::Release);
+    std::ptr::null_mut()
+}
+
+fn stop_writer() {
+    let _ = WRITE_REQ.compare_exchange(0, REQ_QUIT, Ordering::AcqRel, Ordering::Acquire);
+    futex_wake(&WRITE_REQ);
 }
 
 /// End the process as `sig` would have without us: the host's actions back, the signal sent

@@ -87,7 +87,15 @@ struct Spill {
     anchors: File,
     anchors_saved: usize,
     end: u64,
+    /// Chunks handed out (recorded in the header with `end`, see `ALLOCATED_AT`).
+    chunks: u64,
 }
+
+/// Byte offset in the header of the file's allocated end and the number of chunks handed
+/// out (two little-endian u64, rewritten at every new chunk): recovery compares them with
+/// what it finds, so that a file cut short (a truncated copy, a disk that lost its tail) is
+/// counted, not taken as complete. Zero in files of earlier versions: unknown.
+pub const ALLOCATED_AT: u64 = 24;
 
 fn lock() -> parking_lot::MutexGuard<'static, Option<Spill>> {
     SPILL.lock()
@@ -205,7 +213,7 @@ pub fn start(meta: &SpillMeta) -> Result<PathBuf, String> {
         let names = create_private(&dir.join(NAMES_FILE))?;
         let threads = create_private(&dir.join(THREADS_FILE))?;
         let anchors = create_private(&dir.join(ANCHORS_FILE))?;
-        Ok(Spill { dir: dir.clone(), calls, names, threads, anchors, anchors_saved: 0, end: HEADER_BYTES })
+        Ok(Spill { dir: dir.clone(), calls, names, threads, anchors, anchors_saved: 0, end: HEADER_BYTES, chunks: 0 })
     })();
     match made {
         Ok(mut s) => {
@@ -297,6 +305,11 @@ pub fn map_chunk(words: usize) -> Option<(u64, *mut u64)> {
         return None;
     }
     s.end += bytes as u64;
+    s.chunks += 1;
+    let mut allocated = [0u8; 16];
+    allocated[..8].copy_from_slice(&s.end.to_le_bytes());
+    allocated[8..].copy_from_slice(&s.chunks.to_le_bytes());
+    let _ = s.calls.write_all_at(&allocated, ALLOCATED_AT);
     Some((off, p as *mut u64))
 }
 

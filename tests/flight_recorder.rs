@@ -297,6 +297,51 @@ fn torn_spill_data_keeps_every_complete_call() {
     assert!(r.message.contains("recovered") && r.message.contains("dropped") && !r.message.contains("nothing dropped"), "{}", r.message);
 }
 
+/// A spill file cut at a chunk boundary (a truncated copy: every chunk left is whole) or with
+/// a hole of zeros where chunks were: recovery counts the chunks the file recorded handing
+/// out that are not there, and never says "nothing dropped" while calls are missing.
+#[test]
+fn spill_cut_at_a_chunk_boundary_counts_what_is_missing() {
+    let dir = scratch("flight_cut_chunks");
+    let exe = build(&dir);
+    let child = start(&exe, &dir, 2, "plain", 0, &[]);
+    wait_running(&dir, 2);
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+    let run = spill_dirs(&dir).pop().unwrap();
+    let calls = run.join("calls.spill");
+    let whole = scope_profiler::recover::read_run(&run).unwrap();
+    assert_eq!((whole.missing_chunks, whole.missing_bytes), (0, 0), "an intact file lacks nothing");
+    let bytes = std::fs::read(&calls).unwrap();
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    // The chunk boundaries (each chunk's capacity in words is in its header).
+    let mut starts = Vec::new();
+    let mut off = 4096;
+    while off + 32 <= bytes.len() {
+        let cap = (word(off + 16) >> 32) as usize;
+        if cap == 0 {
+            break;
+        }
+        starts.push(off);
+        off += cap * 8;
+    }
+    assert!(starts.len() >= 4, "too few chunks to cut: {}", starts.len());
+    let cut = starts[starts.len() / 2];
+    let lost = (starts.len() - starts.len() / 2) as u64;
+    std::fs::OpenOptions::new().write(true).open(&calls).unwrap().set_len(cut as u64).unwrap();
+    let cut_run = scope_profiler::recover::read_run(&run).unwrap();
+    assert_eq!(cut_run.missing_chunks, lost, "chunks past the cut");
+    assert!(cut_run.missing_bytes > 0 && cut_run.calls < whole.calls && cut_run.calls > 0);
+    let r = scope_profiler::recover::recover(&dir.join("out.h5")).unwrap();
+    assert!(!r.message.contains("nothing dropped"), "{}", r.message);
+    assert!(r.message.contains(&format!("{lost} chunk(s) of calls that the spill data recorded but that are missing")), "{}", r.message);
+    assert!(r.message.contains("shorter than it was written"), "{}", r.message);
+    let (got, meta) = read_back(&dir.join("out.h5"));
+    assert_eq!(got.values().sum::<u64>(), cut_run.calls, "{}", r.message);
+    assert!(meta["recovered"].as_str().is_some_and(|m| m.contains("missing or unreadable")), "the file says it too: {meta}");
+}
+
 /// The streamed finalize writes exactly what the in-memory one writes: the same C program
 /// (threads, nesting, recursion, misuse), once per sink; every column must be identical up
 /// to the times themselves, which differ between runs: counts, threads, open and dropped calls.

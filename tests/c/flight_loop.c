@@ -16,7 +16,7 @@
  * finalize_signal (notes "FINALIZING" just before sp_finalize, then waits to be killed). With
  * CALLS > 0 the workers stop after CALLS calls each and the program finalizes normally.
  * FLIGHT_LOOP_BATCH (default 20000) calls make a batch; FLIGHT_LOOP_PACE_US (default 0)
- * microseconds of sleep follow each batch. Built with -DWITH_MPI (mpicc) it is an MPI
+ * microseconds of sleep follow each batch; FLIGHT_LOOP_VERBOSITY (default 0) is the library's verbosity. Built with -DWITH_MPI (mpicc) it is an MPI
  * program: MPI_Init before sp_setup, MPI_Finalize at the end. */
 
 #include <scope_profiler.h>
@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
     struct sp_options o;
     sp_options_init(&o);
     o.file_path = argv[1];
-    o.verbosity = 0;
+    o.verbosity = getenv("FLIGHT_LOOP_VERBOSITY") ? atoi(getenv("FLIGHT_LOOP_VERBOSITY")) : 0;
     if (sp_setup(&o) != 0) return 3;
     if (strcmp(mode, "host_exit_after") == 0) signal(SIGTERM, host_exit_after);
     int to_child[2] = {-1, -1};
