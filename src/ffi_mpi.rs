@@ -12,7 +12,7 @@ use crate::{clock, profiler, warn};
 use std::ffi::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// More routines than any MPI has; longer names than any routine's.
 const MAX_ROUTINES: u32 = 1 << 16;
 const MAX_NAME: usize = 256;
@@ -35,7 +35,9 @@ pub struct sp_mpi_event {
     pub request: u64,
     pub reqs: *const u64,
     pub nreqs: u32,
-    pub reserved: u32,
+    pub stride: u32,
+    pub request_slot: u64,
+    pub reqs_at: u64,
 }
 
 #[repr(C)]
@@ -137,7 +139,7 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
             received: e.received,
             site: e.site,
         };
-        let call = Finished { event, start: e.start, end, request: e.request, reqs };
+        let call = Finished { event, start: e.start, end, request: e.request, request_slot: e.request_slot, reqs, reqs_at: e.reqs_at, stride: e.stride as u64 };
         profiler::with_running_thread(|d| mpi_calls::finish(d, &call));
     }));
 }

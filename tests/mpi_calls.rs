@@ -558,3 +558,46 @@ fn columnar_and_aggregate_layouts_and_the_merge_keep_the_mpi_calls() {
     assert_eq!(routines(&hdf5::File::open(&merged).unwrap(), 1), before);
     assert!(before["MPI_Allreduce"][0] > 0);
 }
+
+/// What real programs do that is easy to get wrong, on 2 ranks (tests/c/mpi_hostile.c,
+/// tests/fortran/mpi_shared_requests.f90): requests that share one handle value (MPI gives one
+/// to every request that completed at once) completed by every completion routine, copied
+/// through a temporary, freed; persistent and freed active requests; MPI_IN_PLACE, MPI_BOTTOM,
+/// MPI_STATUS(ES)_IGNORE, MPI_PROC_NULL; an inter-communicator; 2,000 communicators alive at
+/// once and handles reused; MPI_THREAD_MULTIPLE threads completing each other's requests.
+/// Every count, byte, completion origin and peer exact, no request untracked or "unknown".
+fn hostile(family: Family) {
+    let dir = scratch(&format!("mpi_calls_hostile_{}", family.name()));
+    let runs: [(Lang, &str, &str, Link, &[&str]); 3] = [
+        (Lang::C, "tests/c/mpi_hostile.c", "hostile", Link::Preloaded, &["all"]),
+        (Lang::C, "tests/c/mpi_hostile.c", "hostile", Link::Linked, &["threads"]),
+        (Lang::Fortran, "tests/fortran/mpi_shared_requests.f90", "f_shared", Link::Preloaded, &[]),
+    ];
+    for (lang, source, name, link, args) in runs {
+        let exe = build(family, link, lang, source, name, &dir, &[]);
+        let file = dir.join(format!("{name}_{link:?}.h5"));
+        let env = [("SCOPE_PROFILER_FILE", file.to_str().unwrap()), ("SCOPE_PROFILER_VERBOSE", "0")];
+        let out = launch(family, link, 2, &exe, args, &env, &dir);
+        let what = format!("{name} {args:?} {link:?} {family:?}");
+        let stdout = ok(&out, &what, &dir);
+        assert!(!text(&out.stderr).contains("FAIL"), "{what}: {}", text(&out.stderr));
+        check_file(&file, &stdout, 2, "summary", family);
+        let h5 = hdf5::File::open(&file).unwrap();
+        for rank in 0..2 {
+            let g = h5.group(&format!("rank{rank}/mpi")).unwrap();
+            assert_eq!(int_attr(&g, "untracked_requests"), 0, "{what}: rank {rank}");
+            let origins = strings(&h5.group(&format!("rank{rank}/mpi/completions")).unwrap(), "origin");
+            assert!(!origins.iter().any(|o| o == "unknown"), "{what}: rank {rank}: completions of unknown origin: {origins:?}");
+        }
+    }
+}
+
+#[test]
+fn hostile_usage_openmpi_every_count_exact() {
+    hostile(Family::OpenMpi);
+}
+
+#[test]
+fn hostile_usage_mpich_every_count_exact() {
+    hostile(Family::Mpich);
+}

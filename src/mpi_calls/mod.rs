@@ -128,9 +128,21 @@ pub struct Finished<'a> {
     /// When it started and ended (clock ticks).
     pub start: i64,
     pub end: i64,
-    /// The request it created (0: none), and the requests it completed, started or freed.
+    /// The request it created (0: none) and the address it was written to.
     pub request: u64,
+    pub request_slot: u64,
+    /// The requests it completed, started or freed (0: none at that position), and where the
+    /// program's array of them is: the handle of `reqs[i]` is at `reqs_at + i * stride`.
     pub reqs: &'a [u64],
+    pub reqs_at: u64,
+    pub stride: u64,
+}
+
+impl Finished<'_> {
+    /// The address of the program's handle of `reqs[i]`.
+    fn slot(&self, i: usize) -> u64 {
+        if self.reqs_at == 0 { 0 } else { self.reqs_at.wrapping_add((i as u64).wrapping_mul(self.stride)) }
+    }
 }
 
 /// Record a finished call on the calling thread: with `SCOPE_PROFILER_MPI=calls` as a region
@@ -161,8 +173,9 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     let shared = requests::shared();
     let mut e = call.event;
     if e.flags & flags::STARTS != 0 {
-        for &h in call.reqs {
-            if let Some(o) = if shared { requests::get(h) } else { t.requests.get(&h).copied() } {
+        for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
+            let slot = call.slot(i);
+            if let Some(o) = if shared { requests::get(h, slot) } else { t.requests.get(h, slot) } {
                 e.sent += o.sent;
                 e.received += o.received;
                 t.started(&o);
@@ -173,10 +186,8 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
         let persistent = e.flags & flags::PERSISTENT != 0;
         let o = Origin { routine: e.routine, sent: e.sent, received: e.received, dest: e.dest, source: e.source, persistent };
         if shared {
-            requests::insert(call.request, o);
-        } else if t.requests.len() < requests::PER_THREAD || t.requests.contains_key(&call.request) {
-            t.requests.insert(call.request, o);
-        } else {
+            requests::insert(call.request, call.request_slot, o);
+        } else if !t.requests.insert(call.request, call.request_slot, o, requests::PER_THREAD) {
             t.untracked_requests += 1;
         }
         if persistent {
@@ -187,17 +198,19 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     t.record(&e, sites);
     if e.flags & flags::COMPLETES != 0 {
         let n = call.reqs.iter().filter(|&&h| h != 0).count().max(1) as i64;
-        for &h in call.reqs.iter().filter(|&&h| h != 0) {
-            let origin = if shared { requests::complete(h) } else { requests::complete_in(&mut t.requests, h) };
+        for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
+            let slot = call.slot(i);
+            let origin = if shared { requests::complete(h, slot) } else { t.requests.complete(h, slot) };
             t.completed(e.routine, origin.as_ref(), e.duration / n);
         }
     }
     if e.flags & flags::FREES != 0 {
-        for &h in call.reqs {
+        for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
+            let slot = call.slot(i);
             if shared {
-                requests::remove(h);
+                requests::remove(h, slot);
             } else {
-                t.requests.remove(&h);
+                t.requests.remove(h, slot);
             }
         }
     }
