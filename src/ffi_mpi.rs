@@ -53,6 +53,9 @@ pub struct sp_mpi_core_api {
     /// What the wrappers do at the start of a call: 0 nothing, 1 read CLOCK_MONOTONIC, 2 read
     /// the TSC (read with an atomic load; see `mpi_calls::GATE_PTR`).
     pub gate: *const u8,
+    /// Time spent because of the profiler inside MPI_Init and MPI_Finalize, as the wrappers
+    /// measured it (`mpi_calls::note_spent`).
+    pub spent: extern "C" fn(what: c_int, ns: i64, rank: c_int),
 }
 
 // SAFETY: the table is immutable; `gate` points to an atomic that lives for the process.
@@ -68,6 +71,7 @@ static API: sp_mpi_core_api = sp_mpi_core_api {
     before_abort,
     pcontrol,
     gate: mpi_calls::GATE_PTR,
+    spent,
 };
 
 /// The table of the MPI plugin's wrappers (internal).
@@ -165,6 +169,10 @@ extern "C" fn before_finalize() {
 
 extern "C" fn before_abort(_errorcode: c_int) {
     let _ = catch_unwind(profiler::finalize_before_abort);
+}
+
+extern "C" fn spent(what: c_int, ns: i64, rank: c_int) {
+    let _ = catch_unwind(|| mpi_calls::note_spent(what, ns, rank));
 }
 
 extern "C" fn pcontrol(level: c_int) {

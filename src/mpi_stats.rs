@@ -405,7 +405,8 @@ impl ThreadMpi {
             let s = self.sites.entry(key).or_default();
             s.calls += 1;
             s.time = s.time.wrapping_add(e.duration);
-            s.bytes += e.sent + e.received;
+            s.bytes_sent += e.sent;
+            s.bytes_received += e.received;
         } else {
             self.dropped_pairs += 1;
         }
@@ -504,7 +505,8 @@ impl MpiProfile {
                 let e = sites.entry(*k).or_default();
                 e.calls += s.calls;
                 e.time = e.time.wrapping_add(s.time);
-                e.bytes += s.bytes;
+                e.bytes_sent += s.bytes_sent;
+                e.bytes_received += s.bytes_received;
             }
             p.dropped_pairs += t.data.dropped_pairs;
             p.untracked_requests += t.data.untracked_requests;

@@ -573,15 +573,34 @@ fn hostile(family: Family) {
         (Lang::C, "tests/c/mpi_hostile.c", "hostile", Link::Linked, &["threads"]),
         (Lang::Fortran, "tests/fortran/mpi_shared_requests.f90", "f_shared", Link::Preloaded, &[]),
     ];
-    for (lang, source, name, link, args) in runs {
+    for (i, (lang, source, name, link, args)) in runs.into_iter().enumerate() {
         let exe = build(family, link, lang, source, name, &dir, &[]);
         let file = dir.join(format!("{name}_{link:?}.h5"));
-        let env = [("SCOPE_PROFILER_FILE", file.to_str().unwrap()), ("SCOPE_PROFILER_VERBOSE", "0")];
+        let f = file.to_str().unwrap();
+        // The first run with its call sites, and the summary at finalize.
+        let mode = if i == 0 { "summary,sites" } else { "summary" };
+        let env = [("SCOPE_PROFILER_FILE", f), ("SCOPE_PROFILER_VERBOSE", if i == 0 { "1" } else { "0" }), ("SCOPE_PROFILER_MPI", mode)];
         let out = launch(family, link, 2, &exe, args, &env, &dir);
         let what = format!("{name} {args:?} {link:?} {family:?}");
         let stdout = ok(&out, &what, &dir);
         assert!(!text(&out.stderr).contains("FAIL"), "{what}: {}", text(&out.stderr));
-        check_file(&file, &stdout, 2, "summary", family);
+        check_file(&file, &stdout, 2, mode, family);
+        if i == 0 {
+            // Only MPI calls recorded: the summary and `sptool tree` say so, no empty table.
+            let summary = text(&out.stdout);
+            assert!(summary.contains(&format!("no regions recorded; the file holds the program's MPI calls: ")) && summary.contains(&format!("`sptool mpi {f}` shows them")), "{what}: {summary}");
+            assert!(!summary.contains("region ") && !summary.contains("calls     mean"), "{what}: an empty table:\n{summary}");
+            let tree = sptool(&["tree", f]);
+            let t = text(&tree.stdout);
+            assert!(tree.status.success() && t.contains("no regions recorded; the file holds the program's MPI calls") && t.contains(&format!("`sptool mpi {f}` shows them")), "sptool tree: {t}{}", text(&tree.stderr));
+            // The call sites' bytes, sent and received apart.
+            let sites = text(&sptool(&["mpi", f, "--sites", "--top", "100"]).stdout);
+            let header = sites.lines().find(|l| l.contains("function") && l.contains("calls")).unwrap_or_else(|| panic!("{sites}"));
+            assert!(header.contains("bytes sent") && header.contains("bytes received"), "{header}");
+            let irecv = sites.lines().find(|l| l.contains("MPI_Irecv") && l.contains("shared_waitall")).unwrap_or_else(|| panic!("{sites}"));
+            let tail: Vec<&str> = irecv.split_whitespace().rev().take(4).collect();
+            assert_eq!(tail, ["KiB", "7.812", "B", "0"], "one Irecv site, both ranks: 0 B sent, 2 x 1000 x 4 B received: {irecv}");
+        }
         let h5 = hdf5::File::open(&file).unwrap();
         for rank in 0..2 {
             let g = h5.group(&format!("rank{rank}/mpi")).unwrap();

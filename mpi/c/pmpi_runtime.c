@@ -13,6 +13,7 @@
 
 __thread int sp_depth __attribute__((tls_model("initial-exec")));
 const sp_mpi_core_api *sp_core_ptr;
+static int mpi_usable(void);
 
 /* ------------------------------------------------------------------------------------------
  * The core library */
@@ -104,17 +105,34 @@ int64_t sp_clock_ns(void) {
 }
 
 void sp_after_init(int fortran, int64_t init_ns) {
+    int64_t t0 = sp_clock_ns();
     const sp_mpi_core_api *c = sp_core();
     int provided = MPI_THREAD_MULTIPLE, level = 3;
     if (PMPI_Query_thread(&provided) == MPI_SUCCESS) {
         level = provided == MPI_THREAD_SINGLE ? 0 : provided == MPI_THREAD_FUNNELED ? 1 : provided == MPI_THREAD_SERIALIZED ? 2 : 3;
     }
-    if (c) c->after_init(fortran, init_ns, level);
+    if (c) {
+        c->after_init(fortran, init_ns, level);
+        c->spent(SP_SPENT_INIT, sp_clock_ns() - t0, -1);
+    }
 }
 
+/* MPI_COMM_WORLD's rank, taken before PMPI_Finalize for the line said after it. */
+static int finalize_rank = -1;
+
 void sp_before_finalize(void) {
+    int64_t t0 = sp_clock_ns();
     const sp_mpi_core_api *c = sp_core();
-    if (c) c->before_finalize();
+    if (mpi_usable()) PMPI_Comm_rank(MPI_COMM_WORLD, &finalize_rank);
+    if (c) {
+        c->before_finalize();
+        c->spent(SP_SPENT_FINALIZE, sp_clock_ns() - t0, finalize_rank);
+    }
+}
+
+void sp_after_finalize(int64_t pmpi_ns) {
+    const sp_mpi_core_api *c = sp_core();
+    if (c) c->spent(SP_SPENT_PMPI_FINALIZE, pmpi_ns, finalize_rank);
 }
 
 void sp_before_abort(int errorcode) {

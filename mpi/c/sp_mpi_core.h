@@ -85,7 +85,15 @@ typedef struct sp_mpi_core_api {
      * finalize and MPI_Pcontrol): 0 nothing (not recording), 1 read CLOCK_MONOTONIC into
      * start, 2 read the TSC into start (the core's clock: it reads the end the same way). */
     const uint8_t *gate;
+    /* Time spent because of the profiler, as the wrappers measured it: SP_SPENT_INIT inside
+     * MPI_Init after PMPI_Init (loading the core, setting up), SP_SPENT_FINALIZE inside
+     * MPI_Finalize before PMPI_Finalize (writing the profile), SP_SPENT_PMPI_FINALIZE the time
+     * of PMPI_Finalize itself, after it returned (the core then reports, at verbosity 2).
+     * rank: MPI_COMM_WORLD's rank of the process (-1: not known). */
+    void (*spent)(int what, int64_t ns, int rank);
 } sp_mpi_core_api;
+
+enum { SP_SPENT_INIT = 0, SP_SPENT_FINALIZE = 1, SP_SPENT_PMPI_FINALIZE = 2 };
 
 enum { SP_GATE_CLOSED = 0, SP_GATE_MONOTONIC = 1, SP_GATE_TSC = 2 };
 

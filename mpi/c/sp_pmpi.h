@@ -182,6 +182,8 @@ void sp_comm_forget(void);
 int64_t sp_clock_ns(void);
 void sp_after_init(int fortran, int64_t init_ns);
 void sp_before_finalize(void);
+/* After PMPI_Finalize returned, which took pmpi_ns. */
+void sp_after_finalize(int64_t pmpi_ns);
 void sp_before_abort(int errorcode);
 void sp_pcontrol(int level);
 

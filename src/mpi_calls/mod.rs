@@ -96,6 +96,41 @@ pub fn note_init_time(ns: i64) {
     INIT_NS.store(ns.max(0), Ordering::Relaxed);
 }
 
+/// Time the profiler took inside MPI_Init (after PMPI_Init) and inside MPI_Finalize (before
+/// PMPI_Finalize), as the wrappers measured it.
+static SPENT_INIT_NS: AtomicI64 = AtomicI64::new(-1);
+static SPENT_FINALIZE_NS: AtomicI64 = AtomicI64::new(-1);
+
+/// What the wrappers measured around MPI_Init and MPI_Finalize (`what`: 0 the profiler's time
+/// inside MPI_Init, 1 inside MPI_Finalize, 2 PMPI_Finalize's own time, after it returned): at
+/// verbosity 2, one line per rank says the whole time the profiler added to both calls.
+pub fn note_spent(what: i32, ns: i64, rank: i32) {
+    match what {
+        0 => SPENT_INIT_NS.store(ns.max(0), Ordering::Relaxed),
+        1 => SPENT_FINALIZE_NS.store(ns.max(0), Ordering::Relaxed),
+        2 => {
+            let verbose = std::env::var(crate::config::env::VERBOSE).ok().and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1);
+            if verbose >= 2 {
+                crate::warn::always(&spent_line(rank, SPENT_INIT_NS.load(Ordering::Relaxed), INIT_NS.load(Ordering::Relaxed), SPENT_FINALIZE_NS.load(Ordering::Relaxed), ns));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn spent_line(rank: i32, init: i64, mpi_init: i64, finalize: i64, pmpi_finalize: i64) -> String {
+    let s = |ns: i64| if ns < 0 { "-".to_string() } else { format!("{:.3} s", ns as f64 * 1e-9) };
+    let who = if rank >= 0 { format!("rank {rank}") } else { "this process".into() };
+    format!(
+        "{who}: the profiler's time inside MPI_Init {} (loading and setting it up, after PMPI_Init's own {}) and inside MPI_Finalize {} (writing the profile, before PMPI_Finalize's own {}): {} in all",
+        s(init),
+        s(mpi_init),
+        s(finalize),
+        s(pmpi_finalize.max(0)),
+        s(init.max(0) + finalize.max(0))
+    )
+}
+
 /// The thread level MPI provided (0 single, 1 funneled, 2 serialized, 3 multiple).
 pub fn note_thread_level(level: i32) {
     requests::set_shared(level >= 2);
