@@ -579,12 +579,21 @@ fn hostile(family: Family) {
         let f = file.to_str().unwrap();
         // The first run with its call sites, and the summary at finalize.
         let mode = if i == 0 { "summary,sites" } else { "summary" };
-        let env = [("SCOPE_PROFILER_FILE", f), ("SCOPE_PROFILER_VERBOSE", if i == 0 { "1" } else { "0" }), ("SCOPE_PROFILER_MPI", mode)];
+        // The last run at verbosity 2: each rank says the profiler's time inside MPI_Init and MPI_Finalize.
+        let verbose = ["1", "0", "2"][i];
+        let env = [("SCOPE_PROFILER_FILE", f), ("SCOPE_PROFILER_VERBOSE", verbose), ("SCOPE_PROFILER_MPI", mode)];
         let out = launch(family, link, 2, &exe, args, &env, &dir);
         let what = format!("{name} {args:?} {link:?} {family:?}");
         let stdout = ok(&out, &what, &dir);
         assert!(!text(&out.stderr).contains("FAIL"), "{what}: {}", text(&out.stderr));
         check_file(&file, &stdout, 2, mode, family);
+        if verbose == "2" {
+            let err = text(&out.stderr);
+            for rank in 0..2 {
+                let line = err.lines().find(|l| l.contains(&format!("rank {rank}: the profiler's time inside MPI_Init "))).unwrap_or_else(|| panic!("{what}: rank {rank}:\n{err}"));
+                assert!(line.contains("inside MPI_Finalize ") && line.contains(" s in all"), "{line}");
+            }
+        }
         if i == 0 {
             // Only MPI calls recorded: the summary and `sptool tree` say so, no empty table.
             let summary = text(&out.stdout);
