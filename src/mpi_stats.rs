@@ -187,6 +187,127 @@ pub struct Origin {
     pub persistent: bool,
 }
 
+/// The live requests of a thread (or of a shard of the shared table), by handle value, each
+/// with the address of the program's variable the handle was written to (its slot).
+///
+/// A handle value does not name one request: Open MPI (`ompi_request_empty`) and MPICH (a
+/// built-in completed request) give one and the same handle to every nonblocking call whose
+/// request completed at once (eager and inline sends, sends to self, MPI_PROC_NULL). So a
+/// handle value already live starts a list, and a completion takes the entry of that handle
+/// written to the same slot (the program completes the variable it passed), else the oldest:
+/// every request created is completed once, with its own routine and bytes, whatever the
+/// handle values (also when the program copies its handles from the variable it passed to
+/// another before completing them: the oldest entries are taken first then).
+#[derive(Debug, Default)]
+pub struct RequestTable {
+    first: FxHashMap<u64, (u64, Origin)>,
+    /// The further live entries of handle values that `first` has (in creation order).
+    more: FxHashMap<u64, std::collections::VecDeque<(u64, Origin)>>,
+    /// Entries in `more`.
+    more_len: usize,
+}
+
+impl RequestTable {
+    pub fn len(&self) -> usize {
+        self.first.len() + self.more_len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keep a request created by `origin` under `handle` at `slot`; false when the table holds
+    /// `cap` entries already (the request is then untracked).
+    #[inline]
+    pub fn insert(&mut self, handle: u64, slot: u64, origin: Origin, cap: usize) -> bool {
+        let n = self.first.len() + self.more_len;
+        match self.first.entry(handle) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                if n >= cap {
+                    return false;
+                }
+                v.insert((slot, origin));
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => self.insert_more(handle, slot, origin, cap),
+        }
+    }
+
+    #[cold]
+    fn insert_more(&mut self, handle: u64, slot: u64, origin: Origin, cap: usize) -> bool {
+        if self.first.len() + self.more_len >= cap {
+            return false;
+        }
+        self.more.entry(handle).or_default().push_back((slot, origin));
+        self.more_len += 1;
+        true
+    }
+
+    /// The origin of a live request (the entry at `slot` if the handle is shared).
+    pub fn get(&self, handle: u64, slot: u64) -> Option<Origin> {
+        let &(s, o) = self.first.get(&handle)?;
+        if s != slot {
+            if let Some(e) = self.more.get(&handle).and_then(|l| l.iter().find(|e| e.0 == slot)) {
+                return Some(e.1);
+            }
+        }
+        Some(o)
+    }
+
+    /// A request completed: its origin; forgotten unless persistent (a completed persistent
+    /// request stays, inactive, until it is freed).
+    #[inline]
+    pub fn complete(&mut self, handle: u64, slot: u64) -> Option<Origin> {
+        if self.more_len == 0 {
+            let o = self.first.get(&handle)?.1;
+            if !o.persistent {
+                self.first.remove(&handle);
+            }
+            return Some(o);
+        }
+        self.take(handle, slot, false)
+    }
+
+    /// A request was freed.
+    pub fn remove(&mut self, handle: u64, slot: u64) {
+        let _ = self.take(handle, slot, true);
+    }
+
+    /// The entry of `handle` at `slot` (else the oldest), removed if `always` or not persistent.
+    fn take(&mut self, handle: u64, slot: u64, always: bool) -> Option<Origin> {
+        let &(s, o) = self.first.get(&handle)?;
+        let Some(list) = self.more.get_mut(&handle) else {
+            if always || !o.persistent {
+                self.first.remove(&handle);
+            }
+            return Some(o);
+        };
+        if s != slot {
+            if let Some(i) = list.iter().position(|e| e.0 == slot) {
+                let o = list[i].1;
+                if always || !o.persistent {
+                    let _ = list.remove(i);
+                    self.more_len -= 1;
+                    if list.is_empty() {
+                        self.more.remove(&handle);
+                    }
+                }
+                return Some(o);
+            }
+        }
+        if always || !o.persistent {
+            // The next in creation order takes the first place.
+            let next = list.pop_front().expect("a list in `more` is never empty");
+            self.more_len -= 1;
+            if list.is_empty() {
+                self.more.remove(&handle);
+            }
+            self.first.insert(handle, next);
+        }
+        Some(o)
+    }
+}
+
 /// The origin of a completed request that no table knew (created before recording began, by a
 /// routine that is not wrapped, or dropped from a full table).
 pub const UNKNOWN_ORIGIN: u32 = u32::MAX;
@@ -212,7 +333,7 @@ pub struct ThreadMpi {
     pub completions: Vec<((u32, u32), Completions)>,
     /// The requests this thread created and not yet completed, when requests are not shared
     /// between threads (below MPI_THREAD_SERIALIZED: see `mpi_calls::requests`).
-    pub requests: FxHashMap<u64, Origin>,
+    pub requests: RequestTable,
     /// Requests a full table could not keep.
     pub untracked_requests: u64,
     pub sites: FxHashMap<(u32, u64), SiteStats>,
@@ -284,7 +405,8 @@ impl ThreadMpi {
             let s = self.sites.entry(key).or_default();
             s.calls += 1;
             s.time = s.time.wrapping_add(e.duration);
-            s.bytes += e.sent + e.received;
+            s.bytes_sent += e.sent;
+            s.bytes_received += e.received;
         } else {
             self.dropped_pairs += 1;
         }
@@ -383,7 +505,8 @@ impl MpiProfile {
                 let e = sites.entry(*k).or_default();
                 e.calls += s.calls;
                 e.time = e.time.wrapping_add(s.time);
-                e.bytes += s.bytes;
+                e.bytes_sent += s.bytes_sent;
+                e.bytes_received += s.bytes_received;
             }
             p.dropped_pairs += t.data.dropped_pairs;
             p.untracked_requests += t.data.untracked_requests;
@@ -413,6 +536,39 @@ mod tests {
 
     fn ev(routine: u32, flags: u32, duration: i64, sent: u64, received: u64, dest: i32, source: i32) -> Event {
         Event { routine, flags, duration, comm: 7, comm_size: 4, comm_kind: comm_kind::WORLD, dest, source, sent, received, site: 0x1000 }
+    }
+
+    #[test]
+    fn one_handle_value_for_many_requests_completes_each_once() {
+        let o = |routine, sent| Origin { routine, sent, received: 0, dest: 1, source: PEER_NONE, persistent: false };
+        let mut t = RequestTable::default();
+        // Three requests under one handle (slots 0x10, 0x18, 0x20) and one of its own.
+        assert!(t.insert(7, 0x10, o(1, 4), 100));
+        assert!(t.insert(7, 0x18, o(2, 8), 100));
+        assert!(t.insert(7, 0x20, o(3, 16), 100));
+        assert!(t.insert(9, 0x28, o(4, 32), 100));
+        assert_eq!(t.len(), 4);
+        // The slot chooses; an unknown slot takes the oldest; each entry is taken once.
+        assert_eq!(t.complete(7, 0x18).unwrap().routine, 2);
+        assert_eq!(t.complete(7, 0x99).unwrap().routine, 1);
+        assert_eq!(t.complete(7, 0x99).unwrap().routine, 3);
+        assert!(t.complete(7, 0x10).is_none());
+        assert_eq!(t.complete(9, 0).unwrap().sent, 32);
+        assert!(t.is_empty());
+        // Freed: the entry at that slot goes; a full table refuses.
+        assert!(t.insert(7, 0x10, o(1, 4), 2));
+        assert!(t.insert(7, 0x18, o(2, 8), 2));
+        assert!(!t.insert(7, 0x20, o(3, 16), 2));
+        t.remove(7, 0x10);
+        assert_eq!(t.get(7, 0).unwrap().routine, 2);
+        // A persistent request stays through completions.
+        let mut p = o(5, 1);
+        p.persistent = true;
+        assert!(t.insert(11, 0x30, p, 100));
+        assert_eq!(t.complete(11, 0x30).unwrap().routine, 5);
+        assert_eq!(t.complete(11, 0x30).unwrap().routine, 5);
+        t.remove(11, 0x30);
+        assert!(t.get(11, 0x30).is_none());
     }
 
     #[test]

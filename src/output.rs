@@ -53,8 +53,9 @@ pub fn write_single_at(run: RunContext<'_>, mut profile: RankProfile, mut meta: 
     let written = write_one(&run.config.file_path, run.config.layout, 0, &profile, &meta)?;
     let mut mpi = crate::model::mpi::Totals::default();
     mpi.add(profile.mpi.as_ref());
-    let table = crate::summary::text(run.config, &crate::spread::Local::of(&profile).table());
-    report(run.config.verbosity, &written, table, &mpi);
+    let table = crate::spread::Local::of(&profile).table();
+    let no_regions = table.flat.is_empty();
+    report(run.config.verbosity, &written, crate::summary::text(run.config, &table), &mpi, no_regions);
     profile.release();
     Ok(written)
 }
@@ -195,18 +196,26 @@ pub fn write_file(target: &Path, mut fill: impl FnMut(&ProfileFile) -> hdf5::Res
 }
 
 /// The summary table, the MPI share when MPI calls were recorded, and where the file is
-/// (verbosity >= 1).
-pub fn report(verbosity: u32, written: &Written, table: Option<String>, mpi: &crate::model::mpi::Totals) {
+/// (verbosity >= 1). A run that recorded MPI calls and no region (`no_regions`) gets no
+/// empty table but what the file holds and the command that shows it.
+pub fn report(verbosity: u32, written: &Written, table: Option<String>, mpi: &crate::model::mpi::Totals, no_regions: bool) {
     if verbosity == 0 {
         return;
     }
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    if let Some(table) = table {
-        let _ = write!(out, "{table}");
-    }
-    if let Some(line) = mpi.line() {
-        let _ = writeln!(out, "{line}");
+    match mpi.line() {
+        Some(_) if no_regions => {
+            let _ = writeln!(out, "{}", mpi.only_mpi_line(&written.path.display().to_string()));
+        }
+        line => {
+            if let Some(table) = table {
+                let _ = write!(out, "{table}");
+            }
+            if let Some(line) = line {
+                let _ = writeln!(out, "{line}");
+            }
+        }
     }
     let _ = writeln!(out, "profile written to {}", written.path.display());
     let _ = out.flush();

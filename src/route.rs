@@ -167,8 +167,9 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
     match summary {
         Some((mpi_totals, Ok(table), _)) => {
             if let Some(written) = &outcome.written {
+                let no_regions = table.as_ref().is_some_and(|t| t.flat.is_empty());
                 let text = table.and_then(|t| crate::summary::text(&config, &t));
-                report(config.verbosity, written, text, &mpi_totals);
+                report(config.verbosity, written, text, &mpi_totals, no_regions);
             }
         }
         Some((_, Err(e), _)) => warn::always(&format!("the summary over the ranks could not be computed: {e}")),

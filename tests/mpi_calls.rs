@@ -558,3 +558,74 @@ fn columnar_and_aggregate_layouts_and_the_merge_keep_the_mpi_calls() {
     assert_eq!(routines(&hdf5::File::open(&merged).unwrap(), 1), before);
     assert!(before["MPI_Allreduce"][0] > 0);
 }
+
+/// What real programs do that is easy to get wrong, on 2 ranks (tests/c/mpi_hostile.c,
+/// tests/fortran/mpi_shared_requests.f90): requests that share one handle value (MPI gives one
+/// to every request that completed at once) completed by every completion routine, copied
+/// through a temporary, freed; persistent and freed active requests; MPI_IN_PLACE, MPI_BOTTOM,
+/// MPI_STATUS(ES)_IGNORE, MPI_PROC_NULL; an inter-communicator; 2,000 communicators alive at
+/// once and handles reused; MPI_THREAD_MULTIPLE threads completing each other's requests.
+/// Every count, byte, completion origin and peer exact, no request untracked or "unknown".
+fn hostile(family: Family) {
+    let dir = scratch(&format!("mpi_calls_hostile_{}", family.name()));
+    let runs: [(Lang, &str, &str, Link, &[&str]); 3] = [
+        (Lang::C, "tests/c/mpi_hostile.c", "hostile", Link::Preloaded, &["all"]),
+        (Lang::C, "tests/c/mpi_hostile.c", "hostile", Link::Linked, &["threads"]),
+        (Lang::Fortran, "tests/fortran/mpi_shared_requests.f90", "f_shared", Link::Preloaded, &[]),
+    ];
+    for (i, (lang, source, name, link, args)) in runs.into_iter().enumerate() {
+        let exe = build(family, link, lang, source, name, &dir, &[]);
+        let file = dir.join(format!("{name}_{link:?}.h5"));
+        let f = file.to_str().unwrap();
+        // The first run with its call sites, and the summary at finalize.
+        let mode = if i == 0 { "summary,sites" } else { "summary" };
+        // The last run at verbosity 2: each rank says the profiler's time inside MPI_Init and MPI_Finalize.
+        let verbose = ["1", "0", "2"][i];
+        let env = [("SCOPE_PROFILER_FILE", f), ("SCOPE_PROFILER_VERBOSE", verbose), ("SCOPE_PROFILER_MPI", mode)];
+        let out = launch(family, link, 2, &exe, args, &env, &dir);
+        let what = format!("{name} {args:?} {link:?} {family:?}");
+        let stdout = ok(&out, &what, &dir);
+        assert!(!text(&out.stderr).contains("FAIL"), "{what}: {}", text(&out.stderr));
+        check_file(&file, &stdout, 2, mode, family);
+        if verbose == "2" {
+            let err = text(&out.stderr);
+            for rank in 0..2 {
+                let line = err.lines().find(|l| l.contains(&format!("rank {rank}: the profiler's time inside MPI_Init "))).unwrap_or_else(|| panic!("{what}: rank {rank}:\n{err}"));
+                assert!(line.contains("inside MPI_Finalize ") && line.contains(" s in all"), "{line}");
+            }
+        }
+        if i == 0 {
+            // Only MPI calls recorded: the summary and `sptool tree` say so, no empty table.
+            let summary = text(&out.stdout);
+            assert!(summary.contains(&format!("no regions recorded; the file holds the program's MPI calls: ")) && summary.contains(&format!("`sptool mpi {f}` shows them")), "{what}: {summary}");
+            assert!(!summary.contains("region ") && !summary.contains("calls     mean"), "{what}: an empty table:\n{summary}");
+            let tree = sptool(&["tree", f]);
+            let t = text(&tree.stdout);
+            assert!(tree.status.success() && t.contains("no regions recorded; the file holds the program's MPI calls") && t.contains(&format!("`sptool mpi {f}` shows them")), "sptool tree: {t}{}", text(&tree.stderr));
+            // The call sites' bytes, sent and received apart.
+            let sites = text(&sptool(&["mpi", f, "--sites", "--top", "100"]).stdout);
+            let header = sites.lines().find(|l| l.contains("function") && l.contains("calls")).unwrap_or_else(|| panic!("{sites}"));
+            assert!(header.contains("bytes sent") && header.contains("bytes received"), "{header}");
+            let irecv = sites.lines().find(|l| l.contains("MPI_Irecv") && l.contains("shared_waitall")).unwrap_or_else(|| panic!("{sites}"));
+            let tail: Vec<&str> = irecv.split_whitespace().rev().take(4).collect();
+            assert_eq!(tail, ["KiB", "7.812", "B", "0"], "one Irecv site, both ranks: 0 B sent, 2 x 1000 x 4 B received: {irecv}");
+        }
+        let h5 = hdf5::File::open(&file).unwrap();
+        for rank in 0..2 {
+            let g = h5.group(&format!("rank{rank}/mpi")).unwrap();
+            assert_eq!(int_attr(&g, "untracked_requests"), 0, "{what}: rank {rank}");
+            let origins = strings(&h5.group(&format!("rank{rank}/mpi/completions")).unwrap(), "origin");
+            assert!(!origins.iter().any(|o| o == "unknown"), "{what}: rank {rank}: completions of unknown origin: {origins:?}");
+        }
+    }
+}
+
+#[test]
+fn hostile_usage_openmpi_every_count_exact() {
+    hostile(Family::OpenMpi);
+}
+
+#[test]
+fn hostile_usage_mpich_every_count_exact() {
+    hostile(Family::Mpich);
+}

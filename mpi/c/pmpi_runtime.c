@@ -13,6 +13,7 @@
 
 __thread int sp_depth __attribute__((tls_model("initial-exec")));
 const sp_mpi_core_api *sp_core_ptr;
+static int mpi_usable(void);
 
 /* ------------------------------------------------------------------------------------------
  * The core library */
@@ -104,17 +105,34 @@ int64_t sp_clock_ns(void) {
 }
 
 void sp_after_init(int fortran, int64_t init_ns) {
+    int64_t t0 = sp_clock_ns();
     const sp_mpi_core_api *c = sp_core();
     int provided = MPI_THREAD_MULTIPLE, level = 3;
     if (PMPI_Query_thread(&provided) == MPI_SUCCESS) {
         level = provided == MPI_THREAD_SINGLE ? 0 : provided == MPI_THREAD_FUNNELED ? 1 : provided == MPI_THREAD_SERIALIZED ? 2 : 3;
     }
-    if (c) c->after_init(fortran, init_ns, level);
+    if (c) {
+        c->after_init(fortran, init_ns, level);
+        c->spent(SP_SPENT_INIT, sp_clock_ns() - t0, -1);
+    }
 }
 
+/* MPI_COMM_WORLD's rank, taken before PMPI_Finalize for the line said after it. */
+static int finalize_rank = -1;
+
 void sp_before_finalize(void) {
+    int64_t t0 = sp_clock_ns();
     const sp_mpi_core_api *c = sp_core();
-    if (c) c->before_finalize();
+    if (mpi_usable()) PMPI_Comm_rank(MPI_COMM_WORLD, &finalize_rank);
+    if (c) {
+        c->before_finalize();
+        c->spent(SP_SPENT_FINALIZE, sp_clock_ns() - t0, finalize_rank);
+    }
+}
+
+void sp_after_finalize(int64_t pmpi_ns) {
+    const sp_mpi_core_api *c = sp_core();
+    if (c) c->spent(SP_SPENT_PMPI_FINALIZE, pmpi_ns, finalize_rank);
 }
 
 void sp_before_abort(int errorcode) {
@@ -746,6 +764,8 @@ static uint64_t freq_value(MPI_Fint f) {
 void sp_req_save(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran) {
     rb->n = 0;
     rb->v = rb->local;
+    rb->at = reqs;
+    rb->stride = fortran ? (unsigned)sizeof(MPI_Fint) : (unsigned)sizeof(MPI_Request);
     if (n <= 0 || !reqs) return;
     if (n > (int64_t)(sizeof rb->local / sizeof rb->local[0])) {
         if (n > (1 << 26) || !(rb->v = malloc(sizeof(uint64_t) * (size_t)n))) {
@@ -767,13 +787,21 @@ void sp_req_release(sp_reqbuf *rb) {
 void sp_request_out(sp_mpi_event *e, const void *req, int fortran, int persistent) {
     if (!req) return;
     e->request = fortran ? freq_value(*(const MPI_Fint *)req) : req_value(*(const MPI_Request *)req);
+    e->request_slot = (uint64_t)(uintptr_t)req;
     if (persistent) e->flags |= SP_EV_PERSISTENT;
+}
+
+/* The requests from position `first` of the saved ones, with where the program keeps them. */
+static void sp_reqs(sp_mpi_event *e, sp_reqbuf *rb, int first, int n) {
+    e->reqs = rb->v + first;
+    e->nreqs = (uint32_t)n;
+    e->stride = rb->stride;
+    e->reqs_at = rb->at ? (uint64_t)(uintptr_t)rb->at + (uint64_t)first * rb->stride : 0;
 }
 
 void sp_done(sp_mpi_event *e, sp_reqbuf *rb) {
     e->flags |= SP_EV_COMPLETES;
-    e->reqs = rb->v;
-    e->nreqs = (uint32_t)rb->n;
+    sp_reqs(e, rb, 0, rb->n);
 }
 
 void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortran) {
@@ -782,27 +810,25 @@ void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortra
     if (i == MPI_UNDEFINED) return;
     if (fortran) i -= 1;
     if (i < 0 || i >= rb->n) return;
-    e->reqs = &rb->v[i];
-    e->nreqs = 1;
+    sp_reqs(e, rb, i, 1);
 }
+
+/* Handle values are user-space addresses (Open MPI) or 32-bit integers (MPICH): bit 63 is free
+ * to mark the completed ones while the others are cleared. */
+#define DONE_MARK ((uint64_t)1 << 63)
 
 void sp_done_some(sp_mpi_event *e, sp_reqbuf *rb, const void *outcount, const void *indices, int fortran) {
     e->flags |= SP_EV_COMPLETES;
     int k = *(const int *)outcount;
     if (k == MPI_UNDEFINED || k <= 0 || !indices) return;
     const int *idx = indices;
-    int m = 0;
-    /* Compact the completed ones to the front (each index is distinct and < n). */
+    /* Keep the completed ones in their places (each index is distinct and < n), clear the rest. */
     for (int j = 0; j < k && j < rb->n; j++) {
         int i = idx[j] - (fortran ? 1 : 0);
-        if (i >= 0 && i < rb->n) {
-            uint64_t v = rb->v[i];
-            rb->v[i] = 0;
-            rb->v[m++] = v;
-        }
+        if (i >= 0 && i < rb->n) rb->v[i] |= DONE_MARK;
     }
-    e->reqs = rb->v;
-    e->nreqs = (uint32_t)m;
+    for (int i = 0; i < rb->n; i++) rb->v[i] = (rb->v[i] & DONE_MARK) ? rb->v[i] & ~DONE_MARK : 0;
+    sp_reqs(e, rb, 0, rb->n);
 }
 
 void sp_test(sp_mpi_event *e, sp_reqbuf *rb, const void *flag) {
@@ -835,12 +861,10 @@ void sp_test_some(sp_mpi_event *e, sp_reqbuf *rb, const void *outcount, const vo
 
 void sp_started(sp_mpi_event *e, sp_reqbuf *rb) {
     e->flags |= SP_EV_STARTS;
-    e->reqs = rb->v;
-    e->nreqs = (uint32_t)rb->n;
+    sp_reqs(e, rb, 0, rb->n);
 }
 
 void sp_freed(sp_mpi_event *e, sp_reqbuf *rb) {
     e->flags |= SP_EV_FREES;
-    e->reqs = rb->v;
-    e->nreqs = (uint32_t)rb->n;
+    sp_reqs(e, rb, 0, rb->n);
 }

@@ -9,12 +9,17 @@
  * fills in what the call moved, and end() takes the end time and records everything (with
  * SCOPE_PROFILER_MPI=calls also a region named after the routine, recorded as it ends). Only
  * the outermost MPI call of a thread gets here (the wrappers keep a per-thread depth), so an
- * MPI call made inside another one is never counted twice. */
+ * MPI call made inside another one is never counted twice.
+ *
+ * Requests are known by handle value AND by the address of the program's variable holding
+ * the handle (its slot): MPI gives one handle value to every request that completed at once
+ * (Open MPI's ompi_request_empty, MPICH's built-in completed requests), so the value alone
+ * does not say which request a completion completed. */
 #ifndef SP_MPI_CORE_H
 #define SP_MPI_CORE_H
 #include <stdint.h>
 
-#define SP_MPI_CORE_VERSION 1
+#define SP_MPI_CORE_VERSION 2
 
 /* sp_mpi_event.flags */
 enum {
@@ -53,7 +58,9 @@ typedef struct sp_mpi_event {
     uint64_t request;   /* the request this call created (handle value), 0 = none */
     const uint64_t *reqs; /* see SP_EV_COMPLETES / STARTS / FREES; zeros are skipped */
     uint32_t nreqs;
-    uint32_t reserved;
+    uint32_t stride;    /* bytes between the program's handles of reqs[i] and reqs[i + 1] */
+    uint64_t request_slot; /* the address `request` was written to (the program's variable) */
+    uint64_t reqs_at;   /* the address of the program's handle of reqs[0]; 0 = not known */
 } sp_mpi_event;
 
 typedef struct sp_mpi_core_api {
@@ -78,7 +85,15 @@ typedef struct sp_mpi_core_api {
      * finalize and MPI_Pcontrol): 0 nothing (not recording), 1 read CLOCK_MONOTONIC into
      * start, 2 read the TSC into start (the core's clock: it reads the end the same way). */
     const uint8_t *gate;
+    /* Time spent because of the profiler, as the wrappers measured it: SP_SPENT_INIT inside
+     * MPI_Init after PMPI_Init (loading the core, setting up), SP_SPENT_FINALIZE inside
+     * MPI_Finalize before PMPI_Finalize (writing the profile), SP_SPENT_PMPI_FINALIZE the time
+     * of PMPI_Finalize itself, after it returned (the core then reports, at verbosity 2).
+     * rank: MPI_COMM_WORLD's rank of the process (-1: not known). */
+    void (*spent)(int what, int64_t ns, int rank);
 } sp_mpi_core_api;
+
+enum { SP_SPENT_INIT = 0, SP_SPENT_FINALIZE = 1, SP_SPENT_PMPI_FINALIZE = 2 };
 
 enum { SP_GATE_CLOSED = 0, SP_GATE_MONOTONIC = 1, SP_GATE_TSC = 2 };
 

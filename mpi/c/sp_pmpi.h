@@ -61,7 +61,9 @@ static inline int sp_enter(sp_mpi_event *e, uint32_t routine, uint64_t site) {
     e->request = 0;
     e->reqs = 0;
     e->nreqs = 0;
-    e->reserved = 0;
+    e->stride = 0;
+    e->request_slot = 0;
+    e->reqs_at = 0;
     sp_depth = 1;
     /* The last thing before the PMPI call: our own work stays outside the call's time. */
     e->start = sp_start_time(gate);
@@ -155,8 +157,11 @@ typedef struct sp_reqbuf {
     uint64_t local[8];
     uint64_t *v;
     int n;
+    unsigned stride;  /* sizeof the program's handles (MPI_Request or MPI_Fint) */
+    const void *at;   /* the program's array of them */
 } sp_reqbuf;
-/* Copy n request handles (C MPI_Request[] or Fortran integers) before the call frees them. */
+/* Copy n request handles (C MPI_Request[] or Fortran integers) before the call frees them,
+ * and where they are (a request is known by its handle value and its slot: sp_mpi_core.h). */
 void sp_req_save(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran);
 void sp_req_release(sp_reqbuf *rb);
 /* The request a call created (a pointer to the C or Fortran handle). */
@@ -177,6 +182,8 @@ void sp_comm_forget(void);
 int64_t sp_clock_ns(void);
 void sp_after_init(int fortran, int64_t init_ns);
 void sp_before_finalize(void);
+/* After PMPI_Finalize returned, which took pmpi_ns. */
+void sp_after_finalize(int64_t pmpi_ns);
 void sp_before_abort(int errorcode);
 void sp_pcontrol(int level);
 

@@ -207,7 +207,7 @@ fn emit_c_special(out: &mut String, p: &Proto) {
             let _ = writeln!(out, "    if (rc == MPI_SUCCESS) sp_after_init(0, t1 - t0);\n    return rc;");
         }
         "MPI_Finalize" => {
-            let _ = writeln!(out, "    if (!sp_depth) sp_before_finalize();\n    sp_depth++;\n    int rc = PMPI_Finalize();\n    sp_depth--;\n    return rc;");
+            let _ = writeln!(out, "    int outer = !sp_depth;\n    if (outer) sp_before_finalize();\n    sp_depth++;\n    int64_t t0 = sp_clock_ns();\n    int rc = PMPI_Finalize();\n    int64_t t1 = sp_clock_ns();\n    sp_depth--;\n    if (outer) sp_after_finalize(t1 - t0);\n    return rc;");
         }
         "MPI_Abort" => {
             let code = &p.params[1].name;
@@ -265,7 +265,7 @@ fn emit_fortran(out: &mut String, p: &Proto, id: usize, fid: usize, names: &[Str
             let _ = writeln!(out, "    if (SP_F_OK(ierr)) sp_after_init(1, t1 - t0);");
         }
         "MPI_Finalize" => {
-            let _ = writeln!(out, "    if (!sp_depth) sp_before_finalize();\n    sp_depth++;\n    {call};\n    sp_depth--;");
+            let _ = writeln!(out, "    int outer = !sp_depth;\n    if (outer) sp_before_finalize();\n    sp_depth++;\n    int64_t t0 = sp_clock_ns();\n    {call};\n    int64_t t1 = sp_clock_ns();\n    sp_depth--;\n    if (outer) sp_after_finalize(t1 - t0);");
         }
         "MPI_Abort" => {
             let _ = writeln!(out, "    if (!sp_depth && a1) sp_before_abort(*(const MPI_Fint *)a1);\n    {call};");

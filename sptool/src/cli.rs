@@ -408,6 +408,11 @@ fn run(command: Command) -> Result<()> {
         Command::Tree(args) => {
             let min_share = crate::tree::parse_share(&args.min_share)?;
             let ranks = crate::tree::read(&args.file)?;
+            if ranks.iter().all(|r| r.paths.is_empty()) {
+                if let Some(note) = crate::mpi::only_mpi_note(&args.file)? {
+                    return print(&note);
+                }
+            }
             print(&crate::tree::render(&args.file, &ranks, &crate::tree::Options { rank: args.rank, min_share, threads: args.threads })?)
         }
         Command::Export(args) => {

@@ -44,7 +44,10 @@ pub struct SiteRow {
     pub offset: i64,
     pub calls: i64,
     pub time_ns: i64,
+    /// Bytes sent plus received.
     pub bytes: i64,
+    /// (sent, received): None in a file written before the two were kept apart.
+    pub split: Option<(i64, i64)>,
 }
 
 /// One rank's MPI data.
@@ -165,6 +168,7 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankMpi> {
         let mut c = Columns::new(&p);
         let (r, f, file, line, module, off) = (c.strings("routine")?, c.strings("function")?, c.strings("file")?, c.ints("line")?, c.strings("module")?, c.counts("offset")?);
         let (calls, time, bytes) = (c.counts("calls")?, c.counts("time_ns")?, c.counts("bytes")?);
+        let split = if p.has("bytes_sent") { Some((c.counts("bytes_sent")?, c.counts("bytes_received")?)) } else { None };
         m.sites = Some(
             (0..r.len())
                 .map(|i| SiteRow {
@@ -177,6 +181,7 @@ fn read_rank(rank: u32, g: &Group) -> Result<RankMpi> {
                     calls: calls[i],
                     time_ns: time[i],
                     bytes: bytes[i],
+                    split: split.as_ref().map(|(s, r)| (s[i], r[i])),
                 })
                 .collect(),
         );
@@ -448,25 +453,41 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
         if selected.iter().all(|m| m.sites.is_none()) {
             out.push_str("Call sites: this run did not keep them (run with SCOPE_PROFILER_MPI=summary,sites or calls,sites)\n");
         } else {
-            // (routine, place, function, line) -> (calls, time, bytes)
+            // (routine, place, function, line) -> (calls, time, bytes sent, bytes received, both)
             type Key = (String, String, String, i64);
-            let mut sites: BTreeMap<Key, (i64, i64, i64)> = BTreeMap::new();
+            let mut sites: BTreeMap<Key, (i64, i64, i64, i64, i64)> = BTreeMap::new();
+            // Files written before sent and received bytes were kept apart have their sum only.
+            let split = selected.iter().flat_map(|m| m.sites.iter().flatten()).all(|x| x.split.is_some());
             for m in &selected {
                 for x in m.sites.iter().flatten() {
                     let place = if x.file.is_empty() { format!("{}+{:#x}", x.module, x.offset) } else { x.file.clone() };
                     let e = sites.entry((x.routine.clone(), place, x.function.clone(), x.line)).or_default();
+                    let (sent, recv) = x.split.unwrap_or_default();
                     e.0 = e.0.saturating_add(x.calls);
                     e.1 = e.1.saturating_add(x.time_ns);
-                    e.2 = e.2.saturating_add(x.bytes);
+                    e.2 = e.2.saturating_add(sent);
+                    e.3 = e.3.saturating_add(recv);
+                    e.4 = e.4.saturating_add(x.bytes);
                 }
             }
             let mut rows: Vec<_> = sites.into_iter().collect();
             rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
             out.push_str("Call sites by time (all selected ranks)\n");
-            let mut t = Table::new(["routine", "site", "function", "calls", "time [s]", "bytes"]).left_column(0).left_column(1).left_column(2).fit(fmt::line_budget(), &[1, 2]);
-            for ((r, place, function, line), (c, time, b)) in rows.into_iter().take(o.top) {
+            let header: Vec<&str> = if split {
+                vec!["routine", "site", "function", "calls", "time [s]", "bytes sent", "bytes received"]
+            } else {
+                vec!["routine", "site", "function", "calls", "time [s]", "bytes sent+received"]
+            };
+            let mut t = Table::new(header).left_column(0).left_column(1).left_column(2).fit(fmt::line_budget(), &[1, 2]);
+            for ((r, place, function, line), (c, time, sent, recv, both)) in rows.into_iter().take(o.top) {
                 let at = if line > 0 { format!("{place}:{line}") } else { place };
-                t.row(vec![r, at, function, c.to_string(), s(time), bytes(b)]);
+                let mut row = vec![r, at, function, c.to_string(), s(time)];
+                if split {
+                    row.extend([bytes(sent), bytes(recv)]);
+                } else {
+                    row.push(bytes(both));
+                }
+                t.row(row);
             }
             t.render(&mut out);
             out.push('\n');
@@ -500,6 +521,17 @@ pub fn inspect_line(ranks: &[RankMpi]) -> Option<String> {
         pct(mpi, app),
         ranks[0].mode
     ))
+}
+
+/// What `sptool tree` says of a file with no region but MPI calls (None: the file has no MPI
+/// data either).
+pub fn only_mpi_note(path: &Path) -> Result<Option<String>> {
+    let ranks = read(path)?;
+    Ok(inspect_line(&ranks).map(|line| {
+        let f = path.display().to_string();
+        let what = line.trim_end().trim_start_matches("MPI calls: ").replace("; `sptool mpi FILE` reports them", "");
+        format!("{f}: no regions recorded; the file holds the program's MPI calls (rank<N>/mpi/): {what}; `sptool mpi {f}` shows them\n")
+    }))
 }
 
 #[cfg(test)]

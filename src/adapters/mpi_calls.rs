@@ -13,7 +13,7 @@ use crate::{clock, warn};
 use std::ffi::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// More routines than any MPI has; longer names than any routine's.
 const MAX_ROUTINES: u32 = 1 << 16;
 const MAX_NAME: usize = 256;
@@ -36,7 +36,9 @@ pub struct sp_mpi_event {
     pub request: u64,
     pub reqs: *const u64,
     pub nreqs: u32,
-    pub reserved: u32,
+    pub stride: u32,
+    pub request_slot: u64,
+    pub reqs_at: u64,
 }
 
 #[repr(C)]
@@ -52,6 +54,9 @@ pub struct sp_mpi_core_api {
     /// What the wrappers do at the start of a call: 0 nothing, 1 read CLOCK_MONOTONIC, 2 read
     /// the TSC (read with an atomic load; see `mpi_calls::GATE_PTR`).
     pub gate: *const u8,
+    /// Time spent because of the profiler inside MPI_Init and MPI_Finalize, as the wrappers
+    /// measured it (`mpi_calls::note_spent`).
+    pub spent: extern "C" fn(what: c_int, ns: i64, rank: c_int),
 }
 
 // SAFETY: the table is immutable; `gate` points to an atomic that lives for the process.
@@ -67,6 +72,7 @@ static API: sp_mpi_core_api = sp_mpi_core_api {
     before_abort,
     pcontrol,
     gate: mpi_calls::GATE_PTR,
+    spent,
 };
 
 /// The table of the MPI plugin's wrappers (internal).
@@ -138,7 +144,7 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
             received: e.received,
             site: e.site,
         };
-        let call = Finished { event, start: e.start, end, request: e.request, reqs };
+        let call = Finished { event, start: e.start, end, request: e.request, request_slot: e.request_slot, reqs, reqs_at: e.reqs_at, stride: e.stride as u64 };
         recording::on_running_thread(|d| mpi_calls::finish(d, &call));
     }));
 }
@@ -165,6 +171,10 @@ extern "C" fn before_finalize() {
 
 extern "C" fn before_abort(_errorcode: c_int) {
     let _ = catch_unwind(recording::write_before_abort);
+}
+
+extern "C" fn spent(what: c_int, ns: i64, rank: c_int) {
+    let _ = catch_unwind(|| mpi_calls::note_spent(what, ns, rank));
 }
 
 extern "C" fn pcontrol(level: c_int) {

@@ -95,7 +95,8 @@ pub struct Completions {
 pub struct SiteStats {
     pub calls: u64,
     pub time: i64,
-    pub bytes: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -179,6 +180,16 @@ impl Totals {
             self.mpi_ns = self.mpi_ns.saturating_add(p.mpi_time_ns.max(0));
             self.calls += p.routines.iter().map(|r| r.stats.calls).sum::<u64>();
         }
+    }
+
+    /// What the summary says of a run that recorded MPI calls and no region (in `file`).
+    pub fn only_mpi_line(&self, file: &str) -> String {
+        format!(
+            "no regions recorded; the file holds the program's MPI calls: {:.1} % of the application time in {} MPI call(s) on {} rank(s); `sptool mpi {file}` shows them",
+            100.0 * self.mpi_ns as f64 / self.app_ns.max(1) as f64,
+            self.calls,
+            self.ranks
+        )
     }
 
     /// "MPI: 12.3 % of the time ..." when MPI calls were recorded.

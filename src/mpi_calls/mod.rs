@@ -97,6 +97,41 @@ pub fn note_init_time(ns: i64) {
     INIT_NS.store(ns.max(0), Ordering::Relaxed);
 }
 
+/// Time the profiler took inside MPI_Init (after PMPI_Init) and inside MPI_Finalize (before
+/// PMPI_Finalize), as the wrappers measured it.
+static SPENT_INIT_NS: AtomicI64 = AtomicI64::new(-1);
+static SPENT_FINALIZE_NS: AtomicI64 = AtomicI64::new(-1);
+
+/// What the wrappers measured around MPI_Init and MPI_Finalize (`what`: 0 the profiler's time
+/// inside MPI_Init, 1 inside MPI_Finalize, 2 PMPI_Finalize's own time, after it returned): at
+/// verbosity 2, one line per rank says the whole time the profiler added to both calls.
+pub fn note_spent(what: i32, ns: i64, rank: i32) {
+    match what {
+        0 => SPENT_INIT_NS.store(ns.max(0), Ordering::Relaxed),
+        1 => SPENT_FINALIZE_NS.store(ns.max(0), Ordering::Relaxed),
+        2 => {
+            let verbose = std::env::var(crate::config::env::VERBOSE).ok().and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1);
+            if verbose >= 2 {
+                crate::warn::always(&spent_line(rank, SPENT_INIT_NS.load(Ordering::Relaxed), INIT_NS.load(Ordering::Relaxed), SPENT_FINALIZE_NS.load(Ordering::Relaxed), ns));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn spent_line(rank: i32, init: i64, mpi_init: i64, finalize: i64, pmpi_finalize: i64) -> String {
+    let s = |ns: i64| if ns < 0 { "-".to_string() } else { format!("{:.3} s", ns as f64 * 1e-9) };
+    let who = if rank >= 0 { format!("rank {rank}") } else { "this process".into() };
+    format!(
+        "{who}: the profiler's time inside MPI_Init {} (loading and setting it up, after PMPI_Init's own {}) and inside MPI_Finalize {} (writing the profile, before PMPI_Finalize's own {}): {} in all",
+        s(init),
+        s(mpi_init),
+        s(finalize),
+        s(pmpi_finalize.max(0)),
+        s(init.max(0) + finalize.max(0))
+    )
+}
+
 /// The thread level MPI provided (0 single, 1 funneled, 2 serialized, 3 multiple).
 pub fn note_thread_level(level: i32) {
     requests::set_shared(level >= 2);
@@ -129,9 +164,21 @@ pub struct Finished<'a> {
     /// When it started and ended (clock ticks).
     pub start: i64,
     pub end: i64,
-    /// The request it created (0: none), and the requests it completed, started or freed.
+    /// The request it created (0: none) and the address it was written to.
     pub request: u64,
+    pub request_slot: u64,
+    /// The requests it completed, started or freed (0: none at that position), and where the
+    /// program's array of them is: the handle of `reqs[i]` is at `reqs_at + i * stride`.
     pub reqs: &'a [u64],
+    pub reqs_at: u64,
+    pub stride: u64,
+}
+
+impl Finished<'_> {
+    /// The address of the program's handle of `reqs[i]`.
+    fn slot(&self, i: usize) -> u64 {
+        if self.reqs_at == 0 { 0 } else { self.reqs_at.wrapping_add((i as u64).wrapping_mul(self.stride)) }
+    }
 }
 
 /// Record a finished call on the calling thread: with `SCOPE_PROFILER_MPI=calls` as a region
@@ -162,8 +209,9 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     let shared = requests::shared();
     let mut e = call.event;
     if e.flags & flags::STARTS != 0 {
-        for &h in call.reqs {
-            if let Some(o) = if shared { requests::get(h) } else { t.requests.get(&h).copied() } {
+        for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
+            let slot = call.slot(i);
+            if let Some(o) = if shared { requests::get(h, slot) } else { t.requests.get(h, slot) } {
                 e.sent += o.sent;
                 e.received += o.received;
                 t.started(&o);
@@ -174,10 +222,8 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
         let persistent = e.flags & flags::PERSISTENT != 0;
         let o = Origin { routine: e.routine, sent: e.sent, received: e.received, dest: e.dest, source: e.source, persistent };
         if shared {
-            requests::insert(call.request, o);
-        } else if t.requests.len() < requests::PER_THREAD || t.requests.contains_key(&call.request) {
-            t.requests.insert(call.request, o);
-        } else {
+            requests::insert(call.request, call.request_slot, o);
+        } else if !t.requests.insert(call.request, call.request_slot, o, requests::PER_THREAD) {
             t.untracked_requests += 1;
         }
         if persistent {
@@ -188,17 +234,19 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     t.record(&e, sites);
     if e.flags & flags::COMPLETES != 0 {
         let n = call.reqs.iter().filter(|&&h| h != 0).count().max(1) as i64;
-        for &h in call.reqs.iter().filter(|&&h| h != 0) {
-            let origin = if shared { requests::complete(h) } else { requests::complete_in(&mut t.requests, h) };
+        for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
+            let slot = call.slot(i);
+            let origin = if shared { requests::complete(h, slot) } else { t.requests.complete(h, slot) };
             t.completed(e.routine, origin.as_ref(), e.duration / n);
         }
     }
     if e.flags & flags::FREES != 0 {
-        for &h in call.reqs {
+        for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
+            let slot = call.slot(i);
             if shared {
-                requests::remove(h);
+                requests::remove(h, slot);
             } else {
-                t.requests.remove(&h);
+                t.requests.remove(h, slot);
             }
         }
     }

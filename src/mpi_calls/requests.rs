@@ -1,6 +1,7 @@
-//! The requests of nonblocking and persistent MPI calls, by handle value, until a Wait/Test
-//! completes them (persistent ones: until MPI_Request_free): where each came from, so that a
-//! completion is attributed to its origin.
+//! The requests of nonblocking and persistent MPI calls, by handle value and the address the
+//! handle was written to, until a Wait/Test completes them (persistent ones: until
+//! MPI_Request_free): where each came from, so that a completion is attributed to its origin,
+//! also when MPI gives one handle value to many requests (`RequestTable`).
 //!
 //! Where MPI lets only one thread call it (MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED: most
 //! programs, hybrid MPI+OpenMP ones included) each thread keeps its requests in its own table
@@ -10,8 +11,7 @@
 //! hash-map operation (one atomic exchange to take it, a plain store to give it back: half the
 //! atomic operations of a mutex, on the path of every nonblocking call).
 
-use crate::mpi_stats::Origin;
-use rustc_hash::FxHashMap;
+use crate::mpi_stats::{Origin, RequestTable};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -29,21 +29,13 @@ pub fn set_shared(shared: bool) {
     SHARED.store(shared, Ordering::Relaxed);
 }
 
-/// `complete` on a thread's own table.
-pub fn complete_in(t: &mut FxHashMap<u64, Origin>, handle: u64) -> Option<Origin> {
-    let o = t.remove(&handle)?;
-    if o.persistent {
-        t.insert(handle, o);
-    }
-    Some(o)
-}
 /// Requests kept per shard (4 Mi in all): a program that never completes its requests must
 /// not grow the table without bound. Beyond, requests are counted as untracked.
 const PER_SHARD: usize = 1 << 16;
 
 struct Shard {
     locked: AtomicBool,
-    table: UnsafeCell<Option<FxHashMap<u64, Origin>>>,
+    table: UnsafeCell<Option<RequestTable>>,
 }
 
 // SAFETY: `table` is only touched while `locked` is held (see `with`).
@@ -60,7 +52,7 @@ fn shard(handle: u64) -> &'static Shard {
 /// Run `f` on the shard's table with the shard locked. `f` is one hash-map operation: it
 /// never blocks and never panics short of allocation failure (which aborts), so the lock is
 /// always given back.
-fn with_shard<R>(s: &Shard, f: impl FnOnce(&mut Option<FxHashMap<u64, Origin>>) -> R) -> R {
+fn with_shard<R>(s: &Shard, f: impl FnOnce(&mut Option<RequestTable>) -> R) -> R {
     let mut spins = 0u32;
     while s.locked.swap(true, Ordering::Acquire) {
         while s.locked.load(Ordering::Relaxed) {
@@ -78,46 +70,41 @@ fn with_shard<R>(s: &Shard, f: impl FnOnce(&mut Option<FxHashMap<u64, Origin>>) 
     r
 }
 
-fn with<R>(handle: u64, f: impl FnOnce(&mut FxHashMap<u64, Origin>) -> R) -> R {
-    with_shard(shard(handle), |t| f(t.get_or_insert_with(FxHashMap::default)))
+fn with<R>(handle: u64, f: impl FnOnce(&mut RequestTable) -> R) -> R {
+    with_shard(shard(handle), |t| f(t.get_or_insert_with(RequestTable::default)))
 }
 
-/// A request was created (a handle value seen again replaces what was kept: MPI reuses the
-/// handles of completed requests).
-pub fn insert(handle: u64, origin: Origin) {
+/// A request was created under `handle`, written to `slot`.
+pub fn insert(handle: u64, slot: u64, origin: Origin) {
     if handle == 0 {
         return;
     }
-    with(handle, |t| {
-        if t.len() >= PER_SHARD && !t.contains_key(&handle) {
-            UNTRACKED.fetch_add(1, Ordering::Relaxed);
-        } else {
-            t.insert(handle, origin);
-        }
-    })
+    if !with(handle, |t| t.insert(handle, slot, origin, PER_SHARD)) {
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The origin of a live request.
-pub fn get(handle: u64) -> Option<Origin> {
+pub fn get(handle: u64, slot: u64) -> Option<Origin> {
     if handle == 0 {
         return None;
     }
-    with(handle, |t| t.get(&handle).copied())
+    with(handle, |t| t.get(handle, slot))
 }
 
 /// A request completed: its origin, and it is forgotten unless persistent (a completed
 /// persistent request stays, inactive, until it is freed).
-pub fn complete(handle: u64) -> Option<Origin> {
+pub fn complete(handle: u64, slot: u64) -> Option<Origin> {
     if handle == 0 {
         return None;
     }
-    with(handle, |t| complete_in(t, handle))
+    with(handle, |t| t.complete(handle, slot))
 }
 
 /// A request was freed.
-pub fn remove(handle: u64) {
+pub fn remove(handle: u64, slot: u64) {
     if handle != 0 {
-        with(handle, |t| t.remove(&handle));
+        with(handle, |t| t.remove(handle, slot));
     }
 }
 
@@ -143,28 +130,28 @@ mod tests {
         let o = |routine, persistent| Origin { routine, sent: 8, received: 0, dest: 1, source: -1, persistent };
         // Handles far from those of other tests in this process.
         let base = 0xABCD_0000_0000u64;
-        insert(base + 1, o(1, false));
-        insert(base + 2, o(2, true));
-        assert_eq!(complete(base + 1).unwrap().routine, 1);
-        assert!(complete(base + 1).is_none(), "forgotten once completed");
-        assert_eq!(complete(base + 2).unwrap().routine, 2);
-        assert_eq!(get(base + 2).unwrap().routine, 2, "a persistent request stays");
-        remove(base + 2);
-        assert!(get(base + 2).is_none());
-        assert!(get(0).is_none());
+        insert(base + 1, 0, o(1, false));
+        insert(base + 2, 0, o(2, true));
+        assert_eq!(complete(base + 1, 0).unwrap().routine, 1);
+        assert!(complete(base + 1, 0).is_none(), "forgotten once completed");
+        assert_eq!(complete(base + 2, 0).unwrap().routine, 2);
+        assert_eq!(get(base + 2, 0).unwrap().routine, 2, "a persistent request stays");
+        remove(base + 2, 0);
+        assert!(get(base + 2, 0).is_none());
+        assert!(get(0, 0).is_none());
         // Under concurrency: one thread creates, another completes, no request is lost.
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 s.spawn(move || {
                     for i in 0..10_000u64 {
-                        insert(base + 0x100_0000 * (t + 1) + i, o(t as u32, false));
+                        insert(base + 0x100_0000 * (t + 1) + i, 0, o(t as u32, false));
                     }
                 });
             }
         });
         let done: usize = std::thread::scope(|s| {
             (0..4u64)
-                .map(|t| s.spawn(move || (0..10_000u64).filter(|i| complete(base + 0x100_0000 * (t + 1) + i).is_some_and(|o| o.routine == t as u32)).count()))
+                .map(|t| s.spawn(move || (0..10_000u64).filter(|i| complete(base + 0x100_0000 * (t + 1) + i, 0).is_some_and(|o| o.routine == t as u32)).count()))
                 .collect::<Vec<_>>()
                 .into_iter()
                 .map(|h| h.join().unwrap())

@@ -12,7 +12,8 @@
 //!   `messages_received`, `bytes_received`;
 //! - `completions/`: `routine`, `origin`, `count`, `bytes`, `time_ns`;
 //! - `sites/` (with `,sites`): `routine`, `module`, `offset`, `function`, `file`, `line`,
-//!   `calls`, `time_ns`, `bytes`.
+//!   `calls`, `time_ns`, `bytes_sent`, `bytes_received` (and `bytes`, their sum, which files
+//!   written before the split have alone).
 
 use super::{put_attr, put_i64_dataset};
 use crate::model::AttrValue;
@@ -101,7 +102,10 @@ pub fn write(rank_group: &hdf5::Group, p: &MpiProfile) -> hdf5::Result<()> {
         i64s(&s, "line", p.sites.iter().map(|x| x.line as i64))?;
         u64s(&s, "calls", p.sites.iter().map(|x| x.stats.calls))?;
         i64s(&s, "time_ns", p.sites.iter().map(|x| x.stats.time))?;
-        u64s(&s, "bytes", p.sites.iter().map(|x| x.stats.bytes))?;
+        u64s(&s, "bytes_sent", p.sites.iter().map(|x| x.stats.bytes_sent))?;
+        u64s(&s, "bytes_received", p.sites.iter().map(|x| x.stats.bytes_received))?;
+        // Their sum, as files before the split had it.
+        u64s(&s, "bytes", p.sites.iter().map(|x| x.stats.bytes_sent.saturating_add(x.stats.bytes_received)))?;
     }
     Ok(())
 }
