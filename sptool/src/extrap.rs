@@ -103,7 +103,11 @@ pub fn render(profiles: &[Profile], filter: &Filter, asked: &[Param]) -> Result<
         let key: Vec<u64> = row.iter().map(|v| v.to_bits()).collect();
         if let Some(first) = seen.insert(key, &prof.path) {
             let what = if params.is_empty() {
-                "the runs differ in no parameter (ranks and threads are the same in all; name one with --param NAME)".to_string()
+                format!(
+                    "{} and {} differ in no parameter (ranks and threads are the same in all the runs given; name another with --param NAME)",
+                    label(first),
+                    label(&prof.path)
+                )
             } else {
                 let names: Vec<String> = params.iter().zip(row).map(|(p, v)| format!("{}={v}", p.name)).collect();
                 format!("{} and {} differ in no parameter (both {})", label(first), label(&prof.path), names.join(", "))

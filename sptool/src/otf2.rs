@@ -22,6 +22,8 @@ use crate::trace::{TimedCall, Timeline};
 
 /// The library's file names, tried in order.
 const LIBRARIES: &[&str] = &["libopen-trace-format2.so.10", "libopen-trace-format2.so", "libotf2.so.10", "libotf2.so"];
+/// A library of another prefix (Spack, a module): its path, tried alone.
+pub const LIBRARY_ENV: &str = "SPTOOL_OTF2_LIBRARY";
 /// Where it comes from.
 pub const PACKAGE: &str = "libopen-trace-format2-10 (Debian/Ubuntu: apt-get install libopen-trace-format2-dev otf2-tools)";
 
@@ -78,7 +80,7 @@ struct Lib {
 }
 
 fn missing() -> Error {
-    Error::new(format!("the OTF2 export needs the OTF2 library (libotf2), which is not installed here; it is in the package {PACKAGE}"))
+    Error::new(format!("the OTF2 export needs the OTF2 library (libotf2), which is not installed here; it is in the package {PACKAGE}, or name one with {LIBRARY_ENV}=/path/to/libotf2.so"))
 }
 
 impl Lib {
@@ -87,15 +89,23 @@ impl Lib {
         // OTF2 3.0's headers give it.
         unsafe {
             let mut handle = std::ptr::null_mut();
-            for name in LIBRARIES {
-                let c = CString::new(*name).unwrap_or_default();
+            let named = std::env::var(LIBRARY_ENV).ok().filter(|v| !v.is_empty());
+            let candidates: Vec<String> = match &named {
+                Some(path) => vec![path.clone()],
+                None => LIBRARIES.iter().map(|s| s.to_string()).collect(),
+            };
+            for name in &candidates {
+                let c = CString::new(name.as_str()).unwrap_or_default();
                 handle = libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
                 if !handle.is_null() {
                     break;
                 }
             }
             if handle.is_null() {
-                return Err(missing());
+                return Err(match named {
+                    Some(path) => Error::new(format!("{LIBRARY_ENV}={path}: cannot load the OTF2 library there; unset it to use {PACKAGE}")),
+                    None => missing(),
+                });
             }
             let sym = |name: &str| -> Result<*mut c_void> {
                 let c = CString::new(name).unwrap_or_default();

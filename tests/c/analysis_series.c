@@ -6,11 +6,14 @@
  * so compute is called 2P times and costs 6P ms per rank (linear in the rank count P), and
  * exchange 2P ms plus the reductions. Sleeps, not spins: the times stay near these on a loaded
  * machine.
+ * A second thread of every rank runs background { sleep 2 ms } three times. compute is timed with
+ * SP_REGION_START/STOP (so its source line is known: COMPUTE_LINE below).
  * Metadata of its own: problem_size = 1000 * P (every rank), seed = the rank (differs per
  * rank), and on rank 0 the refusals of bad keys and values, printed as `STATUS what code`. */
 #include <scope_profiler.h>
 #include <mpi.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -21,7 +24,18 @@ static void sleep_us(long us) {
     }
 }
 
+static void *background(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 3; i++) {
+        sp_region_start("background");
+        sleep_us(2000);
+        sp_region_stop("background");
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
+    pthread_t helper;
     int rank = 0, size = 1;
     char buf[64];
     printf("STATUS before_setup %d\n", sp_set_metadata("early", "1"));
@@ -53,12 +67,14 @@ int main(int argc, char **argv) {
         }
         printf("STATUS too_many %d\n", too_many);
     }
+    printf("COMPUTE_LINE %d\n", __LINE__ + 5);
     sp_region_start("main");
+    pthread_create(&helper, NULL, background, NULL);
     for (int i = 0; i < 2 * size; i++) {
         sp_region_start("solve");
-        sp_region_start("compute");
+        SP_REGION_START("compute");
         sleep_us(3000);
-        sp_region_stop("compute");
+        SP_REGION_STOP("compute");
         sp_region_start("exchange");
         sleep_us(1000);
         double x = rank, y = 0;
@@ -66,6 +82,7 @@ int main(int argc, char **argv) {
         sp_region_stop("exchange");
         sp_region_stop("solve");
     }
+    pthread_join(helper, NULL);
     sp_region_stop("main");
     MPI_Finalize();
     printf("STATUS after_finalize %d\n", sp_set_metadata("late", "1"));
