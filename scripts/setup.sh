@@ -32,7 +32,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import scope_profiler" 2>
 fi
 # The analysis tools the exports are tested with (Hatchet, Thicket, Extra-P): wheels for
 # Python 3.11, about 50 s on a fresh venv; bounded so that a stalled index fails the setup.
-if ! .venv/bin/python -c "import hatchet, thicket, extrap" 2>/dev/null; then
+if ! .venv/bin/python -c "import hatchet, thicket, extrap" >/dev/null 2>&1; then
   echo "[setup] installing llnl-hatchet, llnl-thicket and extrap into .venv"
   timeout 900 .venv/bin/pip install -q --disable-pip-version-check --timeout 60 \
     "llnl-hatchet==2026.2.0" "llnl-thicket==2026.1.1" "extrap==4.2.5"
