@@ -265,7 +265,7 @@ pub fn export(input: &Path, filter: &Filter, out: &Path) -> Result<()> {
     }
     let lib = Lib::load()?;
     let timeline = Timeline::open(input, filter)?;
-    let sources = crate::read::read_profile(input).map(|p| (p.sources, p.metadata)).ok();
+    let sources = light_metadata(input);
 
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let leaf = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "otf2".into());
@@ -295,6 +295,15 @@ pub fn export(input: &Path, filter: &Filter, out: &Path) -> Result<()> {
     partial.done = true;
     crate::guard::note_written(out);
     Ok(())
+}
+
+/// The region sources and the run's metadata, without reading the calls.
+fn light_metadata(input: &Path) -> Extras {
+    let (file, _) = crate::h5util::open(input).ok()?;
+    let schema = file.attr_i64(crate::read::SCHEMA_ATTR).unwrap_or(1);
+    let ranks = crate::read::rank_groups(&file).ok()?;
+    let metadata = if file.has("metadata") { file.group("metadata").ok()?.attrs().ok()? } else { Vec::new() };
+    Some((crate::source::read(&file, schema, &ranks), metadata))
 }
 
 type Extras = Option<(BTreeMap<String, crate::model::SourceLocation>, crate::model::Attrs)>;
@@ -334,7 +343,7 @@ fn write_archive(lib: &Lib, archive: *mut Archive, timeline: &Timeline, input: &
     // SAFETY: the archive is open.
     lib.check("OTF2_Archive_OpenEvtFiles", unsafe { (lib.open_evt_files)(archive) })?;
     // (rank, thread, location id, events)
-    let mut locations: Vec<(u32, i64, u64, u64)> = Vec::new();
+    let mut locations: Vec<(u32, u32, u64, u64)> = Vec::new();
     let mut clipped = 0u64;
     let mut span = (u64::MAX, 0u64);
     for rank in timeline.ranks() {
@@ -404,7 +413,7 @@ fn write_archive(lib: &Lib, archive: *mut Archive, timeline: &Timeline, input: &
     }
     let mut locs: Vec<(u64, u32, u64, u32)> = Vec::new();
     for &(rank, tid, id, events) in &locations {
-        let label = match timeline.os_tid(rank, tid) {
+        let label = match timeline.os_tid(rank, tid as i64) {
             Some(os) => format!("Thread {tid} (tid {os})"),
             None => format!("Thread {tid}"),
         };

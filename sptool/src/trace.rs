@@ -428,7 +428,8 @@ fn write_trace(src: &Source, input: &Path, origin: i64, total_calls: u64, max_ev
 pub struct TimedCall {
     pub start: i64,
     pub dur: i64,
-    pub tid: i64,
+    /// The thread id (the file's are small indices; larger ones are clamped).
+    pub tid: u32,
     pub name: u32,
 }
 
@@ -468,7 +469,8 @@ impl Timeline {
             let (starts, durs, tids) = self.src.load(run)?;
             out.reserve(starts.len());
             for (i, (&s, &d)) in starts.iter().zip(&durs).enumerate() {
-                out.push(TimedCall { start: s.wrapping_sub(offset), dur: d, tid: tids.get(i).copied().unwrap_or(0), name: run.name as u32 });
+                let tid = u32::try_from(tids.get(i).copied().unwrap_or(0).max(0)).unwrap_or(u32::MAX);
+                out.push(TimedCall { start: s.wrapping_sub(offset), dur: d, tid, name: run.name as u32 });
             }
         }
         Ok(out)
