@@ -64,13 +64,13 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut out: Vec<PathTree> = (0..logs.len()).map(|_| PathTree::default()).collect();
-    let results = std::sync::Mutex::new(Vec::new());
+    let results = parking_lot::Mutex::new(Vec::new());
     let work = || {
         loop {
             let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(l) = logs.get(k) else { break };
             let tree = from_logs(l);
-            results.lock().unwrap_or_else(|e| e.into_inner()).push((k, tree));
+            results.lock().push((k, tree));
         }
     };
     std::thread::scope(|s| {
@@ -83,7 +83,7 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
         }
         work();
     });
-    for (k, tree) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    for (k, tree) in results.into_inner() {
         out[k] = tree;
     }
     out

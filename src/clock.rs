@@ -25,7 +25,7 @@
 //! In `monotonic` mode ticks are nanoseconds and the conversion is the identity (exact).
 //! See docs/clock.md.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// The clock setting (`SCOPE_PROFILER_CLOCK`, `sp_options.clock`).
@@ -282,8 +282,8 @@ struct RunClock {
 
 static RUN: Mutex<Option<RunClock>> = Mutex::new(None);
 
-fn run_lock() -> std::sync::MutexGuard<'static, Option<RunClock>> {
-    RUN.lock().unwrap_or_else(|e| e.into_inner())
+fn run_lock() -> parking_lot::MutexGuard<'static, Option<RunClock>> {
+    RUN.lock()
 }
 
 /// What setup decided, for the metadata and messages.
@@ -385,7 +385,7 @@ fn anchor_due(tick: i64) {
     }
     // Marked before the lock is taken and until after it is released (dropped in reverse).
     let _busy = crate::reentry::Busy::enter();
-    let Ok(mut guard) = RUN.try_lock() else { return };
+    let Some(mut guard) = RUN.try_lock() else { return };
     let Some(run) = guard.as_mut() else { return };
     if tick < HOT.next_anchor.load(Ordering::Relaxed) {
         return; // another thread just took it
@@ -432,10 +432,9 @@ pub fn end_run() -> Timebase {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     let taken = loop {
         match RUN.try_lock() {
-            Ok(mut g) => break Ok(g.take()),
-            Err(std::sync::TryLockError::Poisoned(e)) => break Ok(e.into_inner().take()),
-            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => std::thread::yield_now(),
-            Err(std::sync::TryLockError::WouldBlock) => break Err(()),
+            Some(mut g) => break Ok(g.take()),
+            None if std::time::Instant::now() < deadline => std::thread::yield_now(),
+            None => break Err(()),
         }
     };
     let Ok(taken) = taken else {
@@ -464,8 +463,8 @@ pub fn end_run() -> Timebase {
 /// The conversion of the last finished run, for statistics read after finalize.
 static LAST: Mutex<Option<Timebase>> = Mutex::new(None);
 
-fn last_run() -> std::sync::MutexGuard<'static, Option<Timebase>> {
-    LAST.lock().unwrap_or_else(|e| e.into_inner())
+fn last_run() -> parking_lot::MutexGuard<'static, Option<Timebase>> {
+    LAST.lock()
 }
 
 /// A conversion for statistics read while the run goes on (`sp_region_get_stats`, the mid-run

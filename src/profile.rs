@@ -545,11 +545,11 @@ mod tests {
                 assert!(piped == want, "pipelined: {case}");
                 for workers in [2, 3] {
                     let n = want.starts.len();
-                    let got = std::sync::Mutex::new(Columns { starts: vec![0; n], ends: vec![0; n], thread_ids: vec![-1; n] });
+                    let got = parking_lot::Mutex::new(Columns { starts: vec![0; n], ends: vec![0; n], thread_ids: vec![-1; n] });
                     let slabs = std::sync::atomic::AtomicUsize::new(0);
                     region
                         .for_each_slab_parallel::<(), ()>(workers, || (), |_, place, s| {
-                            let mut g = got.lock().unwrap();
+                            let mut g = got.lock();
                             let (at, k) = (place.at, s.starts.len());
                             assert_eq!(place.prev_start, at.checked_sub(1).map(|i| want.starts[i]), "{case}");
                             assert_eq!(place.first, Some(Call { start: want.starts[0], end: want.ends[0] }), "{case}");
@@ -561,7 +561,7 @@ mod tests {
                             Ok(())
                         })
                         .unwrap();
-                    assert!(got.into_inner().unwrap() == want, "{workers} workers: {case}");
+                    assert!(got.into_inner() == want, "{workers} workers: {case}");
                     assert!(slabs.into_inner() >= n / SLAB, "{case}");
                 }
             }

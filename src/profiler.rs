@@ -12,7 +12,8 @@ use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, route, warn};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const UNINIT: u8 = 0;
@@ -32,6 +33,10 @@ static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static REGISTRY: Registry = Registry::new();
 /// Every thread that ever recorded. Entries are never removed: a thread's TLS pointer
 /// must stay valid for the life of the process (only the data inside is freed at finalize).
+/// Locks (here and below) are never taken inside a signal handler that interrupted the library's
+/// cold code on the same thread (`reentry::busy` refuses such a call first); the write after a
+/// termination signal and after an `exit()` from the host's handler runs on a thread of its own
+/// with a deadline (`signals`), so a holder the signal interrupted delays it but cannot deadlock it.
 static THREADS: Mutex<Vec<Arc<ThreadBuffer>>> = Mutex::new(Vec::new());
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 /// The counter sources, or null. Set at setup, taken at finalize once all threads are quiesced.
@@ -75,7 +80,7 @@ unsafe extern "C" {
 }
 
 fn session() -> MutexGuard<'static, Option<Session>> {
-    SESSION.lock().unwrap_or_else(|e| e.into_inner())
+    SESSION.lock()
 }
 
 /// The calling thread's buffer, or null before its first call.
@@ -89,7 +94,7 @@ fn current_thread() -> *const ThreadBuffer {
 fn new_thread_buffer() -> &'static ThreadBuffer {
     let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed), KEEP_CALLS.load(Ordering::Relaxed)));
     let p = Arc::as_ptr(&tb);
-    THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(tb);
+    THREADS.lock().push(tb);
     // SAFETY: writes this thread's own TLS slot.
     unsafe { scope_profiler_tls_set(p.cast()) };
     // Sampled from now on while sampling runs (and its sampler goes when the thread ends).
@@ -842,7 +847,7 @@ pub fn region_stats(id: u32) -> Result<crate::model::Stats> {
     }
     let timebase = clock::live_timebase();
     let mut all = crate::model::Stats::default();
-    for tb in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    for tb in THREADS.lock().iter() {
         if let Some(s) = tb.stats.get(id) {
             all.merge(&s.to_ns(&timebase));
         }
@@ -860,7 +865,7 @@ pub fn live_summary() -> Result<String> {
     let names = REGISTRY.names();
     let timebase = clock::live_timebase();
     let mut pooled: Vec<crate::model::Stats> = vec![crate::model::Stats::default(); names.len()];
-    for tb in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    for tb in THREADS.lock().iter() {
         for (id, s) in tb.stats.all() {
             if let Some(p) = pooled.get_mut(id as usize) {
                 p.merge(&s.to_ns(&timebase));
@@ -1073,7 +1078,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
     STOPPED_NS.store(clock::monotonic_ns(), Ordering::Release);
     quiesce::barrier();
     let deadline = Instant::now() + Duration::from_secs(2);
-    let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().clone();
     let mut records = Vec::with_capacity(buffers.len());
     let mut busy = 0;
     for tb in &buffers {

@@ -6,7 +6,7 @@
 use crate::model::SourceLocation;
 use crate::status::{Error, Result, Status};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Longest accepted region name, in bytes of UTF-8.
@@ -81,7 +81,7 @@ impl Registry {
     /// for a name is kept; a different one later warns once and changes nothing.
     pub fn register_at(&self, bytes: &[u8], location: Option<SourceLocation>, on_new: impl FnOnce(u32, &str)) -> Result<u32> {
         let name = validate_name(bytes)?;
-        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.names.lock();
         let names = guard.get_or_insert_with(Names::default);
         if let Some(&id) = names.ids.get(name) {
             if let Some(new) = location {
@@ -114,7 +114,7 @@ impl Registry {
     /// calls can look up. `on_new` runs under the lock as for `register`.
     pub fn register_provisional(&self, provisional: &str, on_new: impl FnOnce(u32, &str)) -> Result<u32> {
         let name = validate_name(provisional.as_bytes())?;
-        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.names.lock();
         let names = guard.get_or_insert_with(Names::default);
         let id = names.names.len() as u32;
         if id >= MAX_REGIONS {
@@ -132,7 +132,7 @@ impl Registry {
     /// where they are defined. Two ids may get the same name: they are then one region
     /// (`name_groups`). Ids that are not provisional are left alone.
     pub fn set_final_names(&self, named: Vec<(u32, String, Option<SourceLocation>)>) {
-        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.names.lock();
         let Some(names) = guard.as_mut() else { return };
         for (id, name, location) in named {
             let i = id as usize;
@@ -145,7 +145,7 @@ impl Registry {
 
     /// The first location of each name, in id order (regions named at finalize included).
     pub fn locations_by_name(&self) -> HashMap<String, SourceLocation> {
-        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.names.lock();
         let mut out = HashMap::new();
         if let Some(names) = guard.as_ref() {
             for (name, at) in names.names.iter().zip(&names.locations) {
@@ -159,25 +159,25 @@ impl Registry {
 
     /// The id of an already registered name.
     pub fn lookup(&self, name: &str) -> Option<u32> {
-        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.names.lock();
         guard.as_ref().and_then(|n| n.ids.get(name).copied())
     }
 
     /// All names, indexed by id.
     pub fn names(&self) -> Vec<String> {
-        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.names.lock();
         guard.as_ref().map(|n| n.names.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
     }
 
     /// Where the region `name` is defined, if it was registered with a location.
     pub fn location_of(&self, name: &str) -> Option<SourceLocation> {
-        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.names.lock();
         let names = guard.as_ref()?;
         names.ids.get(name).and_then(|&id| names.locations[id as usize].clone())
     }
 
     pub fn name(&self, id: u32) -> Option<String> {
-        let guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.names.lock();
         guard.as_ref().and_then(|n| n.names.get(id as usize)).map(|s| s.to_string())
     }
 }

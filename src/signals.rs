@@ -569,11 +569,11 @@ fn after_signal() {
     let mut deadline = Instant::now() + timeout();
     let seen = DONE.load(Ordering::Acquire);
     let write = HOOKS.get().map(|h| h.write);
-    let line: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let line: std::sync::Arc<parking_lot::Mutex<Option<String>>> = Default::default();
     let (note2, line2) = (note.clone(), line.clone());
     let job = move || {
         let said = std::panic::catch_unwind(|| write.map(|w| w(&note2)).unwrap_or_default()).unwrap_or_else(|_| "internal error while writing the profile".into());
-        *line2.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+        *line2.lock() = Some(said);
         DONE.fetch_add(1, Ordering::AcqRel);
         futex_wake(&DONE);
     };
@@ -597,7 +597,7 @@ fn after_signal() {
         // Woken by the write's end, by a second signal (WAKE) or at the deadline.
         futex_wait(&DONE, seen, Some((deadline - now).min(Duration::from_millis(50))));
     }
-    let said = line.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let said = line.lock().take();
     match said {
         Some(s) if !s.is_empty() => crate::warn::always(&s),
         Some(_) => {}

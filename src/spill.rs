@@ -28,7 +28,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Words per page: the smallest spilled chunk (mappings are page-aligned).
@@ -55,6 +55,8 @@ pub mod env {
 pub const DEFAULT_ON: bool = false;
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Taken on the cold paths only; the write after a signal reaches it from a thread of its own,
+/// bounded by a deadline (`signals`), never from inside the handler.
 static SPILL: Mutex<Option<Spill>> = Mutex::new(None);
 /// A read-only mapping of the spill file whose chunks are being read (finalize or recovery).
 static READER: Mutex<Option<Mapping>> = Mutex::new(None);
@@ -87,12 +89,12 @@ struct Spill {
     end: u64,
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<Spill>> {
-    SPILL.lock().unwrap_or_else(|e| e.into_inner())
+fn lock() -> parking_lot::MutexGuard<'static, Option<Spill>> {
+    SPILL.lock()
 }
 
-fn reader() -> std::sync::MutexGuard<'static, Option<Mapping>> {
-    READER.lock().unwrap_or_else(|e| e.into_inner())
+fn reader() -> parking_lot::MutexGuard<'static, Option<Mapping>> {
+    READER.lock()
 }
 
 /// Are new chunks spilled? (Read on the cold path only.)

@@ -1,13 +1,13 @@
 //! Warnings to stderr, each at most once, prefixed `[scope_profiler]`.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// Print `message` once per distinct `key` (for example "unmatched-stop:solve").
 pub fn once(key: &str, message: &str) {
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = SEEN.lock();
     if seen.get_or_insert_with(HashSet::new).insert(key.to_string()) {
         always(message);
     }
@@ -15,7 +15,7 @@ pub fn once(key: &str, message: &str) {
 
 /// Count `key` as said: a later `once` with it prints nothing.
 pub fn mark_seen(key: &str) {
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = SEEN.lock();
     seen.get_or_insert_with(HashSet::new).insert(key.to_string());
 }
 

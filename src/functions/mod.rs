@@ -20,7 +20,8 @@ pub mod filter;
 use crate::config::env;
 use crate::late::{self, FnState, Named, Recording, ThreadLate, What, id_of, local_of};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use parking_lot::Mutex;
+use std::sync::OnceLock;
 
 pub use filter::Filter;
 
@@ -208,7 +209,7 @@ fn check_throttle(st: &mut FnState) {
     let per_call = st.ticks / st.calls.max(1) as i64;
     if per_call < throttle_ticks() {
         st.pending = true;
-        let mut list = THROTTLED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = THROTTLED.lock();
         if !list.contains(&st.id) {
             list.push(st.id);
             THROTTLED_COUNT.store(list.len() as u32, Ordering::Release);
@@ -236,7 +237,7 @@ fn throttle_ticks() -> i64 {
 #[cold]
 #[inline(never)]
 fn note_throttled(l: &mut ThreadLate) {
-    let list = THROTTLED.lock().unwrap_or_else(|e| e.into_inner());
+    let list = THROTTLED.lock();
     for id in list.iter().skip(l.throttled_seen as usize) {
         for st in l.fns.iter_mut().filter(|s| s.id == *id) {
             st.pending = true;
@@ -248,7 +249,7 @@ fn note_throttled(l: &mut ThreadLate) {
 /// At finalize: the names of the throttled functions' regions (`names`: the registry's, by
 /// id), reported once on stderr.
 pub fn throttled(names: &[String]) -> std::collections::HashSet<String> {
-    let list = THROTTLED.lock().unwrap_or_else(|e| e.into_inner());
+    let list = THROTTLED.lock();
     let mut out: Vec<String> = Vec::new();
     for &id in list.iter() {
         if let Some(n) = names.get(id as usize) {

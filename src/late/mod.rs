@@ -29,7 +29,7 @@ use crate::registry::{MAX_NAME_LEN, Registry};
 use crate::status::Result;
 use crate::symbols::{Module, Symbolizer, fallback_name, loaded_modules, pretty_function};
 use rustc_hash::FxHashMap;
-use std::sync::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 /// The id of a key that is not recorded (a function a filter excludes, or no id left).
 pub const NOT_RECORDED: u32 = u32::MAX;
@@ -121,7 +121,7 @@ struct Table {
 static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 
 fn table() -> MutexGuard<'static, Option<Table>> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+    TABLE.lock()
 }
 
 /// The value of `key` on the calling thread: its region id (`id_of`; `NOT_RECORDED` for an

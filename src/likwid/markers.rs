@@ -22,7 +22,7 @@ use super::tags::TagTable;
 use likwid_sys::Likwid;
 use std::cell::Cell;
 use std::ffi::c_int;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::env::MAX_CPUS;
@@ -192,7 +192,7 @@ impl Markers {
     /// no-op in LIKWID), so both keep the id order.
     #[cold]
     fn register_on(&self, cpu: usize, mine: u32) {
-        let _g = self.register_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self.register_lock.lock();
         let from = self.registered[cpu].load(Ordering::Acquire).min(mine);
         let n = self.tags.len();
         for id in from..n {

@@ -21,7 +21,8 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use parking_lot::Mutex;
+use std::sync::OnceLock;
 
 const PLAIN_MAX: usize = 72;
 const PREFIX_MAX: usize = 60;
@@ -84,7 +85,7 @@ impl TagTable {
     /// Record region `id` (dense, in creation order). Returns its tag.
     /// Ids out of order or repeated are ignored (returns `None`).
     pub fn push(&self, id: u32, name: &str) -> Option<&CStr> {
-        let mut by_tag = self.by_tag.lock().unwrap_or_else(|e| e.into_inner());
+        let mut by_tag = self.by_tag.lock();
         if id != self.len.load(Ordering::Acquire) {
             return None;
         }
@@ -132,7 +133,7 @@ impl TagTable {
 
     /// Real region name of a LIKWID tag; `None` for tags we did not create.
     pub fn name_of_tag(&self, tag: &str) -> Option<String> {
-        let id = *self.by_tag.lock().unwrap_or_else(|e| e.into_inner()).get(tag)?;
+        let id = *self.by_tag.lock().get(tag)?;
         self.name(id).map(str::to_string)
     }
 }

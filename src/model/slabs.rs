@@ -167,25 +167,28 @@ impl RegionData {
             return Ok(vec![w]);
         };
         // The merge and the place of the next slab it gives; None once a worker failed.
-        let shared = std::sync::Mutex::new(Some((packed.merge(), SlabPlace::default())));
+        let shared = parking_lot::Mutex::new(Some((packed.merge(), SlabPlace::default())));
         let work = || -> Result<W, E> {
             let (mut buf, mut w) = (new_buffers(SLAB), init());
             loop {
                 let place = {
-                    // A worker that panicked while merging may have left the merge half done.
-                    let Ok(mut guard) = shared.lock() else { return Ok(w) };
-                    let Some((merger, next)) = guard.as_mut() else { return Ok(w) };
+                    // Taken out while merging: a worker that panics there (the merge half
+                    // done) leaves None, and the others stop.
+                    let mut guard = shared.lock();
+                    let Some((mut merger, mut next)) = guard.take() else { return Ok(w) };
                     if !merger.next_slab(&mut buf) {
+                        *guard = Some((merger, next));
                         return Ok(w);
                     }
                     next.first.get_or_insert(Call { start: buf.0[0], end: buf.1[0] });
-                    let place = *next;
+                    let place = next;
                     next.advance(&slab_of(&buf));
+                    *guard = Some((merger, next));
                     place
                 };
                 if let Err(e) = f(&mut w, place, slab_of(&buf)) {
                     // Stop the others: the region cannot be completed.
-                    *shared.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    *shared.lock() = None;
                     return Err(e);
                 }
             }

@@ -16,7 +16,8 @@ use crate::mpi_stats::{Event, Mode, Origin, Settings, ThreadMpi, ThreadTake, fla
 use crate::recorder::ThreadData;
 use crate::status::Result;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use parking_lot::Mutex;
+use std::sync::OnceLock;
 
 const OFF: u8 = 0;
 const SUMMARY: u8 = 1;
@@ -78,7 +79,7 @@ pub fn set_routines(names: Vec<String>, family: &str) -> std::result::Result<(),
 /// The run starts: what to keep, and how regions are registered. Called by the profiler's setup.
 pub fn on_setup(settings: Settings, register: Register) {
     let _ = REGISTER.set(register);
-    *SETTINGS.lock().unwrap_or_else(|e| e.into_inner()) = Some(settings);
+    *SETTINGS.lock() = Some(settings);
     RUN_START_NS.store(clock::monotonic_ns(), Ordering::Relaxed);
     SITES.store(settings.sites, Ordering::Relaxed);
     PAUSED.store(false, Ordering::Relaxed);
@@ -213,7 +214,7 @@ pub fn stop() {
 /// file and its data), or None when MPI calls were not recorded in this run.
 pub fn collect(threads: Vec<(i64, Option<Box<ThreadMpi>>)>, timebase: &clock::Timebase) -> Option<MpiProfile> {
     stop();
-    let settings = (*SETTINGS.lock().unwrap_or_else(|e| e.into_inner()))?;
+    let settings = (*SETTINGS.lock())?;
     let routines = ROUTINES.get();
     if settings.mode == Mode::Off || routines.is_none() {
         requests::clear();

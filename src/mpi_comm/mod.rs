@@ -475,10 +475,10 @@ fn measure_clock_offset(comm: &Comm) -> Result<(i64, i64)> {
     Ok(mine)
 }
 
-static ON_FINALIZE: std::sync::Mutex<Option<fn()>> = std::sync::Mutex::new(None);
+static ON_FINALIZE: parking_lot::Mutex<Option<fn()>> = parking_lot::Mutex::new(None);
 
 extern "C" fn run_on_finalize() {
-    let f = *ON_FINALIZE.lock().unwrap_or_else(|e| e.into_inner());
+    let f = *ON_FINALIZE.lock();
     if let Some(f) = f {
         let _ = std::panic::catch_unwind(f);
     }
@@ -487,7 +487,7 @@ extern "C" fn run_on_finalize() {
 /// Run `on_finalize` from inside MPI_Finalize, while MPI still works (MPI-3.1 section
 /// 8.7.1). The caller decides what it does (this layer knows nothing of the profiler).
 pub fn install_finalize_hook(on_finalize: fn()) {
-    *ON_FINALIZE.lock().unwrap_or_else(|e| e.into_inner()) = Some(on_finalize);
+    *ON_FINALIZE.lock() = Some(on_finalize);
     if let Some(ops) = ops_if_usable() {
         // SAFETY: a plain extern "C" fn that catches panics.
         let rc = unsafe { (ops.at_finalize)(run_on_finalize) };

@@ -5,7 +5,7 @@
 //! or from `SCOPE_PROFILER_MPI_LIBRARY`. The table mirrors `mpi/c/sp_mpi_plugin.h`.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 pub const ENV_LIBRARY: &str = "SCOPE_PROFILER_MPI_LIBRARY";
 const VERSION: u32 = 2;
@@ -163,7 +163,7 @@ fn open(path: &str, want: &str) -> Result<&'static Ops, String> {
 /// returned (the caller warns once); a failed attempt is retried on the next call.
 pub fn load() -> Result<&'static Ops, String> {
     static LOADED: Mutex<Option<&'static Ops>> = Mutex::new(None);
-    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut loaded = LOADED.lock();
     if let Some(ops) = *loaded {
         return Ok(ops);
     }

@@ -25,7 +25,7 @@ mod timer;
 use crate::model::samples::{SampleModule, SampleProfile, SampleRow};
 use crate::symbols::{Module, find_module, loaded_modules};
 use crate::warn;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use thread::{Held, OUTSIDE, Source, ThreadSampler};
@@ -173,8 +173,8 @@ fn forked() -> bool {
     owner != 0 && owner != std::process::id()
 }
 
-fn control() -> std::sync::MutexGuard<'static, Control> {
-    CONTROL.lock().unwrap_or_else(|e| e.into_inner())
+fn control() -> parking_lot::MutexGuard<'static, Control> {
+    CONTROL.lock()
 }
 
 /// How long the controller waits for a running handler (a few microseconds of work; a

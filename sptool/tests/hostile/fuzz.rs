@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -258,7 +258,7 @@ struct Shared {
 
 impl Shared {
     fn count(&self, o: &crate::common::Outcome) {
-        let mut t = self.tally.lock().unwrap();
+        let mut t = self.tally.lock();
         t.runs += 1;
         if o.code == Some(1) {
             t.failed_cleanly += 1;
@@ -281,7 +281,7 @@ impl Shared {
         }
         let _ = std::fs::write(kept.join("what-happened.txt"), format!("damage: {damage}\nfault: {fault}\n{}\n", o.describe()));
         let f = Finding { case, tool: tool.into(), fault, damage: damage.into(), kept, details: o.describe() };
-        if library { self.library.lock().unwrap() } else { self.sptool.lock().unwrap() }.push(f);
+        if library { self.library.lock() } else { self.sptool.lock() }.push(f);
     }
 }
 
@@ -484,9 +484,9 @@ fn damaged_profiles_and_spills_never_crash_hang_or_exhaust_the_tools() {
             });
         }
     });
-    let sptool_findings = shared.sptool.into_inner().unwrap();
-    let library_findings = shared.library.into_inner().unwrap();
-    let t = shared.tally.into_inner().unwrap();
+    let sptool_findings = shared.sptool.into_inner();
+    let library_findings = shared.library.into_inner();
+    let t = shared.tally.into_inner();
     let report = format!(
         "hostile fuzz: seed {seed}, {} case(s), {} tool run(s) in {:.1} s ({} ended with a clean one-line error, {} reported a crash or endless loop of the HDF5 library as a damaged file)\n\
          sptool commands: {} failure(s)\n{}\

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The HDF5 C library opens files without close-on-exec. A child started
 /// while this process has an HDF5 file open inherits the descriptor, and
@@ -12,11 +12,11 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 static HDF5_FILES: RwLock<()> = RwLock::new(());
 
 pub fn hdf5_open_guard() -> RwLockWriteGuard<'static, ()> {
-    HDF5_FILES.write().unwrap_or_else(|e| e.into_inner())
+    HDF5_FILES.write()
 }
 
 fn spawn_guard() -> RwLockReadGuard<'static, ()> {
-    HDF5_FILES.read().unwrap_or_else(|e| e.into_inner())
+    HDF5_FILES.read()
 }
 
 /// What a test ran, printed when it fails (the root crate's tests share it).
