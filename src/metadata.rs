@@ -310,7 +310,7 @@ pub const MAX_USER_KEYS: usize = 64;
 /// The environment variable for job scripts.
 pub const METADATA_ENV: &str = "SCOPE_PROFILER_METADATA_SET";
 
-static USER: std::sync::Mutex<Option<Vec<(String, String)>>> = std::sync::Mutex::new(None);
+static USER: parking_lot::Mutex<Option<Vec<(String, String)>>> = parking_lot::Mutex::new(None);
 
 /// Why a key or value was refused: (status, message).
 pub type Refusal = (crate::status::Status, String);
@@ -343,7 +343,7 @@ pub fn check_user_value(key: &str, value: &str) -> Result<(), Refusal> {
 }
 
 fn with_user<R>(f: impl FnOnce(&mut Vec<(String, String)>) -> R) -> R {
-    let mut guard = USER.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = USER.lock();
     let list = guard.get_or_insert_with(|| {
         let mut list = Vec::new();
         if let Ok(text) = std::env::var(METADATA_ENV) {
