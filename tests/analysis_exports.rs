@@ -231,8 +231,8 @@ fn hatchet_and_thicket_read_the_caliper_json_of_every_rank_count() {
             let (calls, total) = totals[&(rank, "compute".to_string())];
             assert_eq!(calls, 2 * p);
             // The call paths and the single calls are each converted from clock ticks: they
-            // agree to a nanosecond or two per call.
-            assert!((total - incl).abs() <= 2e-9 * calls as f64 + 1e-12, "P={p} rank {rank}: caliper {incl} vs json {total}");
+            // agree within the conversion's error (the file's clock_error_bound_ns, tens of ns).
+            assert!((total - incl).abs() <= 50e-9 * calls as f64, "P={p} rank {rank}: caliper {incl} vs json {total}");
             let solve = row(rows, "main/solve", rank);
             let excl = solve["time"].as_f64().unwrap();
             let inc = solve["time (inc)"].as_f64().unwrap();
@@ -290,7 +290,7 @@ fn caliper_json_of_the_other_layouts_and_of_the_pypi_package() {
             let c = row(rows, "main/solve/compute", 1);
             assert_eq!(c["calls"], 4, "{}: {c}", f.display());
             let (_, total) = totals[&(1, "compute".to_string())];
-            assert!((c["time (inc)"].as_f64().unwrap() - total).abs() <= 8e-9, "{}: {c} vs {total}", f.display());
+            assert!((c["time (inc)"].as_f64().unwrap() - total).abs() <= 4.0 * 50e-9, "{}: {c} vs {total}", f.display());
         } else {
             let c = row(rows, "solve", 0);
             assert_eq!(c["calls"], 3, "{}: {c}", f.display());
