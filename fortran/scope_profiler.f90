@@ -35,6 +35,7 @@ module scope_profiler
    public :: sp_region_add_flops, sp_region_add_bytes
    public :: sp_stats_t, sp_region_get_stats, sp_print_summary
    public :: sp_start_sampling, sp_stop_sampling
+   public :: sp_set_metadata
 
    !> .true. here; .false. in scope_profiler_disabled.f90, the same module with every call a
    !> no-op (profiling compiled out). `if (SP_ENABLED) ...` is removed by the compiler there.
@@ -125,6 +126,16 @@ module scope_profiler
          integer(c_int32_t), value :: line
          integer(c_int32_t) :: handle
       end function c_sp_region_register_at_n
+
+      function c_sp_set_metadata_padded(key, key_len, value, value_len) &
+            bind(C, name="sp_set_metadata_padded") result(rc)
+         import :: c_char, c_size_t, c_int
+         character(kind=c_char), dimension(*), intent(in) :: key
+         integer(c_size_t), value :: key_len
+         character(kind=c_char), dimension(*), intent(in) :: value
+         integer(c_size_t), value :: value_len
+         integer(c_int) :: rc
+      end function c_sp_set_metadata_padded
 
       function c_sp_region_start_padded(name, len) bind(C, name="sp_region_start_padded") result(rc)
          import :: c_char, c_size_t, c_int
@@ -323,6 +334,18 @@ contains
       rc = c_sp_region_get_stats(int(handle, c_int32_t), stats)
       if (present(ierr)) ierr = int(rc)
    end subroutine sp_region_get_stats
+
+   !> Record run metadata of your own, `key` = `value` (trailing blanks ignored), between
+   !> sp_setup and sp_finalize on any rank; stored as `user.<key>` (see the C header's
+   !> sp_set_metadata for the rules). Integers: pass them as text, e.g. write(buf,'(I0)') n.
+   subroutine sp_set_metadata(key, value, ierr)
+      character(len=*), intent(in) :: key
+      character(len=*), intent(in) :: value
+      integer, intent(out), optional :: ierr
+      integer(c_int) :: rc
+      rc = c_sp_set_metadata_padded(key, int(len(key), c_size_t), value, int(len(value), c_size_t))
+      if (present(ierr)) ierr = int(rc)
+   end subroutine sp_set_metadata
 
    !> Print the summary table of this process's completed calls so far to stdout.
    subroutine sp_print_summary(ierr)

@@ -23,6 +23,7 @@ module scope_profiler
    public :: sp_region_add_flops, sp_region_add_bytes
    public :: sp_stats_t, sp_region_get_stats, sp_print_summary
    public :: sp_start_sampling, sp_stop_sampling
+   public :: sp_set_metadata
 
    !> .false.: profiling is compiled out (.true. in scope_profiler.f90).
    logical, parameter, public :: SP_ENABLED = .false.
@@ -96,6 +97,15 @@ contains
       stats%struct_size = int(storage_size(stats) / 8, c_size_t)
       if (present(ierr)) ierr = SP_OK
    end subroutine sp_region_get_stats
+
+   subroutine sp_set_metadata(key, value, ierr)
+      character(len=*), intent(in) :: key
+      character(len=*), intent(in) :: value
+      integer, intent(out), optional :: ierr
+      call unused_c(key)
+      call unused_c(value)
+      if (present(ierr)) ierr = SP_OK
+   end subroutine sp_set_metadata
 
    subroutine sp_print_summary(ierr)
       integer, intent(out), optional :: ierr

@@ -394,6 +394,30 @@ int sp_region_start_padded(const char *name, size_t len);
 int sp_region_stop_padded(const char *name, size_t len);
 
 /**
+ * Record run metadata of your own (problem size, input deck, code version) in the profile:
+ * `key` = `value`, both NUL-terminated UTF-8. Callable any time between sp_setup and
+ * sp_finalize, on any rank: the file's `metadata/` holds rank 0's value and each rank's own
+ * attributes hold that rank's (so values that differ between ranks are kept). Stored as the
+ * attribute `user.<key>` (the library never writes a name starting with `user.`, so no key of
+ * yours clashes with its own); a value that is an integer written the canonical way is stored
+ * as int64, any other as the string given, and the exports read values that parse as numbers as
+ * numbers. Setting a key again replaces its value. Keys: 1 to 64 bytes of letters, digits and
+ * `_ . - :`, not starting with `.`; values: at most 4096 bytes, no control characters; at most
+ * 64 keys. `SCOPE_PROFILER_METADATA_SET="key=value,key=value"` sets keys from the environment
+ * (`\,` is a comma inside a value; sp_set_metadata overrides them). Returns SP_OK,
+ * SP_ERR_NULL_ARGUMENT, SP_ERR_EMPTY_NAME, SP_ERR_NAME_TOO_LONG, SP_ERR_INVALID_UTF8,
+ * SP_ERR_INVALID_ARGUMENT (a character the rule refuses, a value too long, too many keys),
+ * SP_ERR_NOT_INITIALIZED or SP_ERR_FINALIZED; a refusal warns once and stores nothing.
+ */
+int sp_set_metadata(const char *key, const char *value);
+
+/**
+ * sp_set_metadata for a key and a value of `key_len` and `value_len` bytes that need not be
+ * NUL-terminated and whose trailing blanks are not part of them (Fortran's `character`).
+ */
+int sp_set_metadata_padded(const char *key, size_t key_len, const char *value, size_t value_len);
+
+/**
  * Stop profiling and write the file: one HDF5 file per run, written under a temporary name
  * and renamed (or to a fallback location named on stderr when the target is not writable).
  * Prints the summary table unless verbosity is 0. Calls still open are reported and counted.
@@ -529,6 +553,7 @@ static inline int sp_off_get_stats_(int32_t handle, struct sp_stats *out) {
 static inline int sp_off_hz_(int hz) { (void)hz; return SP_OK; }
 static inline int sp_off_one_(void) { return 1; }
 static inline const char *sp_off_last_error_(void) { return ""; }
+static inline int sp_off_metadata_(const char *key, const char *value) { (void)key; (void)value; return SP_OK; }
 #define sp_options_init(options) sp_off_options_init_(options)
 #define sp_setup(options) sp_off_setup_(options)
 #define sp_region_register(name) sp_off_register_(name)
@@ -552,4 +577,6 @@ static inline const char *sp_off_last_error_(void) { return ""; }
 #define sp_region_get_stats(handle, out) sp_off_get_stats_((handle), (out))
 #define sp_print_summary() sp_off_void_()
 #define sp_last_error() sp_off_last_error_()
+#define sp_set_metadata(key, value) sp_off_metadata_((key), (value))
+#define sp_set_metadata_padded(key, key_len, value, value_len) (sp_off_name_n_((key), (key_len)), sp_off_name_n_((value), (value_len)))
 #endif /* SP_DISABLE */

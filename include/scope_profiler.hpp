@@ -173,6 +173,25 @@ inline sp_stats stats(const Region& region, int* status = nullptr) noexcept {
     return s;
 }
 
+/** Record run metadata of your own (sp_set_metadata): stored as `user.<key>`, rank 0's value
+ *  as the run's. Any value that converts with std::to_string works through the overloads. */
+inline int set_metadata(const std::string& key, const std::string& value) noexcept {
+    try {
+        return sp_set_metadata(key.c_str(), value.c_str());
+    } catch (...) {
+        return SP_ERR_INVALID_ARGUMENT;
+    }
+}
+inline int set_metadata(const char* key, const char* value) noexcept { return sp_set_metadata(key, value); }
+template <class T, typename std::enable_if<std::is_arithmetic<T>::value, int>::type = 0>
+inline int set_metadata(const std::string& key, T value) noexcept {
+    try {
+        return set_metadata(key, std::to_string(value));
+    } catch (...) {
+        return SP_ERR_INVALID_ARGUMENT;
+    }
+}
+
 /** Print this process's summary table so far to stdout (sp_print_summary). */
 inline int print_summary() noexcept { return sp_print_summary(); }
 

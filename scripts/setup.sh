@@ -12,6 +12,9 @@ PACKAGES=(build-essential pkg-config libhdf5-dev hdf5-tools libopenmpi-dev openm
 PACKAGES+=(libtrilinos-kokkos-dev)
 # glibc's split debug file (names and lines of sampled libc code, found by build id)
 PACKAGES+=(libc6-dbg)
+# The OTF2 library sptool's OTF2 export loads, otf2-print, and Debian's Python OTF2 reader (for
+# /usr/bin/python3) that the export tests read archives with.
+PACKAGES+=(libopen-trace-format2-dev otf2-tools python3-otf2)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,5 +38,12 @@ fi
 if ! .venv/bin/python -c "import nvidia.nvtx" 2>/dev/null; then
   echo "[setup] installing the NVTX headers (nvidia-nvtx-cu12) into .venv"
   .venv/bin/pip install -q --disable-pip-version-check "nvidia-nvtx-cu12==12.9.79"
+fi
+# The analysis tools the exports are tested with (Hatchet, Thicket, Extra-P): wheels for
+# Python 3.11, about 50 s on a fresh venv; bounded so that a stalled index fails the setup.
+if ! .venv/bin/python -c "import hatchet, thicket, extrap" >/dev/null 2>&1; then
+  echo "[setup] installing llnl-hatchet, llnl-thicket and extrap into .venv"
+  timeout 900 .venv/bin/pip install -q --disable-pip-version-check --timeout 60 \
+    "llnl-hatchet==2026.2.0" "llnl-thicket==2026.1.1" "extrap==4.2.5"
 fi
 echo "[setup] ok"

@@ -706,6 +706,59 @@ pub unsafe extern "C" fn sp_region_stop_padded(name: *const c_char, len: usize) 
     unsafe { stop_by_padded_name(name, len) }
 }
 
+/// Record run metadata of your own (problem size, input deck, code version) in the profile:
+/// `key` = `value`, both NUL-terminated UTF-8. Callable any time between sp_setup and
+/// sp_finalize, on any rank: the file's `metadata/` holds rank 0's value and each rank's own
+/// attributes hold that rank's (so values that differ between ranks are kept). Stored as the
+/// attribute `user.<key>` (the library never writes a name starting with `user.`, so no key of
+/// yours clashes with its own); a value that is an integer written the canonical way is stored
+/// as int64, any other as the string given, and the exports read values that parse as numbers as
+/// numbers. Setting a key again replaces its value. Keys: 1 to 64 bytes of letters, digits and
+/// `_ . - :`, not starting with `.`; values: at most 4096 bytes, no control characters; at most
+/// 64 keys. `SCOPE_PROFILER_METADATA_SET="key=value,key=value"` sets keys from the environment
+/// (`\,` is a comma inside a value; sp_set_metadata overrides them). Returns SP_OK,
+/// SP_ERR_NULL_ARGUMENT, SP_ERR_EMPTY_NAME, SP_ERR_NAME_TOO_LONG, SP_ERR_INVALID_UTF8,
+/// SP_ERR_INVALID_ARGUMENT (a character the rule refuses, a value too long, too many keys),
+/// SP_ERR_NOT_INITIALIZED or SP_ERR_FINALIZED; a refusal warns once and stores nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_set_metadata(key: *const c_char, value: *const c_char) -> c_int {
+    guard_cold(|| {
+        if key.is_null() || value.is_null() {
+            return fail(Error::new(Status::NullArgument, "sp_set_metadata: the key or the value is NULL"));
+        }
+        // SAFETY: both are non-NULL and, by the contract, NUL-terminated.
+        let (k, v) = unsafe { (std::ffi::CStr::from_ptr(key), std::ffi::CStr::from_ptr(value)) };
+        match (k.to_str(), v.to_str()) {
+            (Ok(k), Ok(v)) => code(profiler::set_metadata(k, v)),
+            _ => fail(Error::new(Status::InvalidUtf8, "sp_set_metadata: the key or the value is not valid UTF-8")),
+        }
+    })
+}
+
+/// sp_set_metadata for a key and a value of `key_len` and `value_len` bytes that need not be
+/// NUL-terminated and whose trailing blanks are not part of them (Fortran's `character`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sp_set_metadata_padded(key: *const c_char, key_len: usize, value: *const c_char, value_len: usize) -> c_int {
+    guard_cold(|| {
+        if key.is_null() || value.is_null() {
+            return fail(Error::new(Status::NullArgument, "sp_set_metadata: the key or the value is NULL"));
+        }
+        if key_len > 1 << 20 || value_len > 1 << 20 {
+            return fail(Error::new(Status::InvalidArgument, "sp_set_metadata: the key or the value is longer than 1 MiB"));
+        }
+        // SAFETY: the caller passes buffers of these lengths (the Fortran module passes len()).
+        let (k, v) = unsafe { (std::slice::from_raw_parts(key as *const u8, key_len), std::slice::from_raw_parts(value as *const u8, value_len)) };
+        let trim = |b: &[u8]| -> Vec<u8> {
+            let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
+            b[..end].to_vec()
+        };
+        match (String::from_utf8(trim(k)), String::from_utf8(trim(v))) {
+            (Ok(k), Ok(v)) if !k.contains('\0') && !v.contains('\0') => code(profiler::set_metadata(&k, &v)),
+            _ => fail(Error::new(Status::InvalidUtf8, "sp_set_metadata: the key or the value is not valid UTF-8 or holds a NUL byte")),
+        }
+    })
+}
+
 /// Stop profiling and write the file: one HDF5 file per run, written under a temporary name
 /// and renamed (or to a fallback location named on stderr when the target is not writable).
 /// Prints the summary table unless verbosity is 0. Calls still open are reported and counted.

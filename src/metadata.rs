@@ -73,6 +73,8 @@ pub fn run_metadata(config: &Config, facts: &RunFacts, mpi_size: i64, num_nodes:
             out.push(("perf_regions".into(), AttrValue::Str(truncate(config.perf_regions.trim()))));
         }
     }
+    // The user's own keys (this process's values: rank 0's in a run's file).
+    out.extend(user_attrs());
     out
 }
 
@@ -289,6 +291,138 @@ pub fn iso8601_utc(t: std::time::SystemTime) -> String {
     )
 }
 
+// ---------------------------------------------------------------------------------------
+// Run metadata of the user's own: `sp_set_metadata(key, value)` and
+// `SCOPE_PROFILER_METADATA_SET="key=value,key=value"`.
+//
+// The key rule: the user's key `K` is stored as the attribute `user.K` (in `metadata/`, with
+// rank 0's value, and on every rank's own attributes, with that rank's value), and the library
+// never writes a name that starts with `user.`, so no user key can clash with ours. Values that
+// are integers written the canonical way (`-12`, `4096`) are stored as int64; every other value
+// as the string given (`1.50` stays `1.50`); the exports read a string that parses as a number
+// as that number.
+
+/// The prefix of every user key in the file.
+pub const USER_PREFIX: &str = "user.";
+/// Longest key, in bytes.
+pub const MAX_USER_KEY_BYTES: usize = 64;
+/// Longest value, in bytes.
+pub const MAX_USER_VALUE_BYTES: usize = 4096;
+/// Most distinct keys per process.
+pub const MAX_USER_KEYS: usize = 64;
+/// The environment variable for job scripts.
+pub const METADATA_ENV: &str = "SCOPE_PROFILER_METADATA_SET";
+
+static USER: parking_lot::Mutex<Option<Vec<(String, String)>>> = parking_lot::Mutex::new(None);
+
+/// Why a key or value was refused: (status, message).
+pub type Refusal = (crate::status::Status, String);
+
+/// Check a key: 1 to 64 bytes of UTF-8 letters, digits and `_ . - :`, not starting with `.`.
+pub fn check_user_key(key: &str) -> Result<(), Refusal> {
+    use crate::status::Status;
+    if key.is_empty() {
+        return Err((Status::EmptyName, "sp_set_metadata: the key is empty".into()));
+    }
+    if key.len() > MAX_USER_KEY_BYTES {
+        return Err((Status::NameTooLong, format!("sp_set_metadata: the key {:?}... is longer than {MAX_USER_KEY_BYTES} bytes", key.chars().take(20).collect::<String>())));
+    }
+    if key.starts_with('.') || !key.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | ':')) {
+        return Err((Status::InvalidArgument, format!("sp_set_metadata: the key {key:?} may hold only letters, digits and _ . - : (not starting with .)")));
+    }
+    Ok(())
+}
+
+/// Check a value: at most 4096 bytes, no control characters but tab.
+pub fn check_user_value(key: &str, value: &str) -> Result<(), Refusal> {
+    use crate::status::Status;
+    if value.len() > MAX_USER_VALUE_BYTES {
+        return Err((Status::InvalidArgument, format!("sp_set_metadata: the value of {key:?} is {} bytes, more than {MAX_USER_VALUE_BYTES}", value.len())));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err((Status::InvalidArgument, format!("sp_set_metadata: the value of {key:?} holds a control character")));
+    }
+    Ok(())
+}
+
+fn with_user<R>(f: impl FnOnce(&mut Vec<(String, String)>) -> R) -> R {
+    let mut guard = USER.lock();
+    let list = guard.get_or_insert_with(|| {
+        let mut list = Vec::new();
+        if let Ok(text) = std::env::var(METADATA_ENV) {
+            for item in parse_env_list(&text) {
+                match item {
+                    Ok((k, v)) => {
+                        let _ = insert(&mut list, k, v);
+                    }
+                    Err(message) => crate::warn::once(&format!("metadata-env:{message}"), &format!("{METADATA_ENV}: {message}; that entry was ignored")),
+                }
+            }
+        }
+        list
+    });
+    f(list)
+}
+
+/// `key=value,key=value` (a value may hold `=`; `\,` is a comma inside a value).
+fn parse_env_list(text: &str) -> Vec<Result<(String, String), String>> {
+    let mut items = Vec::new();
+    let mut cur = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => cur.push(chars.next().unwrap_or(',')),
+            ',' => items.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    items.push(cur);
+    items
+        .into_iter()
+        .filter(|i| !i.trim().is_empty())
+        .map(|i| match i.split_once('=') {
+            Some((k, v)) => {
+                let k = k.trim();
+                check_user_key(k).and_then(|()| check_user_value(k, v)).map_err(|(_, m)| m.replacen("sp_set_metadata: ", "", 1))?;
+                Ok((k.to_string(), v.to_string()))
+            }
+            None => Err(format!("{:?} is not key=value", i.chars().take(40).collect::<String>())),
+        })
+        .collect()
+}
+
+fn insert(list: &mut Vec<(String, String)>, key: String, value: String) -> Result<(), Refusal> {
+    if let Some(e) = list.iter_mut().find(|(k, _)| *k == key) {
+        e.1 = value;
+        return Ok(());
+    }
+    if list.len() >= MAX_USER_KEYS {
+        return Err((crate::status::Status::InvalidArgument, format!("sp_set_metadata: more than {MAX_USER_KEYS} keys; {key:?} was not stored")));
+    }
+    list.push((key, value));
+    Ok(())
+}
+
+/// Set (or replace) the user's key on this process; refusals leave everything as it was.
+pub fn set_user(key: &str, value: &str) -> Result<(), Refusal> {
+    check_user_key(key)?;
+    check_user_value(key, value)?;
+    with_user(|list| insert(list, key.to_string(), value.to_string()))
+}
+
+/// A value as stored: int64 when it is an integer written the canonical way, else the string.
+pub fn user_value(value: &str) -> AttrValue {
+    match value.parse::<i64>() {
+        Ok(n) if n.to_string() == value => AttrValue::Int(n),
+        _ => AttrValue::Str(value.to_string()),
+    }
+}
+
+/// This process's user metadata as attributes (`user.<key>`), in the order first set.
+pub fn user_attrs() -> Vec<(String, AttrValue)> {
+    with_user(|list| list.iter().map(|(k, v)| (format!("{USER_PREFIX}{k}"), user_value(v))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,5 +450,30 @@ mod tests {
         assert_eq!(info.pid, std::process::id() as i64);
         assert!(!info.cpus.is_empty());
         assert!(!info.hostname.is_empty());
+    }
+
+    #[test]
+    fn user_keys_and_values_are_checked() {
+        assert!(check_user_key("problem_size").is_ok());
+        assert!(check_user_key("git.commit-id:short").is_ok());
+        for bad in ["", "a/b", ".hidden", "with space", "x\u{1}"] {
+            assert!(check_user_key(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_user_key(&"k".repeat(65)).is_err());
+        assert!(check_user_value("k", &"v".repeat(4097)).is_err());
+        assert!(check_user_value("k", "line\nbreak").is_err());
+        assert!(matches!(user_value("4096"), AttrValue::Int(4096)));
+        assert!(matches!(user_value("-3"), AttrValue::Int(-3)));
+        assert!(matches!(user_value("007"), AttrValue::Str(_)));
+        assert!(matches!(user_value("1.50"), AttrValue::Str(_)));
+    }
+
+    #[test]
+    fn environment_list() {
+        let items = parse_env_list("size=128, deck=a\\,b ,bad,x/y=1,,eq=a=b");
+        assert_eq!(items[0], Ok(("size".into(), "128".into())));
+        assert_eq!(items[1], Ok(("deck".into(), "a,b ".into())));
+        assert!(items[2].is_err() && items[3].is_err());
+        assert_eq!(items[4], Ok(("eq".into(), "a=b".into())));
     }
 }

@@ -931,6 +931,16 @@ pub fn start_sampling(hz: i32) -> Result<()> {
     })
 }
 
+/// Run metadata of the user's own (`sp_set_metadata`): kept for the file's `metadata/` (rank
+/// 0's value) and this rank's attributes, as `user.<key>` (see `metadata::set_user`).
+pub fn set_metadata(key: &str, value: &str) -> Result<()> {
+    match STATE.load(Ordering::Acquire) {
+        RUNNING | RUNNING_COUNTERS => {}
+        s => return inactive(s),
+    }
+    crate::metadata::set_user(key, value).map_err(|(status, message)| Error::new(status, message))
+}
+
 /// Stop sampling; the samples so far are kept for finalize.
 pub fn stop_sampling() -> Result<()> {
     match STATE.load(Ordering::Acquire) {
@@ -1163,6 +1173,8 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
     info.extra.extend(crate::run_values::attributes());
+    // The user's own metadata, this rank's values (they may differ between ranks).
+    info.extra.extend(crate::metadata::user_attrs());
     // The file's thread ids are positions among the threads that recorded (merge's order);
     // matched by thread index (a Linux thread id can be reused by a later thread).
     let threads = taken

@@ -195,8 +195,9 @@ pub struct InspectArgs {
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// Profile file (.h5)
-    pub file: PathBuf,
+    /// Profile file (.h5); extrap: the files of the series of runs
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
     /// Output format
     #[arg(long, value_enum)]
     pub format: Format,
@@ -206,8 +207,22 @@ pub struct ExportArgs {
     /// chrome-trace: write only the N longest calls (a note says what was left out)
     #[arg(long, value_name = "N")]
     pub max_events: Option<usize>,
+    /// extrap: a parameter of the runs, NAME (a numeric metadata key, p = ranks, t = threads)
+    /// or NAME=KEY; repeatable (default: p and t, those that vary)
+    #[arg(long = "param", value_name = "NAME[=KEY]")]
+    pub params: Vec<String>,
     #[command(flatten)]
     pub selection: Selection,
+}
+
+impl ExportArgs {
+    /// The one input file of every format but extrap.
+    fn one_file(&self) -> Result<&PathBuf> {
+        match self.files.as_slice() {
+            [f] => Ok(f),
+            _ => Err(Error::new(format!("--format {:?} reads one file ({} given); only --format extrap reads a series", self.format, self.files.len()).to_lowercase())),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -292,7 +307,7 @@ impl Cli {
     pub fn plan(&self) -> crate::guard::Plan {
         let (inputs, limited) = match &self.command {
             Command::Inspect(a) => (vec![a.file.clone()], true),
-            Command::Export(a) => (vec![a.file.clone()], true),
+            Command::Export(a) => (a.files.clone(), true),
             Command::Plot(PlotCommand::Roofline(a)) => (vec![a.file.clone()], true),
             Command::Plot(PlotCommand::Regions(a)) => (vec![a.file.clone()], true),
             Command::Diff(a) => (vec![a.a.clone(), a.b.clone()], true),
@@ -416,17 +431,38 @@ fn run(command: Command) -> Result<()> {
             print(&crate::tree::render(&args.file, &ranks, &crate::tree::Options { rank: args.rank, min_share, threads: args.threads })?)
         }
         Command::Export(args) => {
-            let filter = args.selection.filter().map_err(|e| e.or_file(&args.file))?;
+            if args.format == Format::Extrap {
+                let first = args.files.first().cloned().unwrap_or_default();
+                let filter = args.selection.filter().map_err(|e| e.or_file(&first))?;
+                let params = args.params.iter().map(|p| crate::extrap::parse_param(p)).collect::<Result<Vec<_>>>()?;
+                let profiles = crate::extrap::read_all(&args.files)?;
+                for p in &profiles {
+                    filter.check_ranks(p)?;
+                }
+                let text = crate::extrap::render(&profiles, &filter, &params)?;
+                return export::write_output(&args.output, text.as_bytes());
+            }
+            if !args.params.is_empty() {
+                return Err(Error::new("--param applies to --format extrap only"));
+            }
+            let file = args.one_file()?.clone();
+            let filter = args.selection.filter().map_err(|e| e.or_file(&file))?;
             if args.format == Format::ChromeTrace {
                 if args.selection.ranks.is_some() {
-                    filter.check_ranks(&read_profile(&args.file)?)?;
+                    filter.check_ranks(&read_profile(&file)?)?;
                 }
-                return trace::export(&args.file, &filter, args.max_events, &args.output);
+                return trace::export(&file, &filter, args.max_events, &args.output);
             }
             if args.max_events.is_some() {
                 return Err(Error::new("--max-events applies to --format chrome-trace only"));
             }
-            let profile = read_profile(&args.file)?;
+            if args.format == Format::Otf2 {
+                if args.selection.ranks.is_some() {
+                    filter.check_ranks(&read_profile(&file)?)?;
+                }
+                return crate::otf2::export(&file, &filter, &args.output);
+            }
+            let profile = read_profile(&file)?;
             filter.check_ranks(&profile)?;
             export::write(&profile, &filter, args.format, &args.output)
         }

@@ -21,6 +21,12 @@ pub enum Format {
     Csv,
     /// Every call as a Chrome trace event (Perfetto, chrome://tracing)
     ChromeTrace,
+    /// Caliper's json-split (Hatchet's and Thicket's from_caliper)
+    CaliperJson,
+    /// Extra-P's JSON Lines over a series of runs (several FILEs)
+    Extrap,
+    /// An OTF2 archive (directory) through libotf2 (Vampir, otf2-print)
+    Otf2,
 }
 
 /// Columns every row has, in order. Event and metric columns follow.
@@ -269,6 +275,12 @@ pub fn write(profile: &Profile, filter: &Filter, format: Format, out: &Path) -> 
             bytes.push(b'\n');
         }
         Format::ChromeTrace => return crate::trace::export(&profile.path, filter, None, out),
+        Format::CaliperJson => {
+            serde_json::to_writer(&mut bytes, &crate::caliper::document(profile, filter)?)
+                .map_err(|e| Error::in_file(out, format!("cannot encode JSON: {e}")))?;
+            bytes.push(b'\n');
+        }
+        Format::Extrap | Format::Otf2 => return Err(Error::new("internal: extrap and otf2 are written by their own modules")),
         Format::Csv => {
             let table = tidy(profile, filter);
             let mut w = csv::Writer::from_writer(&mut bytes);

@@ -243,12 +243,14 @@ fn metadata(meta: &Attrs, full: bool, out: &mut String) {
     let parallel = take(&|_| false, Some(PARALLELISM));
     let modules = take(&|k| k == "modules", None);
     let slurm = take(&|k| k.starts_with("SLURM_") || k.starts_with("SLURMD_"), None);
+    // The user's own (sp_set_metadata, SCOPE_PROFILER_METADATA_SET), before the environment.
+    let user = take(&|k| k.starts_with(crate::caliper::USER_PREFIX), None);
     let env = take(&|k| !k.is_empty() && k == k.to_uppercase(), None);
     let other = take(&|_| true, None);
 
     out.push_str("Metadata\n");
     for (title, entries) in
-        [("Run", run), ("System", system), ("Parallelism", parallel), ("Slurm", slurm), ("Environment", env), ("Other", other)]
+        [("Run", run), ("System", system), ("Parallelism", parallel), ("User (sp_set_metadata)", user), ("Slurm", slurm), ("Environment", env), ("Other", other)]
     {
         if entries.is_empty() {
             continue;

@@ -7,12 +7,14 @@
 //! bounded memory ([`guard`]): a damaged file that crashes the HDF5 library,
 //! or asks for more memory than allowed, is reported in one line too.
 
+mod caliper;
 mod cli;
 mod columnar;
 mod compare;
 mod counters;
 mod error;
 mod export;
+mod extrap;
 mod filter;
 mod fmt;
 mod font;
@@ -23,6 +25,7 @@ mod likwid;
 mod lines;
 mod model;
 mod mpi;
+mod otf2;
 mod plot;
 mod ranks;
 mod read;

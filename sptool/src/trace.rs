@@ -421,3 +421,58 @@ fn write_trace(src: &Source, input: &Path, origin: i64, total_calls: u64, max_ev
     }
     o.raw("}}\n")
 }
+
+/// One call for the other timeline exports: start on rank 0's clock (ns), duration, thread id,
+/// and the region as an index into [`Timeline::names`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TimedCall {
+    pub start: i64,
+    pub dur: i64,
+    /// The thread id (the file's are small indices; larger ones are clamped).
+    pub tid: u32,
+    pub name: u32,
+}
+
+/// The calls of a file rank by rank (one rank's calls in memory at a time), for the OTF2 export.
+pub struct Timeline {
+    src: Source,
+}
+
+impl Timeline {
+    pub fn open(path: &Path, filter: &Filter) -> Result<Timeline> {
+        Ok(Timeline { src: Source::open(path, filter).map_err(|e| e.or_file(path))? })
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.src.names
+    }
+
+    pub fn host(&self, rank: u32) -> Option<&str> {
+        self.src.hosts.get(&rank).map(String::as_str)
+    }
+
+    /// The OS thread id of a rank's thread, where the file has it.
+    pub fn os_tid(&self, rank: u32, tid: i64) -> Option<i64> {
+        usize::try_from(tid).ok().and_then(|t| self.src.os_tids.get(&rank).and_then(|ids| ids.get(t)).copied())
+    }
+
+    /// The ranks that have calls, sorted.
+    pub fn ranks(&self) -> Vec<u32> {
+        self.src.runs.iter().map(|r| r.rank).collect::<BTreeSet<u32>>().into_iter().collect()
+    }
+
+    /// Every call of `rank`, aligned onto rank 0's clock, in file order.
+    pub fn rank_calls(&self, rank: u32) -> Result<Vec<TimedCall>> {
+        let offset = self.src.offsets.get(&rank).copied().unwrap_or(0);
+        let mut out = Vec::new();
+        for run in self.src.runs.iter().filter(|r| r.rank == rank) {
+            let (starts, durs, tids) = self.src.load(run)?;
+            out.reserve(starts.len());
+            for (i, (&s, &d)) in starts.iter().zip(&durs).enumerate() {
+                let tid = u32::try_from(tids.get(i).copied().unwrap_or(0).max(0)).unwrap_or(u32::MAX);
+                out.push(TimedCall { start: s.wrapping_sub(offset), dur: d, tid, name: run.name as u32 });
+            }
+        }
+        Ok(out)
+    }
+}

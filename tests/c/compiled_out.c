@@ -44,6 +44,7 @@ int main(void) {
     bad += check(sp_region_get_stats(0, &st) == SP_OK, "get_stats");
     bad += check(st.count == 0 && st.total_ns == 0 && st.min_ns == 0 && st.max_ns == 0 && st.exclusive_ns == 0, "stats are zeros");
     bad += check(sp_print_summary() == SP_OK, "print_summary");
+    bad += check(sp_set_metadata("problem_size", "128") == SP_OK, "set_metadata");
     bad += check(strcmp(sp_last_error(), "") == 0, "last_error");
     bad += check(sp_finalize() == SP_OK, "finalize");
     printf("DONE bad=%d\n", bad);

@@ -35,6 +35,7 @@ int main() {
         if (status != SP_OK || s.count != 0) ++bad, std::printf("FAIL stats %d\n", status);
         if (r.add_flops(1.0) != SP_OK || r.add_bytes(1.0) != SP_OK) ++bad, std::printf("FAIL add\n");
         if (scope_profiler::print_summary() != SP_OK) ++bad;
+        if (scope_profiler::set_metadata("problem_size", 128) != SP_OK) ++bad;
         if (!scope_profiler::last_error().empty()) ++bad;
     }
     std::printf("DONE bad=%d\n", bad);
