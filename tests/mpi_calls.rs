@@ -350,6 +350,15 @@ fn other_languages(family: Family) {
             let stdout = ok(&out, &format!("{name} {link:?} {family:?}"), &dir);
             assert!(!stdout.contains("FAIL"), "{name}: {stdout}");
             check_file(&file, &stdout, 4, "summary", family);
+            // The language is read from the program, also when it is set up at MPI_Init
+            // through the C binding (a C++ program).
+            let want = match lang {
+                Lang::Fortran => "Fortran",
+                Lang::Cxx => "C++",
+                Lang::C => "C",
+            };
+            let h5 = hdf5::File::open(&file).unwrap();
+            assert_eq!(str_attr(&h5.group("metadata").unwrap(), "language"), want, "{name} {link:?} {family:?}");
         }
     }
 }
