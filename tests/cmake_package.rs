@@ -166,7 +166,6 @@ fn split_debug_and_size(prefix: &Path, profile_dir: &str) {
         "lib/libscope_profiler.so",
         "lib/libscope_profiler_mpi_openmpi.so",
         "lib/libscope_profiler_mpi_mpich.so",
-        "lib/libscope_profiler_fortran.so",
         "lib/scope_profiler/scope_profiler_merge",
         "lib/scope_profiler/scope_profiler_likwid_helper",
         "bin/sptool",
