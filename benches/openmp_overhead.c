@@ -9,6 +9,21 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+/* ns per read of the TSC (the clock the library reads per callback), 0 where there is none. */
+static double tsc_read_ns(void) {
+#if defined(__x86_64__)
+    volatile unsigned long long s = 0;
+    double t0 = now_s();
+    for (int i = 0; i < 1000000; i++) s += __rdtsc();
+    return (now_s() - t0) * 1e3;
+#else
+    return 0;
+#endif
+}
 
 int main(int argc, char **argv) {
     int inner = argc > 1 ? atoi(argv[1]) : 20000;
@@ -41,6 +56,7 @@ int main(int argc, char **argv) {
     printf("threads %d\n", omp_get_max_threads());
     printf("RESULT parallel_ns %.1f\n", median(par, reps));
     printf("RESULT barrier_ns %.1f\n", median(bar, reps));
+    printf("RESULT rdtsc_ns %.1f\n", tsc_read_ns());
     free(par);
     free(bar);
     return 0;

@@ -120,6 +120,7 @@ unsafe extern "C" fn initialize(lookup: ompt_function_lookup_t, _initial_device_
             set(set_callback, CB_TASK_SCHEDULE, on_task_schedule as *const ());
         }
         openmp::note_tool_started();
+        openmp::note_runtime(found as usize as u64);
         // A program that has not set profiling up (the library only named by
         // OMP_TOOL_LIBRARIES, or linked for this) is set up at its first parallel region: not
         // here, inside the runtime's initialization, which setting up would call back into
@@ -165,7 +166,12 @@ unsafe extern "C" fn on_parallel_begin(
     let _ = catch_unwind(|| {
         // The team, shared with the region's threads through its data word (one reference,
         // released at the region's end).
-        let team = Arc::new(openmp::team(codeptr_ra as u64, flags & PARALLEL_LEAGUE != 0));
+        let (codeptr, league) = (codeptr_ra as u64, flags & PARALLEL_LEAGUE != 0);
+        let team = match openmp::in_runtime(codeptr) {
+            false => openmp::team(codeptr, league),
+            true => profiler::with_recorder(|r| openmp::team_inside(r, league)).unwrap_or_else(|| openmp::team(0, league)),
+        };
+        let team = Arc::new(team);
         // SAFETY: the region's data word, ours to write.
         unsafe { (*parallel_data).ptr = Arc::into_raw(team) as *mut c_void };
     });
@@ -175,7 +181,6 @@ unsafe extern "C" fn on_parallel_end(parallel_data: *mut ompt_data_t, _encounter
     if parallel_data.is_null() {
         return;
     }
-    let end = clock::now_stop();
     // SAFETY: the word on_parallel_begin wrote, or 0.
     let p = unsafe { (*parallel_data).ptr } as *const Team;
     if p.is_null() {
@@ -186,7 +191,11 @@ unsafe extern "C" fn on_parallel_end(parallel_data: *mut ompt_data_t, _encounter
         (*parallel_data).ptr = std::ptr::null_mut();
         Arc::from_raw(p)
     };
-    team.end.store(end, Ordering::Release);
+    // The primary thread's part ended just before and set the team's end (one clock read
+    // less per region); where it was not seen, now.
+    if team.end.load(Ordering::Acquire) == 0 {
+        let _ = team.end.compare_exchange(0, clock::now_stop(), Ordering::Release, Ordering::Relaxed);
+    }
 }
 
 /// The team in a region's data word, with a reference of the caller's own.
@@ -228,21 +237,27 @@ unsafe extern "C" fn on_implicit_task(
     parallel_data: *mut ompt_data_t,
     _task_data: *mut ompt_data_t,
     _actual_parallelism: c_uint,
-    _index: c_uint,
+    index: c_uint,
     flags: c_int,
 ) {
-    if !openmp::active() || flags & TASK_INITIAL != 0 {
+    if !openmp::active() {
         return;
     }
+    // An initial task is a league's team (`omp teams`: its region's data word holds the
+    // league) or the program's own (no team: not recorded).
+    let initial = flags & TASK_INITIAL != 0;
     match endpoint {
         SCOPE_BEGIN => {
             // SAFETY: see `team_of`.
             let team = unsafe { team_of(parallel_data) };
+            if initial && team.is_none() {
+                return;
+            }
             record(|r| openmp::implicit_task_begin(r, team));
         }
         SCOPE_END => {
             let end = clock::now_stop();
-            record(|r| openmp::implicit_task_end(r, end));
+            record(|r| openmp::implicit_task_end(r, end, initial, index == 0));
         }
         _ => {}
     }
@@ -299,8 +314,11 @@ unsafe extern "C" fn on_task_create(
     codeptr_ra: *const c_void,
 ) {
     if !new_task_data.is_null() && flags & TASK_EXPLICIT != 0 {
+        let c = codeptr_ra as u64;
+        let inside = || catch_unwind(AssertUnwindSafe(|| profiler::with_recorder(|r| openmp::task_key_inside(r)))).ok().flatten();
+        let key = if openmp::in_runtime(c) { inside().unwrap_or(openmp::task_key(0)) } else { openmp::task_key(c) };
         // SAFETY: the new task's data word, ours to write.
-        unsafe { (*new_task_data).value = openmp::task_key(codeptr_ra as u64) };
+        unsafe { (*new_task_data).value = key };
     }
 }
 

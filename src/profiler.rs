@@ -1076,12 +1076,14 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
     let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().clone();
     let mut records = Vec::with_capacity(buffers.len());
     let mut busy = 0;
+    let run_end = clock::now();
     for tb in &buffers {
         if tb.seq.wait_idle(deadline) {
             // SAFETY: the owner is outside any call and will see FINALIZED on its next entry.
             let mut data = std::mem::take(unsafe { tb.data() });
-            // A worker's part of an OpenMP parallel region that ended, not reported yet.
-            crate::openmp::close_ended(&mut data);
+            // A worker's part of an OpenMP parallel region that ended, not reported yet (and
+            // what the run left open inside a parallel region, at the run's end).
+            crate::openmp::close_ended(&mut data, run_end);
             records.push(ThreadRecord { index: tb.index, os_tid: tb.os_tid, data });
         } else {
             busy += 1;

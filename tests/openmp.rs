@@ -377,3 +377,211 @@ fn hybrid_mpi_openmp() {
         assert_eq!(per_thread(&regions, &par), vec![4, 4], "rank {rank}");
     }
 }
+
+/// Calls per thread, sorted (the threads' order of first recording is not the team's).
+fn sorted_per_thread(regions: &BTreeMap<String, ReadRegion>, name: &str) -> Vec<usize> {
+    let mut v = per_thread(regions, name);
+    v.retain(|&c| c > 0);
+    v.sort_unstable();
+    v
+}
+
+fn sorted(mut v: Vec<usize>) -> Vec<usize> {
+    v.retain(|&c| c > 0);
+    v.sort_unstable();
+    v
+}
+
+/// A gcc -fopenmp MPI program with LULESH's loop patterns on libomp, 8 oversubscribed ranks of
+/// 2 threads: GCC ends a parallel region's body with a tail call of GOMP_barrier on the path of
+/// a thread whose share of a static loop is empty, and libomp hands the tool a return address
+/// inside its own GOMP layer. No construct is named after the runtime: that barrier is `omp
+/// barrier (in parallel) @ <the parallel region>`, every other one keeps its line, and the
+/// counts of each on each rank and thread are exactly what the loop sizes give.
+#[test]
+fn gcc_tail_called_barriers_under_oversubscribed_mpi() {
+    need_cpus(2, "8 ranks of 2 OpenMP threads");
+    let src = "tests/c/omp_tail_barrier.c";
+    let dir = scratch("openmp_tail_barrier");
+    let exe = dir.join("omp_tail_barrier");
+    let out = run(Command::new("mpicc.openmpi").env("OMPI_CC", "gcc").args(["-fopenmp", "-O2", "-g"]).arg(repo_root().join(src)).arg("-o").arg(&exe));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The case under test exists in this binary: a jump (not a call) to GOMP_barrier.
+    let dis = run(Command::new("objdump").arg("-d").arg(&exe));
+    // (Outside the PLT, whose stub jumps to GOMP_barrier too; `-fno-plt` code jumps through the GOT.)
+    let mut in_plt = false;
+    let tail_calls = text(&dis.stdout)
+        .lines()
+        .filter(|l| {
+            if l.ends_with(">:") {
+                in_plt = l.contains("@plt>") || l.contains(".plt");
+            }
+            !in_plt && l.contains("\tjmp ") && l.contains("<GOMP_barrier@")
+        })
+        .count();
+    assert!(tail_calls > 0, "gcc made no tail call of GOMP_barrier: the test does not test its case");
+    let plugin = link_dir().join("libscope_profiler_mpi_openmpi.so");
+    let file = dir.join("tail.h5");
+    let steps = 12;
+    let out = run(Command::new("mpirun.openmpi")
+        .args(["--oversubscribe", "--bind-to", "none", "-np", "8"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMP_NUM_THREADS", "2")
+        .env("OMP_TOOL_LIBRARIES", lib())
+        .env("SCOPE_PROFILER_FILE", &file)
+        .env("SCOPE_PROFILER_VERBOSE", "0")
+        .env_remove("SCOPE_PROFILER_MPI")
+        .arg("-x")
+        .arg(format!("LD_PRELOAD={}:{}", libomp().display(), plugin.display()))
+        .arg(&exe)
+        .arg(steps.to_string())
+        .current_dir(&dir));
+    ok(&out);
+    let h5 = hdf5::File::open(&file).unwrap();
+    let sizes = [0usize, 1, 2, 7, 1, 64, 0, 3];
+    for rank in 0..8 {
+        let regions = read_regions(&h5, rank);
+        let par = find(&regions, "omp parallel", src, "/* PARALLEL */");
+        let line = par.rsplit(':').next().unwrap();
+        let loop_barrier = find(&regions, "omp barrier", src, "/* LOOP_BARRIER */");
+        let par_for = find(&regions, "omp parallel", src, "/* PARALLEL_FOR */");
+        let tail = format!("omp barrier (in parallel) @ omp_tail_barrier.c:{line}");
+        // GCC's static schedule: thread t of 2 has no iteration of n when n / 2 == 0 and t >= n % 2.
+        let (mut empty, mut busy) = (vec![0usize; 2], vec![0usize; 2]);
+        for s in 0..steps {
+            let n = sizes[(s + rank) % 8];
+            for t in 0..2 {
+                if n / 2 == 0 && t >= n % 2 { empty[t] += 1 } else { busy[t] += 1 }
+            }
+        }
+        let all = vec![steps, steps];
+        let mut expected: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (name, calls) in [
+            (par.clone(), all.clone()),
+            (par.replace("omp parallel @", "omp barrier (implicit) @"), all.clone()),
+            (loop_barrier.clone(), busy.clone()),
+            (tail.clone(), empty.clone()),
+            (par_for.clone(), all.clone()),
+            (par_for.replace("omp parallel @", "omp barrier (implicit) @"), all.clone()),
+        ] {
+            let wait = name.replacen("omp barrier", "omp wait barrier", 1);
+            if name.contains("barrier") {
+                expected.insert(wait, sorted(calls.clone()));
+            }
+            expected.insert(name, sorted(calls));
+        }
+        expected.retain(|_, v| !v.is_empty());
+        let got: BTreeMap<String, Vec<usize>> = regions.keys().map(|k| (k.clone(), sorted_per_thread(&regions, k))).collect();
+        assert_eq!(got, expected, "rank {rank}: regions and their calls per thread");
+        for k in regions.keys() {
+            assert!(!["GOMP", "kmp", "libomp", "+0x"].iter().any(|bad| k.contains(bad)), "rank {rank}: '{k}' is named after the runtime");
+        }
+        nested(&regions, &tail, &par);
+        nested(&regions, &loop_barrier, &par);
+        no_open_or_dropped(&regions);
+    }
+}
+
+const ODD_SRC: &str = "tests/c/omp_odd_constructs.c";
+
+/// Regions and calls per thread (sorted) of one run of tests/c/omp_odd_constructs.c.
+fn odd_run(exe: &Path, dir: &Path, mode: &str, sampling: bool) -> (BTreeMap<String, ReadRegion>, Output) {
+    let file = dir.join(format!("{mode}_{sampling}.h5"));
+    let mut cmd = Command::new(exe);
+    cmd.args([mode, "3"]).env("OMP_TOOL_LIBRARIES", lib()).env("SCOPE_PROFILER_OPENMP", "tasks").env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_VERBOSE", "1");
+    if sampling {
+        cmd.env("SCOPE_PROFILER_SAMPLE_HZ", "1000");
+    } else {
+        cmd.env_remove("SCOPE_PROFILER_SAMPLE_HZ");
+    }
+    let out = run(&mut cmd);
+    ok(&out);
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("still open"), "{mode} (sampling {sampling}): a false open call:\n{stderr}");
+    let regions = read_regions(&hdf5::File::open(&file).unwrap_or_else(|e| panic!("{mode}: {e}\n{stderr}")), 0);
+    no_open_or_dropped(&regions);
+    for k in regions.keys() {
+        assert!(k.starts_with("omp ") && !["kmp", "libomp", "+0x"].iter().any(|bad| k.contains(bad)), "{mode}: '{k}'");
+    }
+    (regions, out)
+}
+
+fn total(regions: &BTreeMap<String, ReadRegion>, name: &str) -> usize {
+    regions.get(name).map_or(0, |r| r.starts.len())
+}
+
+/// A host `omp teams` league, nested parallelism, tasks with dependences, taskloop,
+/// cancellation and a program that exits inside a parallel region (clang, libomp): the regions
+/// the docs list, with their lines, exact counts, no call left "open", and the same counts
+/// with sampling on.
+#[test]
+fn teams_nested_tasks_cancellation_and_exit() {
+    need_cpus(2, "2 OpenMP threads");
+    let dir = scratch("openmp_odd_constructs");
+    let exe = build("clang", "omp_odd_constructs", ODD_SRC, &dir, false, &[]);
+    let s = ODD_SRC;
+    for sampling in [false, true] {
+        // A league of 2 teams, 3 times: one `omp teams` call per team, its implicit barrier;
+        // nothing else (the one-thread parallel region libomp runs each team in is not one).
+        let (r, _) = odd_run(&exe, &dir, "teams", sampling);
+        let teams = find(&r, "omp teams", s, "/* TEAMS */");
+        let bar = teams.replace("omp teams @", "omp barrier (implicit) @");
+        let wait = teams.replace("omp teams @", "omp wait barrier (implicit) @");
+        assert_eq!(names(&r), vec![&bar, &teams, &wait]);
+        for n in [&teams, &bar, &wait] {
+            assert_eq!(sorted_per_thread(&r, n), vec![3, 3], "{n}");
+        }
+        nested(&r, &bar, &teams);
+
+        // Nested: the outer region on 2 threads, the inner one on 2 threads in each.
+        let (r, _) = odd_run(&exe, &dir, "nested", sampling);
+        let outer = find(&r, "omp parallel", s, "/* OUTER */");
+        let inner = find(&r, "omp parallel", s, "/* INNER */");
+        assert_eq!(sorted_per_thread(&r, &outer), vec![3, 3]);
+        assert_eq!(total(&r, &inner), 12);
+        assert_eq!(total(&r, &inner.replace("omp parallel @", "omp barrier (implicit) @")), 12);
+        assert_eq!(sorted_per_thread(&r, &outer.replace("omp parallel @", "omp barrier (implicit) @")), vec![3, 3]);
+        nested_on(&r, &inner, &outer, Some(0));
+        assert_eq!(r.len(), 6, "{:?}", names(&r));
+
+        // Tasks with dependences: each task once per round, inside the single's taskwait or
+        // the barriers where the other thread ran them.
+        let (r, _) = odd_run(&exe, &dir, "depend", sampling);
+        for m in ["/* TASK_A */", "/* TASK_B */"] {
+            assert_eq!(total(&r, &find(&r, "omp task", s, m)), 3, "{m}");
+        }
+        assert_eq!(total(&r, &find(&r, "omp single", s, "/* DEPEND_SINGLE */")), 3);
+        assert_eq!(total(&r, &find(&r, "omp taskwait", s, "/* TASKWAIT */")), 3);
+        assert_eq!(sorted_per_thread(&r, &find(&r, "omp parallel", s, "/* DEPEND_PARALLEL */")), vec![3, 3]);
+
+        // Taskloop: named at its line (libomp 14 gives its own address: the taskgroup's is
+        // taken), its 4 tasks a round too.
+        let (r, _) = odd_run(&exe, &dir, "taskloop", sampling);
+        let tl = find(&r, "omp taskloop", s, "/* TASKLOOP */");
+        assert_eq!(total(&r, &tl), 3);
+        assert_eq!(total(&r, &find(&r, "omp task", s, "/* TASKLOOP */")), 12);
+        assert_eq!(total(&r, &find(&r, "omp taskgroup", s, "/* TASKLOOP */")), 3);
+
+        // Cancellation of a loop: every thread's part of the loop, its end, the barrier after.
+        let (r, _) = odd_run(&exe, &dir, "cancel", sampling);
+        let lp = find(&r, "omp for", s, "/* CANCEL_LOOP */");
+        assert_eq!(sorted_per_thread(&r, &lp), vec![3, 3]);
+        assert_eq!(sorted_per_thread(&r, &find(&r, "omp barrier", s, "/* CANCEL_BARRIER */")), vec![3, 3]);
+        assert_eq!(sorted_per_thread(&r, &find(&r, "omp barrier (implicit)", s, "/* CANCEL_LOOP */")), vec![3, 3]);
+
+        // exit() on one thread inside the parallel region: the run ends there; each thread's
+        // part of the region and the barrier both passed are recorded, up to the end of the run.
+        let (r, out) = odd_run(&exe, &dir, "exit", sampling);
+        assert!(text(&out.stdout).contains("exit inside the parallel region"));
+        let par = find(&r, "omp parallel", s, "/* EXIT_PARALLEL */");
+        assert_eq!(sorted_per_thread(&r, &par), vec![1, 1]);
+        let first = find(&r, "omp barrier", s, "/* EXIT_BARRIER */");
+        assert_eq!(sorted_per_thread(&r, &first), vec![1, 1]);
+        nested(&r, &first, &par);
+        // The other thread may or may not have reached the second barrier when the run ended.
+        let second: usize = r.iter().filter(|(k, _)| k.starts_with("omp barrier @") && **k != first).map(|(_, v)| v.starts.len()).sum();
+        assert!(second <= 1, "{:?}", names(&r));
+    }
+}

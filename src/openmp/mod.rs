@@ -22,11 +22,15 @@
 //! A construct the runtime reports without a code pointer is named after the one it belongs
 //! to: the implicit barrier at the end of a parallel region on a worker thread after the
 //! parallel construct, the barrier at the end of a GCC loop after the loop.
+//! A construct it reports with a code pointer inside itself (`in_runtime`: the program reached
+//! it by a tail call) is named after the parallel region it is in, `omp barrier (in parallel)
+//! @ ...`; a taskloop and its tasks after the taskgroup around them. A league's teams are
+//! `omp teams` (their initial tasks), without the one-thread region libomp runs each team in.
 
 use crate::config::env;
 use crate::late::{self, Label, OmpOpen, Recording, Team, What, id_of};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What the user asked for with `SCOPE_PROFILER_OPENMP`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +84,35 @@ static TOOL_STARTED: AtomicBool = AtomicBool::new(false);
 /// The runtime started the tool.
 pub fn note_tool_started() {
     TOOL_STARTED.store(true, Ordering::Release);
+}
+
+/// The OpenMP runtime's code in memory, [lo, hi) (both 0: unknown): a code pointer in it is
+/// not the program's (see `in_runtime`).
+static RUNTIME_LO: AtomicU64 = AtomicU64::new(0);
+static RUNTIME_HI: AtomicU64 = AtomicU64::new(0);
+
+/// The runtime's module is the one holding `addr` (an entry point the runtime handed the
+/// tool): remember where its code lies.
+pub fn note_runtime(addr: u64) {
+    let modules = crate::symbols::loaded_modules();
+    let Some(m) = modules.iter().find(|m| m.ranges.iter().any(|&(s, e)| (s..e).contains(&addr))) else { return };
+    let lo = m.ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let hi = m.ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    RUNTIME_LO.store(lo, Ordering::Relaxed);
+    RUNTIME_HI.store(hi, Ordering::Relaxed);
+}
+
+/// A code pointer inside the OpenMP runtime (its GOMP layer included), not in the program.
+/// The runtime hands one where the program reached it by a tail call: the compiler ended the
+/// outlined body of a parallel region with a jump to `GOMP_barrier`, `__kmpc_barrier` or
+/// `__kmpc_fork_call` (GCC does so on the path of a thread whose share of a static loop is
+/// empty), so the return address the runtime takes is the one into its own code that called
+/// the body (`GOMP_parallel`, the GOMP microtask wrapper, `__kmp_invoke_microtask`); and
+/// libomp 14 gives its own address for a `taskloop`.
+#[inline(always)]
+pub fn in_runtime(codeptr: u64) -> bool {
+    let lo = RUNTIME_LO.load(Ordering::Relaxed);
+    codeptr.wrapping_sub(lo) < RUNTIME_HI.load(Ordering::Relaxed).wrapping_sub(lo)
 }
 
 /// Whether the callbacks record now.
@@ -181,8 +214,14 @@ const DISTRIBUTE: u8 = 36;
 const TASKLOOP: u8 = 37;
 const SCOPE: u8 = 38;
 const TASK: u8 = 48;
+/// Added to a kind: a construct the runtime reported with a code pointer of its own
+/// (`in_runtime`), keyed by the parallel region it is in; its label says so.
+const IN_PARALLEL: u8 = 64;
 
 fn label(kind: u8) -> Label {
+    if kind & IN_PARALLEL != 0 {
+        return in_parallel_label(kind & !IN_PARALLEL);
+    }
     let same = |c: &'static str| Label { c, fortran: c };
     match kind {
         PARALLEL => same("omp parallel"),
@@ -209,6 +248,29 @@ fn label(kind: u8) -> Label {
         TASK => same("omp task"),
         _ => same("omp"),
     }
+}
+
+/// `omp barrier (in parallel)`, `omp barrier (implicit, in parallel)`, ...: made once per kind
+/// (at a key's first sight).
+#[cold]
+fn in_parallel_label(base: u8) -> Label {
+    static MADE: parking_lot::Mutex<Vec<(u8, Label)>> = parking_lot::Mutex::new(Vec::new());
+    let mut made = MADE.lock();
+    if let Some(&(_, l)) = made.iter().find(|(k, _)| *k == base) {
+        return l;
+    }
+    let b = label(base);
+    let with = |l: &str| -> &'static str {
+        let s = match l.strip_suffix(')') {
+            Some(head) => format!("{head}, in parallel)"),
+            None => format!("{l} (in parallel)"),
+        };
+        Box::leak(s.into_boxed_str())
+    };
+    let c = with(b.c);
+    let l = Label { c, fortran: if b.fortran == b.c { c } else { with(b.fortran) } };
+    made.push((base, l));
+    l
 }
 
 fn kind_of(key: u64) -> u8 {
@@ -266,25 +328,22 @@ fn close<R: Recording>(rec: &mut R, what: u8, mut end: i64, matches: impl Fn(&Om
 
 /// At finalize, on a quiesced thread: the parts of parallel regions whose team ended but
 /// whose end the runtime has not reported on this (worker) thread yet are closed at the
-/// team's end, with what is open inside them.
-pub fn close_ended(data: &mut crate::recorder::ThreadData) {
+/// team's end, with what is open inside them; what is open in a team that still runs (the
+/// run ends inside a parallel region: `exit` there, a signal) is closed at `now`, the end of
+/// the run. A region of the program's own open inside stops the closing (its calls and the
+/// OpenMP ones around it stay open, as any region the run left open).
+pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
     let Some(l) = data.late.as_mut() else { return };
     let omp = std::mem::take(&mut l.omp);
     let mut keep = omp.len();
-    for i in (0..omp.len()).rev() {
-        if omp[i].what != OPEN_IMPLICIT {
-            continue;
-        }
-        let end = omp[i].team.as_ref().map_or(0, |t| t.end.load(Ordering::Acquire));
-        if end == 0 {
+    while keep > 0 {
+        let o = &omp[keep - 1];
+        let ended = team_end(&omp[..keep]);
+        let end = if ended > 0 { ended } else { now };
+        if o.id != late::NOT_RECORDED && !data.close(o.id, end) {
             break;
         }
-        for o in omp[i..keep].iter().rev() {
-            if o.id != late::NOT_RECORDED {
-                data.close(o.id, end);
-            }
-        }
-        keep = i;
+        keep -= 1;
     }
     if let Some(l) = data.late.as_mut() {
         l.omp = omp[..keep].to_vec();
@@ -297,19 +356,51 @@ pub fn team(codeptr: u64, league: bool) -> Team {
     Team { key: late::key(if league { TEAMS } else { PARALLEL }, codeptr), end: Default::default() }
 }
 
-/// The parallel construct of the innermost implicit task open on this thread (0: none).
-fn current_parallel(omp: &[OmpOpen]) -> u64 {
-    omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).map_or(0, |o| o.extra)
+/// The team of a parallel region whose code pointer is inside the runtime (`in_runtime`: the
+/// enclosing region's body ended with the call that forks it): keyed by the enclosing one.
+pub fn team_inside<R: Recording>(rec: &mut R, league: bool) -> Team {
+    let addr = current_parallel(&rec.late().omp).1;
+    Team { key: late::key((if league { TEAMS } else { PARALLEL }) | IN_PARALLEL, addr), end: Default::default() }
+}
+
+/// The parallel construct of the innermost implicit task open on this thread: whether it is
+/// itself one keyed by its enclosing region (`IN_PARALLEL` or 0), and its address (0: none).
+fn current_parallel(omp: &[OmpOpen]) -> (u8, u64) {
+    omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).map_or((0, 0), |o| (kind_of(o.extra) & IN_PARALLEL, addr_of(o.extra)))
 }
 
 /// A thread begins its part of a parallel region (`team`: None if the region began unseen).
 pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<Arc<Team>>) {
     let key = team.as_ref().map_or(late::key(PARALLEL, 0), |t| t.key);
-    rec.late().omp_last_work = 0;
-    open(rec, OPEN_IMPLICIT, key, addr_of(key), team);
+    let l = rec.late();
+    l.omp_last_work = 0;
+    if key == late::key(PARALLEL, 0) {
+        // libomp runs each team of a league as a parallel region of one thread with no code
+        // pointer: part of the league's `omp teams` call on this thread, not a region of its own.
+        if let Some(league) = l.omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).filter(|o| kind_of(o.extra) & !IN_PARALLEL == TEAMS) {
+            let extra = league.extra;
+            l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: late::NOT_RECORDED, extra, team });
+            return;
+        }
+    }
+    open(rec, OPEN_IMPLICIT, key, key, team);
 }
 
-pub fn implicit_task_end<R: Recording>(rec: &mut R, end: i64) {
+/// A thread's part of a parallel region ends; `initial`: the runtime says it is an initial
+/// task, which ends a part only of a league (a team's initial task, `omp teams`), never the
+/// program's own initial task. `primary`: the team's thread 0, whose end is the team's (the
+/// region's end that workers' parts reported late are closed at; `parallel_end` then needs
+/// no clock read of its own).
+pub fn implicit_task_end<R: Recording>(rec: &mut R, end: i64, initial: bool, primary: bool) {
+    let inner = rec.late().omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT);
+    if initial && !inner.is_some_and(|o| kind_of(o.extra) & !IN_PARALLEL == TEAMS) {
+        return;
+    }
+    if primary {
+        if let Some(team) = inner.and_then(|o| o.team.as_ref()) {
+            let _ = team.end.compare_exchange(0, end, Ordering::Release, Ordering::Relaxed);
+        }
+    }
     end_single(rec, Some(end));
     close(rec, OPEN_IMPLICIT, end, |_| true);
     rec.late().omp_last_work = 0;
@@ -337,17 +428,34 @@ fn end_single<R: Recording>(rec: &mut R, end: Option<i64>) {
 }
 
 fn sync_key(l: &mut late::ThreadLate, kind: i32, codeptr: u64) -> u64 {
-    let parallel = || current_parallel(&l.omp);
+    if in_runtime(codeptr) {
+        // Reached by a tail call (see `in_runtime`): named after the parallel region it is in.
+        let k = match kind {
+            2 | 8 | 9 => BARRIER_IMPLICIT,
+            5 => TASKWAIT,
+            6 => TASKGROUP,
+            7 => REDUCTION,
+            10 => BARRIER_TEAMS,
+            _ => BARRIER,
+        };
+        return late::key(k | IN_PARALLEL, current_parallel(&l.omp).1);
+    }
+    let (flag, addr) = current_parallel(&l.omp);
+    // A construct named after its parallel region is named after the enclosing one as that is.
+    let parallel = || (flag, addr);
     let (k, addr) = match kind {
         // ompt_sync_region_barrier_implicit, _implicit_workshare, _implicit_parallel
-        2 | 8 | 9 => (BARRIER_IMPLICIT, if codeptr != 0 { codeptr } else { parallel() }),
+        2 | 8 | 9 if codeptr == 0 => (BARRIER_IMPLICIT | parallel().0, parallel().1),
+        2 | 8 | 9 => (BARRIER_IMPLICIT, codeptr),
         // ompt_sync_region_barrier (deprecated), _barrier_implementation: GCC's GOMP_barrier,
         // called from the program (explicit, or the compiler's after a static loop), or from
         // inside the runtime (the end of a loop: no code pointer) with the loop just before.
-        1 | 4 if codeptr == 0 => (BARRIER_IMPLICIT, if l.omp_last_work != 0 { std::mem::take(&mut l.omp_last_work) } else { parallel() }),
+        1 | 4 if codeptr == 0 && l.omp_last_work != 0 => (BARRIER_IMPLICIT, std::mem::take(&mut l.omp_last_work)),
+        1 | 4 if codeptr == 0 => (BARRIER_IMPLICIT | parallel().0, parallel().1),
         1 | 4 => (BARRIER, codeptr),
         // ompt_sync_region_barrier_explicit
-        3 => (BARRIER, if codeptr != 0 { codeptr } else { parallel() }),
+        3 if codeptr == 0 => (BARRIER | parallel().0, parallel().1),
+        3 => (BARRIER, codeptr),
         5 => (TASKWAIT, codeptr),
         6 => (TASKGROUP, codeptr),
         7 => (REDUCTION, codeptr),
@@ -396,12 +504,29 @@ pub fn work_begin<R: Recording>(rec: &mut R, wstype: i32, codeptr: u64) {
         }
     };
     end_single(rec, None);
-    rec.late().omp_last_work = codeptr;
-    open(rec, OPEN_WORK, late::key(kind, codeptr), kind as u64, None);
+    let l = rec.late();
+    let key = if !in_runtime(codeptr) {
+        l.omp_last_work = codeptr;
+        late::key(kind, codeptr)
+    } else {
+        l.omp_last_work = 0;
+        // libomp 14 reports a taskloop with its own address: the taskgroup the compiler puts
+        // around it has the program's; otherwise (a tail call) the parallel region's.
+        match taskgroup(&l.omp) {
+            Some(addr) if kind == TASKLOOP => late::key(TASKLOOP, addr),
+            _ => late::key(kind | IN_PARALLEL, current_parallel(&l.omp).1),
+        }
+    };
+    open(rec, OPEN_WORK, key, kind as u64, None);
 }
 
 pub fn work_end<R: Recording>(rec: &mut R, end: i64) {
     close(rec, OPEN_WORK, end, |_| true);
+}
+
+/// The address of the innermost taskgroup open in this thread's part of its parallel region.
+fn taskgroup(omp: &[OmpOpen]) -> Option<u64> {
+    omp.iter().rev().take_while(|o| o.what != OPEN_IMPLICIT).find(|o| o.what == OPEN_SYNC && kind_of(o.extra) == TASKGROUP).map(|o| addr_of(o.extra))
 }
 
 /// The value an explicit task keeps in its `task_data` (never 0).
@@ -409,8 +534,18 @@ pub fn task_key(codeptr: u64) -> u64 {
     late::key(TASK, codeptr)
 }
 
+/// `task_key` of a task created with a code pointer inside the runtime (libomp 14's for the
+/// tasks of a taskloop): the taskgroup around the taskloop names it, else the parallel region.
+pub fn task_key_inside<R: Recording>(rec: &mut R) -> u64 {
+    let omp = &rec.late().omp;
+    match taskgroup(omp) {
+        Some(addr) => late::key(TASK, addr),
+        None => late::key(TASK | IN_PARALLEL, current_parallel(omp).1),
+    }
+}
+
 fn is_task(value: u64) -> bool {
-    value != 0 && kind_of(value) == TASK
+    value != 0 && kind_of(value) & !IN_PARALLEL == TASK
 }
 
 /// The runtime switches tasks on this thread: `prior` and `next` are (task data address, its
@@ -465,7 +600,7 @@ mod tests {
         assert!(is_task(task_key(0)) && !is_task(team(5, false).key) && !is_task(0));
         let mut l = late::ThreadLate::default();
         // A worker's implicit barrier without a code pointer: the parallel construct's.
-        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: 0x500, team: None });
+        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None });
         assert_eq!(sync_key(&mut l, 2, 0), late::key(BARRIER_IMPLICIT, 0x500));
         assert_eq!(sync_key(&mut l, 2, 0x600), late::key(BARRIER_IMPLICIT, 0x600));
         // GCC: an explicit barrier has its call's pointer; a loop's end barrier has none.
@@ -475,5 +610,29 @@ mod tests {
         assert_eq!(l.omp_last_work, 0);
         assert_eq!(sync_key(&mut l, 4, 0), late::key(BARRIER_IMPLICIT, 0x500));
         assert_eq!(sync_key(&mut l, 5, 0x900), late::key(TASKWAIT, 0x900));
+    }
+
+    #[test]
+    fn constructs_reported_from_inside_the_runtime() {
+        assert_eq!(label(BARRIER | IN_PARALLEL).c, "omp barrier (in parallel)");
+        assert_eq!(label((BARRIER_IMPLICIT | IN_PARALLEL) + WAIT).c, "omp wait barrier (implicit, in parallel)");
+        assert_eq!(label(LOOP | IN_PARALLEL), Label { c: "omp for (in parallel)", fortran: "omp do (in parallel)" });
+        assert_eq!(label(PARALLEL | IN_PARALLEL).c, label(PARALLEL | IN_PARALLEL).c);
+        assert!(is_task(late::key(TASK | IN_PARALLEL, 0x10)));
+        // A runtime's code at [0x7000_0000, 0x7001_0000).
+        RUNTIME_LO.store(0x7000_0000, Ordering::Relaxed);
+        RUNTIME_HI.store(0x7001_0000, Ordering::Relaxed);
+        assert!(in_runtime(0x7000_0000) && in_runtime(0x7000_ffff) && !in_runtime(0x7001_0000) && !in_runtime(0x500) && !in_runtime(0));
+        let mut l = late::ThreadLate::default();
+        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None });
+        // A tail-called GOMP_barrier: the parallel region's, marked; the program's own are not.
+        assert_eq!(sync_key(&mut l, 4, 0x7000_0115), late::key(BARRIER | IN_PARALLEL, 0x500));
+        assert_eq!(sync_key(&mut l, 2, 0x7000_0115), late::key(BARRIER_IMPLICIT | IN_PARALLEL, 0x500));
+        assert_eq!(sync_key(&mut l, 4, 0x700), late::key(BARRIER, 0x700));
+        // Inside a region keyed by its enclosing one, the worker's implicit barrier is too.
+        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL | IN_PARALLEL, 0x500), team: None });
+        assert_eq!(sync_key(&mut l, 2, 0), late::key(BARRIER_IMPLICIT | IN_PARALLEL, 0x500));
+        RUNTIME_LO.store(0, Ordering::Relaxed);
+        RUNTIME_HI.store(0, Ordering::Relaxed);
     }
 }
