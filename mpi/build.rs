@@ -18,6 +18,9 @@ fn main() {
     println!("cargo:rerun-if-changed=c");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=codegen");
+    println!("cargo:rerun-if-changed=plugin/src");
+    println!("cargo:rerun-if-changed=plugin/Cargo.toml");
+    println!("cargo:rerun-if-changed=../Cargo.lock");
     println!("cargo:rerun-if-env-changed=MPICC");
     // OUT_DIR is target/<profile>/build/<crate>-<hash>/out.
     let profile_dir = out.ancestors().nth(3).expect("OUT_DIR under target/<profile>").to_path_buf();
@@ -87,7 +90,8 @@ fn family_of(cc: &str, out: &Path) -> Option<String> {
 }
 
 /// The wrappers of every MPI call (generated from this family's header and libraries), their
-/// run-time support and the backend, compiled and linked by the family's own mpicc.
+/// run-time support, compiled and linked by the family's own mpicc with the MPI operations
+/// (plugin/, Rust on rsmpi, built for this family by `build_ops`).
 fn build(cc: &str, family: &str, manifest: &Path, out: &Path) -> Result<PathBuf, String> {
     let name = format!("libscope_profiler_mpi_{family}.so");
     let lib = out.join(&name);
@@ -112,6 +116,11 @@ fn build(cc: &str, family: &str, manifest: &Path, out: &Path) -> Result<PathBuf,
             codegen::stub(out)?
         }
     };
+    let ops = build_ops(cc, family, manifest, out)?;
+    let exports = out.join("exports.map");
+    // The MPI routines' wrappers (C and Fortran names) and the table; nothing of the Rust
+    // runtime linked in with the operations.
+    std::fs::write(&exports, "{\n  global: MPI_*; mpi_*; PMPI_*; pmpi_*; sp_mpi_plugin_ops;\n  local: *;\n};\n").map_err(|e| e.to_string())?;
     let mut sources: Vec<PathBuf> = std::fs::read_dir(manifest.join("c"))
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -123,16 +132,52 @@ fn build(cc: &str, family: &str, manifest: &Path, out: &Path) -> Result<PathBuf,
         .args(["-shared", "-fPIC", "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"])
         .arg(format!("-I{}", manifest.join("c").display()))
         .args(&sources)
+        .arg("-Wl,--undefined=sp_mpi_plugin_ops")
+        .arg(&ops)
+        .arg(format!("-Wl,--version-script={}", exports.display()))
         .arg(format!("-Wl,-soname,{name}"))
         .arg("-Wl,--no-undefined")
-        .arg("-ldl")
-        .arg("-lpthread")
+        // What the Rust standard library of the operations needs (rustc's native-static-libs).
+        .args(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"])
         .arg("-o")
         .arg(&lib)
         .output()
         .map_err(|e| format!("{cc}: {e}"))?;
     if !o.status.success() {
         return Err(format!("{cc} failed:\n{}", String::from_utf8_lossy(&o.stderr)));
+    }
+    Ok(lib)
+}
+
+/// The MPI operations (the crate in plugin/, on rsmpi) as a static library for this family: a
+/// build of its own, with the family's compiler wrapper as `MPICC` (rsmpi's mpi-sys probes it
+/// and runs bindgen over its mpi.h), in a target directory of its own under OUT_DIR, offline
+/// and locked to the workspace's Cargo.lock (`cargo fetch` has every package of it).
+fn build_ops(cc: &str, family: &str, manifest: &Path, out: &Path) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    let target = out.join("ops-target");
+    let mut cmd = Command::new(&cargo);
+    cmd.arg("build")
+        .arg("--manifest-path")
+        .arg(manifest.join("plugin").join("Cargo.toml"))
+        .args(["--features", "mpi", "--locked", "--offline", "--quiet", "--lib"])
+        .arg("--target-dir")
+        .arg(&target)
+        .env("MPICC", cc)
+        .env("SP_MPI_FAMILY", family)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR");
+    if release {
+        cmd.arg("--release");
+    }
+    let o = cmd.output().map_err(|e| format!("{cargo}: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("the build of the MPI operations (mpi/plugin, rsmpi) with MPICC={cc} failed:\n{}", String::from_utf8_lossy(&o.stderr)));
+    }
+    let lib = target.join(if release { "release" } else { "debug" }).join("libscope_profiler_mpi_ops.a");
+    if !lib.exists() {
+        return Err(format!("{} was not made", lib.display()));
     }
     Ok(lib)
 }

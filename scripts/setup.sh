@@ -27,6 +27,9 @@ if ((${#missing[@]})); then
 fi
 
 command -v cargo >/dev/null || { echo "[setup] cargo not found: install Rust >= 1.85 (rustup)"; exit 1; }
+# The MPI plugin's operations (rsmpi: bindgen over each family's mpi.h needs libclang-dev,
+# above) are built offline against Cargo.lock by mpi/build.rs: fetch every locked package.
+cargo fetch --locked -q
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import scope_profiler" 2>/dev/null; then

@@ -466,12 +466,17 @@ pub enum ImplicitOrigin {
 impl ImplicitOrigin {
     fn language(self) -> &'static str {
         match self {
-            ImplicitOrigin::MpiInitC => "C",
             ImplicitOrigin::MpiInitFortran => "Fortran",
+            // Read from the program: the language runtime its executable links (a C++ program
+            // calling MPI_Init through the C binding is C++).
+            ImplicitOrigin::MpiInitC => match crate::symbols::program_language() {
+                Some(l) if l != "Fortran" => l,
+                _ => "C",
+            },
             // The Fortran runtime is loaded in a Fortran program.
             ImplicitOrigin::OpenMpTool | ImplicitOrigin::InstrumentedFunction | ImplicitOrigin::KokkosTool | ImplicitOrigin::NvtxInjection => {
                 let fortran = crate::symbols::loaded_modules().iter().any(|m| m.path.rsplit('/').next().is_some_and(|f| f.starts_with("libgfortran.")));
-                if fortran { "Fortran" } else { "C" }
+                if fortran { "Fortran" } else { crate::symbols::program_language().unwrap_or("C") }
             }
         }
     }

@@ -73,6 +73,82 @@ pub fn loaded_modules() -> Vec<Module> {
     modules
 }
 
+/// The language of the main program, from the runtimes its executable itself needs
+/// (`DT_NEEDED` of its dynamic section, read in memory): "Fortran" (libgfortran, libflang,
+/// libifcore), "C++" (libstdc++, libc++), else "C"; None when the executable has no dynamic
+/// section to read (static) or it cannot be read.
+pub fn program_language() -> Option<&'static str> {
+    #[repr(C)]
+    struct Dyn {
+        tag: i64,
+        val: u64,
+    }
+    struct Found {
+        needed: Vec<u64>,
+        strtab: u64,
+        strsz: u64,
+        base: u64,
+        seen: bool,
+    }
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid info for the duration of the call; data is ours.
+        let (info, f) = unsafe { (&*info, &mut *(data as *mut Found)) };
+        f.seen = true;
+        f.base = info.dlpi_addr;
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type != libc::PT_DYNAMIC {
+                continue;
+            }
+            let mut d = info.dlpi_addr.wrapping_add(ph.p_vaddr) as *const Dyn;
+            let end = info.dlpi_addr.wrapping_add(ph.p_vaddr).wrapping_add(ph.p_memsz);
+            // SAFETY: the mapped dynamic section, read up to DT_NULL or its size.
+            while (d as u64) + std::mem::size_of::<Dyn>() as u64 <= end {
+                let e = unsafe { &*d };
+                match e.tag {
+                    0 => break,
+                    1 if f.needed.len() < 4096 => f.needed.push(e.val),
+                    5 => f.strtab = e.val,
+                    10 => f.strsz = e.val,
+                    _ => {}
+                }
+                d = d.wrapping_add(1);
+            }
+        }
+        1 // the main program only
+    }
+    let mut f = Found { needed: Vec::new(), strtab: 0, strsz: 0, base: 0, seen: false };
+    // SAFETY: the callback reads what the loader hands it and writes into our Found.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut f as *mut Found).cast()) };
+    if !f.seen || f.strtab == 0 || f.strsz == 0 {
+        return None;
+    }
+    // The loader relocates DT_STRTAB in memory on most targets; where it does not, the value
+    // is the address in the file.
+    let strtab = if f.strtab < f.base { f.strtab.wrapping_add(f.base) } else { f.strtab };
+    let program = loaded_modules().into_iter().next()?;
+    if !program.ranges.iter().any(|&(s, e)| (s..e).contains(&strtab) && strtab.saturating_add(f.strsz) <= e) {
+        return None;
+    }
+    let mut language = "C";
+    for off in f.needed {
+        if off >= f.strsz {
+            continue;
+        }
+        // SAFETY: within the string table, which lies inside a loaded segment (checked above).
+        let name = unsafe { CStr::from_ptr((strtab + off) as *const std::ffi::c_char) }.to_bytes();
+        let starts = |p: &[u8]| name.starts_with(p);
+        if starts(b"libgfortran.") || starts(b"libflang") || starts(b"libifcore") {
+            return Some("Fortran");
+        }
+        if starts(b"libstdc++.") || starts(b"libc++.") {
+            language = "C++";
+        }
+    }
+    Some(language)
+}
+
 /// The module holding `addr`, if any.
 pub fn find_module(modules: &[Module], addr: u64) -> Option<usize> {
     modules.iter().position(|m| m.ranges.iter().any(|&(s, e)| (s..e).contains(&addr)))

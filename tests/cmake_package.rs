@@ -144,6 +144,62 @@ fn flight_recorder_from_the_prefix(exe: &Path, dir: &Path, sptool: &Path) {
     assert_eq!(v["metadata"]["ended_by_signal"], "SIGTERM", "the file says how the run ended: {}", v["metadata"]);
 }
 
+/// The sizes of the regular files under `dir`: (installed, debug files), the static libraries
+/// (`*.a`) left out of both.
+fn sizes(dir: &Path, in_debug: bool, out: &mut (u64, u64)) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let (path, meta) = (e.path(), std::fs::symlink_metadata(e.path()).unwrap());
+        if meta.is_dir() {
+            sizes(&path, in_debug || e.file_name() == ".debug", out);
+        } else if meta.is_file() && path.extension().is_none_or(|x| x != "a") {
+            if in_debug { out.1 += meta.len() } else { out.0 += meta.len() }
+        }
+    }
+}
+
+/// Every installed binary is stripped, its debug information in `.debug/<name>.debug` beside
+/// it, named by its `.gnu_debuglink` (addr2line resolves a function of the stripped library to
+/// its source line through it); one copy of the merge helper (bin/ links to it); the installed
+/// tree, the static libraries and the debug files apart, under 25 MB in a release build.
+fn split_debug_and_size(prefix: &Path, profile_dir: &str) {
+    for b in [
+        "lib/libscope_profiler.so",
+        "lib/libscope_profiler_mpi_openmpi.so",
+        "lib/libscope_profiler_mpi_mpich.so",
+        "lib/scope_profiler/scope_profiler_merge",
+        "lib/scope_profiler/scope_profiler_likwid_helper",
+        "bin/sptool",
+    ] {
+        let path = prefix.join(b);
+        let sections = ok(Command::new("readelf").arg("-S").arg("-W").arg(&path));
+        assert!(!sections.contains(".debug_info") && !sections.contains(".debug_line"), "{b} keeps its debug information:\n{sections}");
+        assert!(sections.contains(".gnu_debuglink"), "{b} names no debug file:\n{sections}");
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let debug = path.parent().unwrap().join(".debug").join(format!("{name}.debug"));
+        let debug_sections = ok(Command::new("readelf").arg("-S").arg("-W").arg(&debug));
+        assert!(debug_sections.contains(".debug_line"), "{} has no line tables:\n{debug_sections}", debug.display());
+    }
+    // Through the link: sp_setup of the stripped library to its source line.
+    let lib = prefix.join("lib/libscope_profiler.so");
+    let symbols = ok(Command::new("nm").arg("-D").arg("--defined-only").arg(&lib));
+    let addr = symbols.lines().find(|l| l.ends_with(" sp_setup")).and_then(|l| l.split_whitespace().next()).expect("sp_setup is exported");
+    let place = ok(Command::new("addr2line").arg("-f").arg("-e").arg(&lib).arg(format!("0x{addr}")));
+    assert!(place.contains("src/ffi.rs:"), "addr2line through the split debug file gave:\n{place}");
+    // One copy of each helper: bin/scope_profiler_merge is a link to the one the library starts.
+    let link = std::fs::read_link(prefix.join("bin/scope_profiler_merge")).expect("bin/scope_profiler_merge is a link");
+    assert_eq!(link, Path::new("../lib/scope_profiler/scope_profiler_merge"));
+    let mut total = (0, 0);
+    sizes(prefix, false, &mut total);
+    let (installed, debug) = total;
+    eprintln!("installed: {:.1} MB, debug files {:.1} MB (static libraries apart), {profile_dir} build", installed as f64 / 1e6, debug as f64 / 1e6);
+    if profile_dir == "release" {
+        assert!(installed < 25_000_000, "the installed package is {installed} bytes (the static libraries and debug files apart)");
+    } else {
+        // Unoptimized code is larger; what stripping leaves is still a small part.
+        assert!(installed * 3 < debug, "installed {installed} bytes, debug files {debug} bytes");
+    }
+}
+
 #[test]
 fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
     let root = repo_root();
@@ -266,6 +322,7 @@ fn cmake_project_installs_a_package_that_a_consumer_project_can_use() {
         assert!(native.contains(l), "{l} missing from the native libraries:\n{native}");
     }
     assert!(!native.contains("-lmpi"), "the static library needs no MPI:\n{native}");
+    split_debug_and_size(&prefix, &profile_dir);
 
     // --- the consumer project, knowing only the prefix ------------------------------------------
     let configure_consumer_dir = |source: &Path, dir: &Path, extra: &[&str]| {

@@ -350,6 +350,15 @@ fn other_languages(family: Family) {
             let stdout = ok(&out, &format!("{name} {link:?} {family:?}"), &dir);
             assert!(!stdout.contains("FAIL"), "{name}: {stdout}");
             check_file(&file, &stdout, 4, "summary", family);
+            // The language is read from the program, also when it is set up at MPI_Init
+            // through the C binding (a C++ program).
+            let want = match lang {
+                Lang::Fortran => "Fortran",
+                Lang::Cxx => "C++",
+                Lang::C => "C",
+            };
+            let h5 = hdf5::File::open(&file).unwrap();
+            assert_eq!(str_attr(&h5.group("metadata").unwrap(), "language"), want, "{name} {link:?} {family:?}");
         }
     }
 }
@@ -628,4 +637,45 @@ fn hostile_usage_openmpi_every_count_exact() {
 #[test]
 fn hostile_usage_mpich_every_count_exact() {
     hostile(Family::Mpich);
+}
+
+/// The profiler's own MPI traffic (the plugin's communicator duplicates, the summary's
+/// reductions and prefix sums, the clock offsets, the metadata gather, the collective MPI-IO
+/// write) is never counted as the program's: with every call recorded, the collective write
+/// and the summary at finalize, each rank's file has exactly the routines the program called,
+/// with exactly its counts and bytes, in both families and both link modes.
+#[test]
+fn the_profilers_own_mpi_traffic_is_never_the_programs() {
+    for (family, link) in [(Family::OpenMpi, Link::Preloaded), (Family::Mpich, Link::Linked)] {
+        let dir = scratch(&format!("mpi_calls_own_traffic_{}", family.name()));
+        let exe = build(family, link, Lang::C, "tests/c/mpi_calls.c", "mpi_calls", &dir, &[]);
+        let file = dir.join("own.h5");
+        let env = [
+            ("SCOPE_PROFILER_FILE", file.to_str().unwrap()),
+            ("SCOPE_PROFILER_VERBOSE", "2"),
+            ("SCOPE_PROFILER_MPI", "calls"),
+            ("SCOPE_PROFILER_LAYOUT", "columnar"),
+            ("SCOPE_PROFILER_SUMMARY", "tree"),
+        ];
+        let out = launch(family, link, 4, &exe, &["all"], &env, &dir);
+        let said = ok(&out, &format!("{family:?} {link:?}"), &dir);
+        let stderr = text(&out.stderr);
+        // Each rank says what its finalize moved over MPI: the profiler's traffic happened.
+        let traffic = stderr.lines().filter(|l| l.contains("finalize over MPI") && l.contains(" collective")).count();
+        assert_eq!(traffic, 4, "{family:?}: one line per rank on the profiler's own MPI traffic:\n{stderr}");
+        let want = expected(&said);
+        assert!(!want.is_empty(), "the program said nothing:\n{said}");
+        let h5 = hdf5::File::open(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for rank in 0..4 {
+            assert_eq!(str_attr(&h5.group(&format!("rank{rank}/mpi")).unwrap(), "family"), family.name());
+            let all = routines(&h5, rank);
+            for ((_, routine), w) in want.iter().filter(|((r, _), _)| *r == rank) {
+                let g = all.get(routine).unwrap_or_else(|| panic!("{family:?} rank {rank}: {routine} not recorded; recorded: {all:?}"));
+                assert_eq!(g[..3], w[..3], "{family:?} {link:?} rank {rank} {routine}: [calls, sent, received] in the file vs. what the program did");
+            }
+            let got: Vec<String> = all.into_iter().filter(|(_, c)| c[0] > 0).map(|(r, _)| r).collect();
+            let did: Vec<String> = want.keys().filter(|(r, _)| *r == rank).map(|(_, routine)| routine.clone()).collect();
+            assert_eq!(got, did, "{family:?} {link:?} rank {rank}: routines in the file vs. what the program called");
+        }
+    }
 }

@@ -12,6 +12,11 @@
 #include "sp_pmpi.h"
 
 __thread int sp_depth __attribute__((tls_model("initial-exec")));
+
+/* The profiler's own MPI calls (the plugin's operations, mpi/plugin) run between these: every
+ * MPI call made inside goes straight to PMPI, unrecorded, whatever the depth was. */
+void sp_profiler_enter(void) { sp_depth++; }
+void sp_profiler_leave(void) { sp_depth--; }
 const sp_mpi_core_api *sp_core_ptr;
 static int mpi_usable(void);
 

@@ -1,6 +1,7 @@
 //! The MPI plugin of scope_profiler. `build.rs` generates the wrappers of every MPI routine
-//! (`codegen/`, from each family's `mpi.h` and exported symbols) and compiles them with `c/`
-//! (their run-time support, and the backend the core's MPI operations go through) with the
+//! (`codegen/`, from each family's `mpi.h` and exported symbols), compiles them with `c/`
+//! (their run-time support) and links them with the operations the core asks of MPI (`plugin/`,
+//! Rust on rsmpi, built once per family with that family's `MPICC`) with the
 //! `mpicc` of every MPI ABI family it finds (OpenMPI, MPICH) into
 //! `libscope_profiler_mpi_<family>.so`, placed in `target/<profile>/` next to
 //! `libscope_profiler.so`, which loads the right one at run time; `libscope_profiler_mpi.so`

@@ -154,6 +154,8 @@ static void collectives(void) {
     for (int i = 0; i < 2; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, half);
     expect("MPI_Allreduce", 7, 56, 56, 0);
     MPI_Comm_free(&half);
+    expect("MPI_Comm_split", 1, 0, 0, 0);
+    expect("MPI_Comm_free", 1, 0, 0, 0);
     free(all);
     free(sb);
     free(rb);
