@@ -246,6 +246,35 @@ fn hatchet_and_thicket_read_the_caliper_json_of_every_rank_count() {
         assert_eq!(gf["metadata"]["problem_size"], 1000 * p, "{}", gf["metadata"]);
         assert_eq!(gf["metadata"]["mpi_size"], p);
     }
+    // Per thread on request (`--threads`): each thread's time and calls as columns of its
+    // rank's rows, as Hatchet loads them; the threads' values add up to the rank's.
+    let (p, (file, _, _)) = s.runs.iter().next_back().unwrap();
+    let p = *p as u64;
+    let out = s.dir.join("threads.json");
+    sptool_ok(&["export", "--format", "caliper-json", "--threads", "-o", out.to_str().unwrap(), file.to_str().unwrap()]);
+    let tv = hatchet(&[out.as_path()]);
+    let rows = tv["graphframes"][0]["rows"].as_array().unwrap();
+    let thread_cols = |r: &Value, what: &str| -> Vec<f64> {
+        let mut cols: Vec<(&String, f64)> = r.as_object().unwrap().iter().filter(|(k, _)| k.starts_with("thread.") && k.ends_with(what)).map(|(k, v)| (k, v.as_f64().unwrap_or(0.0))).collect();
+        cols.sort_by(|a, b| a.0.cmp(b.0));
+        cols.into_iter().map(|(_, v)| v).collect()
+    };
+    for rank in 0..p {
+        for (path, calls) in [("main/solve/compute", 2 * p), ("background", 3)] {
+            let r = row(rows, path, rank);
+            assert_eq!(r["calls"], calls, "{r}");
+            let per_calls = thread_cols(r, "#calls");
+            assert_eq!(per_calls.len(), 2, "two threads per rank: {r}");
+            // One thread made every call of the path, the other none.
+            let mut sorted = per_calls.clone();
+            sorted.sort_by(f64::total_cmp);
+            assert_eq!(sorted, vec![0.0, calls as f64], "{path} rank {rank}: {r}");
+            let incl: f64 = thread_cols(r, "#inclusive#sum#time.duration").iter().sum();
+            assert!((incl - r["time (inc)"].as_f64().unwrap()).abs() < 1e-6, "{path} rank {rank}: threads {incl} vs rank {r}");
+        }
+    }
+    let no = sptool(&["export", "--format", "json", "--threads", "-o", s.dir.join("t.json").to_str().unwrap(), file.to_str().unwrap()]);
+    assert!(!no.status.success() && text(&no.stderr).contains("--threads applies to --format caliper-json only"), "{}", text(&no.stderr));
     // Thicket: one profile per run, the metadata as columns.
     let t = &v["thicket"];
     assert_eq!(t["profiles"], 5, "{t}");

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Map, Value, json};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::model::{AttrValue, Profile};
 
@@ -95,6 +95,8 @@ pub fn run_metadata(profile: &Profile) -> Map<String, Value> {
 pub struct RankTree {
     pub rank: u32,
     pub paths: Vec<(Vec<String>, [i64; 3])>,
+    /// The same per thread (thread id -> its paths), where the file stores them.
+    pub threads: Vec<(i64, Vec<(Vec<String>, [i64; 3])>)>,
 }
 
 /// Every selected rank's call paths: those the file stores (as `sptool tree` reads them), or,
@@ -107,7 +109,11 @@ pub fn rank_trees(profile: &Profile, filter: &Filter) -> Result<(Vec<RankTree>, 
         let trees = stored
             .into_iter()
             .filter(|r| filter.rank(r.rank))
-            .map(|r| RankTree { rank: r.rank, paths: r.paths.into_iter().filter(|(p, _)| keep(p)).collect() })
+            .map(|r| RankTree {
+                rank: r.rank,
+                paths: r.paths.into_iter().filter(|(p, _)| keep(p)).collect(),
+                threads: r.threads.into_iter().map(|(t, paths)| (t, paths.into_iter().filter(|(p, _)| keep(p)).collect())).collect(),
+            })
             .collect();
         return Ok((trees, true));
     }
@@ -119,7 +125,7 @@ pub fn rank_trees(profile: &Profile, filter: &Filter) -> Result<(Vec<RankTree>, 
         let e = excl.get(&(rank, name.as_str())).copied().unwrap_or(incl);
         by_rank.entry(rank).or_default().push((vec![name], [s.count as i64, incl, e]));
     }
-    Ok((by_rank.into_iter().map(|(rank, paths)| RankTree { rank, paths }).collect(), false))
+    Ok((by_rank.into_iter().map(|(rank, paths)| RankTree { rank, paths, threads: Vec::new() }).collect(), false))
 }
 
 /// The counter columns of `sptool export --format json` per (rank, region): LIKWID events
@@ -172,8 +178,27 @@ fn num(v: f64) -> Value {
 }
 
 /// The json-split document.
-pub fn document(profile: &Profile, filter: &Filter) -> Result<Value> {
+pub fn document(profile: &Profile, filter: &Filter, per_thread: bool) -> Result<Value> {
     let (trees, stored) = rank_trees(profile, filter)?;
+    // `--threads`: per thread id, its exclusive and inclusive time and calls as columns of the
+    // (node, rank) rows (Hatchet's Caliper reader indexes rows by node and rank only).
+    let thread_ids: Vec<i64> = if per_thread {
+        if !trees.iter().any(|t| !t.threads.is_empty()) {
+            return Err(Error::in_file(&profile.path, "--threads: the file stores no per-thread call paths (a file of the Python package, or one without call paths): export without --threads"));
+        }
+        trees.iter().flat_map(|t| t.threads.iter().map(|(id, _)| *id)).collect::<BTreeSet<i64>>().into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    let mut by_thread: HashMap<(u32, &[String]), Vec<Option<[i64; 3]>>> = HashMap::new();
+    for t in &trees {
+        for (tid, paths) in &t.threads {
+            let Ok(k) = thread_ids.binary_search(tid) else { continue };
+            for (p, v) in paths {
+                by_thread.entry((t.rank, p.as_slice())).or_insert_with(|| vec![None; thread_ids.len()])[k] = Some(*v);
+            }
+        }
+    }
     let mpi = crate::mpi::read(&profile.path)?;
     let counters = counters_by_region(profile, filter);
     let counter_cols = counters.columns.clone();
@@ -196,6 +221,8 @@ pub fn document(profile: &Profile, filter: &Filter) -> Result<Value> {
     // A region's counters go to its path when it has one path on the rank (a region under two
     // parents has no per-path counters to give).
     let mut rows: Vec<(usize, u32, [i64; 3], Option<&Vec<Option<f64>>>, [i64; 2])> = Vec::new();
+    // Per row (tree rows only), the per-thread values in `thread_ids` order.
+    let mut row_threads: Vec<Option<&Vec<Option<[i64; 3]>>>> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut split_counters = BTreeSet::new();
     for t in &trees {
@@ -221,6 +248,7 @@ pub fn document(profile: &Profile, filter: &Filter) -> Result<Value> {
                 None
             };
             rows.push((id, t.rank, *v, c, [-1, -1]));
+            row_threads.push(by_thread.get(&(t.rank, p.as_slice())));
         }
     }
     if !split_counters.is_empty() {
@@ -278,6 +306,10 @@ pub fn document(profile: &Profile, filter: &Filter) -> Result<Value> {
     if mpi_cols {
         columns.extend(["mpi.bytes_sent".to_string(), "mpi.bytes_received".into()]);
     }
+    let thread_first = columns.len();
+    for t in &thread_ids {
+        columns.extend([format!("thread.{t}#sum#time.duration"), format!("thread.{t}#inclusive#sum#time.duration"), format!("thread.{t}#calls")]);
+    }
     let counter_first = columns.len();
     columns.extend(counter_cols.iter().cloned());
     let column_metadata: Vec<Value> = columns.iter().map(|c| json!({"is_value": c != "path"})).collect();
@@ -291,6 +323,15 @@ pub fn document(profile: &Profile, filter: &Filter) -> Result<Value> {
                 row.push(if *recv >= 0 { Value::from(*recv) } else { Value::from(0) });
             }
             row.resize(columns.len(), Value::Null);
+            if let Some(Some(per)) = row_threads.get(i) {
+                for (k, v) in per.iter().enumerate() {
+                    // A thread that never reached the path: no time, no calls.
+                    let [calls, incl, excl] = v.unwrap_or([0, 0, 0]);
+                    row[thread_first + 3 * k] = num(excl as f64 / 1e9);
+                    row[thread_first + 3 * k + 1] = num(incl as f64 / 1e9);
+                    row[thread_first + 3 * k + 2] = Value::from(calls);
+                }
+            }
             if let Some(c) = c {
                 for (j, v) in c.iter().enumerate() {
                     row[counter_first + j] = v.map_or(Value::Null, num);

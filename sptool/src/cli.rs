@@ -211,6 +211,10 @@ pub struct ExportArgs {
     /// or NAME=KEY; repeatable (default: p and t, those that vary)
     #[arg(long = "param", value_name = "NAME[=KEY]")]
     pub params: Vec<String>,
+    /// caliper-json: each thread's exclusive and inclusive time and calls as columns of its
+    /// rank's rows (`thread.<id>#sum#time.duration`, ...)
+    #[arg(long)]
+    pub threads: bool,
     #[command(flatten)]
     pub selection: Selection,
 }
@@ -464,7 +468,10 @@ fn run(command: Command) -> Result<()> {
             }
             let profile = read_profile(&file)?;
             filter.check_ranks(&profile)?;
-            export::write(&profile, &filter, args.format, &args.output)
+            if args.threads && args.format != Format::CaliperJson {
+                return Err(Error::new("--threads applies to --format caliper-json only"));
+            }
+            export::write(&profile, &filter, args.format, args.threads, &args.output)
         }
         Command::Plot(PlotCommand::Roofline(args)) => {
             let size = (args.size.width, args.size.height);

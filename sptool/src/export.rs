@@ -266,7 +266,7 @@ fn cell(v: &Value) -> String {
 }
 
 /// Write the export to `out` (`-` for standard output).
-pub fn write(profile: &Profile, filter: &Filter, format: Format, out: &Path) -> Result<()> {
+pub fn write(profile: &Profile, filter: &Filter, format: Format, threads: bool, out: &Path) -> Result<()> {
     let mut bytes = Vec::new();
     match format {
         Format::Json => {
@@ -276,7 +276,7 @@ pub fn write(profile: &Profile, filter: &Filter, format: Format, out: &Path) -> 
         }
         Format::ChromeTrace => return crate::trace::export(&profile.path, filter, None, out),
         Format::CaliperJson => {
-            serde_json::to_writer(&mut bytes, &crate::caliper::document(profile, filter)?)
+            serde_json::to_writer(&mut bytes, &crate::caliper::document(profile, filter, threads)?)
                 .map_err(|e| Error::in_file(out, format!("cannot encode JSON: {e}")))?;
             bytes.push(b'\n');
         }
