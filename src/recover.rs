@@ -886,7 +886,12 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     let (allocated_end, allocated_chunks) = (all.get(ALLOCATED_WORD).copied().unwrap_or(0), all.get(ALLOCATED_WORD + 1).copied().unwrap_or(0));
     let file_len = file.metadata().map_or(map.len as u64, |m| m.len());
     let missing_bytes = allocated_end.saturating_sub(file_len);
-    let missing_chunks = allocated_chunks.saturating_sub(headers_seen);
+    // A chunk is counted as handed out before its owner writes its header, and its header
+    // before any call: a process killed in between leaves a handed-out chunk with no header
+    // and no calls. So while the file holds every byte it was given (nothing cut off: each
+    // page with data was read above, as a header or as damage), chunks without a header held
+    // no calls; only a file cut short lacks chunks whose calls are lost.
+    let missing_chunks = if missing_bytes == 0 { 0 } else { allocated_chunks.saturating_sub(headers_seen) };
     // Second pass: the calls into per-thread statistics, the chunks adopted by the logs.
     let mut threads: BTreeMap<u32, ThreadData> = BTreeMap::new();
     let (mut calls, mut last_tick) = (0u64, i64::MIN);
