@@ -10,10 +10,17 @@
  * what the library adds (slow drifts of a shared machine cancel within a round). Rank 0
  * prints, per operation, the median time of each variant, the median paired difference per
  * MPI call, and the spread of the differences (their 25th and 75th percentiles).
- * Usage: mpi_calls [iterations per block] [rounds] */
+ * Usage: mpi_calls [iterations per block] [rounds]
+ *
+ * For counting instructions (valgrind --tool=callgrind, benches/run_mpi_calls.sh --callgrind):
+ * mpi_calls ITERATIONS 1 OPERATION VARIANT runs one operation (rank, allreduce, exchange) of
+ * one variant (plain, wrapped) ITERATIONS times after a warm-up of 100, on 1 rank (the exchange
+ * then goes to itself) or 2; the difference of two such runs of different lengths is the
+ * count per iteration, whatever MPI_Init and MPI_Finalize cost. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "bench_util.h"
 
 typedef int (*comm_rank_fn)(MPI_Comm, int *);
@@ -33,7 +40,7 @@ struct api {
 static const struct api PLAIN = {PMPI_Comm_rank, PMPI_Allreduce, PMPI_Irecv, PMPI_Isend, PMPI_Wait};
 static const struct api WRAPPED = {MPI_Comm_rank, MPI_Allreduce, MPI_Irecv, MPI_Isend, MPI_Wait};
 
-static double comm_rank(const struct api *a, long n) {
+__attribute__((noinline)) static double comm_rank(const struct api *a, long n) {
     int r = 0;
     long sum = 0;
     double t0 = now_s();
@@ -46,7 +53,7 @@ static double comm_rank(const struct api *a, long n) {
     return t;
 }
 
-static double allreduce(const struct api *a, long n) {
+__attribute__((noinline)) static double allreduce(const struct api *a, long n) {
     double x = 1.0, y = 0.0;
     PMPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_s();
@@ -54,7 +61,7 @@ static double allreduce(const struct api *a, long n) {
     return now_s() - t0;
 }
 
-static double exchange(const struct api *a, long n, int peer) {
+__attribute__((noinline)) static double exchange(const struct api *a, long n, int peer) {
     double out = 1.0, in = 0.0;
     MPI_Request r[2];
     PMPI_Barrier(MPI_COMM_WORLD);
@@ -75,6 +82,20 @@ int main(int argc, char **argv) {
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     long n = argc > 1 ? atol(argv[1]) : 20000;
     int rounds = argc > 2 ? atoi(argv[2]) : 41;
+    if (argc > 4 && size <= 2 && n > 0) {
+        /* One operation of one variant (instruction counts). */
+        const struct api *a = strcmp(argv[4], "wrapped") == 0 ? &WRAPPED : &PLAIN;
+        int peer = size == 1 ? 0 : 1 - rank;
+        for (int pass = 0; pass < 2; pass++) {
+            long k = pass == 0 ? 100 : n;
+            if (strcmp(argv[3], "rank") == 0) comm_rank(a, k);
+            else if (strcmp(argv[3], "allreduce") == 0) allreduce(a, k);
+            else if (strcmp(argv[3], "exchange") == 0) exchange(a, k, peer);
+            else MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        MPI_Finalize();
+        return 0;
+    }
     if (size != 2 || n <= 0 || rounds <= 0) {
         if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 mpi_calls [iterations per round] [rounds]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);

@@ -149,6 +149,21 @@ pub fn now() -> i64 {
     monotonic_ns()
 }
 
+/// `now()` where it is a plain `rdtsc`; None where it is a call (`CLOCK_MONOTONIC`), for a hot
+/// path that must stay free of calls (the instrumented functions' hooks take their generic
+/// path then).
+#[inline(always)]
+pub fn now_if_tsc() -> Option<i64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if HOT.use_tsc.load(Ordering::Relaxed) {
+            // SAFETY: as in `now`.
+            return Some(unsafe { core::arch::x86_64::_rdtsc() } as i64);
+        }
+    }
+    None
+}
+
 /// Whether `now()` reads the TSC (else `CLOCK_MONOTONIC`): fixed from `begin_run` on.
 pub fn reads_tsc() -> bool {
     HOT.use_tsc.load(Ordering::Acquire)

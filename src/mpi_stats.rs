@@ -68,6 +68,10 @@ pub mod flags {
     pub const FAILED: u32 = 1 << 8;
     pub const RMA: u32 = 1 << 9;
     pub const IO: u32 = 1 << 10;
+    /// The call created a request (`request`, `request_slot` of the wrappers' event are set).
+    pub const REQUEST: u32 = 1 << 11;
+    /// Any of the above that the request tables must see.
+    pub const REQUESTS: u32 = STARTS | COMPLETES | FREES | REQUEST;
 }
 
 /// Kinds of communicator (`comm_kind` in the file).
@@ -95,12 +99,16 @@ pub mod comm_kind {
 pub const PEER_NONE: i32 = -1;
 pub const PEER_UNKNOWN: i32 = -2;
 
-/// One finished MPI call, as the wrapper saw it (times in clock ticks).
+/// One finished MPI call, as the wrapper saw it (times in clock ticks). Laid out as the head
+/// of the wrappers' `sp_mpi_event` (mpi/c/sp_mpi_core.h), which the core reads in place: the
+/// wrapper fills everything but `end`, which the core reads when the call is handed in.
+#[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Event {
     pub routine: u32,
     pub flags: u32,
-    pub duration: i64,
+    pub start: i64,
+    pub end: i64,
     pub comm: u64,
     pub comm_size: i32,
     pub comm_kind: i32,
@@ -109,6 +117,14 @@ pub struct Event {
     pub sent: u64,
     pub received: u64,
     pub site: u64,
+}
+
+impl Event {
+    /// How long the call took (never negative).
+    #[inline(always)]
+    pub fn duration(&self) -> i64 {
+        self.end.wrapping_sub(self.start).max(0)
+    }
 }
 
 /// `CallStats` as a thread counts them: the histogram inline (no pointer to follow, no bounds
@@ -135,16 +151,16 @@ impl Default for HotStats {
 
 impl HotStats {
     #[inline(always)]
-    fn add(&mut self, e: &Event) {
+    fn add(&mut self, e: &Event, duration: i64) {
         if e.flags & flags::EMPTY != 0 {
             self.polls_empty += 1;
-            self.poll_time = self.poll_time.wrapping_add(e.duration);
+            self.poll_time = self.poll_time.wrapping_add(duration);
             return;
         }
-        self.min = self.min.min(e.duration);
-        self.max = self.max.max(e.duration);
+        self.min = self.min.min(duration);
+        self.max = self.max.max(duration);
         self.calls += 1;
-        self.time = self.time.wrapping_add(e.duration);
+        self.time = self.time.wrapping_add(duration);
         self.bytes_sent += e.sent;
         self.bytes_received += e.received;
         self.failed += ((e.flags & flags::FAILED) != 0) as u64;
@@ -198,18 +214,25 @@ pub struct Origin {
 /// every request created is completed once, with its own routine and bytes, whatever the
 /// handle values (also when the program copies its handles from the variable it passed to
 /// another before completing them: the oldest entries are taken first then).
+///
+/// While few requests are live (at most `FEW`, as in most programs: a halo exchange's handful)
+/// they are all kept in a short list in creation order, searched from the oldest; more than
+/// that, all of them go to maps by handle value until none is left. Either way a completion
+/// takes the oldest live entry of its handle written to its slot, else the oldest of its handle.
 #[derive(Debug, Default)]
 pub struct RequestTable {
-    first: FxHashMap<u64, (u64, Origin)>,
-    /// The further live entries of handle values that `first` has (in creation order).
-    more: FxHashMap<u64, std::collections::VecDeque<(u64, Origin)>>,
-    /// Entries in `more`.
-    more_len: usize,
+    /// All live requests while there are at most `FEW` and `many` is empty: (handle, slot,
+    /// origin), oldest first.
+    few: Vec<(u64, u64, Origin)>,
+    /// All live requests otherwise (`few` is then empty).
+    many: HandleMap,
 }
+
+const FEW: usize = 8;
 
 impl RequestTable {
     pub fn len(&self) -> usize {
-        self.first.len() + self.more_len
+        self.few.len() + self.many.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -220,6 +243,100 @@ impl RequestTable {
     /// `cap` entries already (the request is then untracked).
     #[inline]
     pub fn insert(&mut self, handle: u64, slot: u64, origin: Origin, cap: usize) -> bool {
+        if self.len() >= cap {
+            return false;
+        }
+        if self.many.is_empty() && self.few.len() < FEW {
+            if self.few.capacity() == 0 {
+                self.few.reserve_exact(FEW);
+            }
+            self.few.push((handle, slot, origin));
+            return true;
+        }
+        self.insert_many(handle, slot, origin, cap)
+    }
+
+    #[cold]
+    fn insert_many(&mut self, handle: u64, slot: u64, origin: Origin, cap: usize) -> bool {
+        // The short list is full: everything moves to the maps, in creation order.
+        for (h, s, o) in self.few.drain(..) {
+            self.many.insert(h, s, o, usize::MAX);
+        }
+        self.many.insert(handle, slot, origin, cap)
+    }
+
+    /// Where in the short list the request of `handle` at `slot` is (else the oldest of `handle`).
+    #[inline(always)]
+    fn find_few(&self, handle: u64, slot: u64) -> Option<usize> {
+        let mut oldest = None;
+        for (i, e) in self.few.iter().enumerate() {
+            if e.0 == handle {
+                if e.1 == slot {
+                    return Some(i);
+                }
+                oldest = oldest.or(Some(i));
+            }
+        }
+        oldest
+    }
+
+    /// The origin of a live request (the entry at `slot` if the handle is shared).
+    pub fn get(&self, handle: u64, slot: u64) -> Option<Origin> {
+        if !self.many.is_empty() {
+            return self.many.get(handle, slot);
+        }
+        self.find_few(handle, slot).map(|i| self.few[i].2)
+    }
+
+    /// A request completed: its origin; forgotten unless persistent (a completed persistent
+    /// request stays, inactive, until it is freed).
+    #[inline]
+    pub fn complete(&mut self, handle: u64, slot: u64) -> Option<Origin> {
+        if !self.many.is_empty() {
+            return self.many.complete(handle, slot);
+        }
+        let i = self.find_few(handle, slot)?;
+        let o = self.few[i].2;
+        if !o.persistent {
+            self.few.remove(i);
+        }
+        Some(o)
+    }
+
+    /// A request was freed.
+    pub fn remove(&mut self, handle: u64, slot: u64) {
+        if !self.many.is_empty() {
+            return self.many.remove(handle, slot);
+        }
+        if let Some(i) = self.find_few(handle, slot) {
+            self.few.remove(i);
+        }
+    }
+}
+
+/// The maps behind a `RequestTable` with more than a few live requests.
+#[derive(Debug, Default)]
+struct HandleMap {
+    first: FxHashMap<u64, (u64, Origin)>,
+    /// The further live entries of handle values that `first` has (in creation order).
+    more: FxHashMap<u64, std::collections::VecDeque<(u64, Origin)>>,
+    /// Entries in `more`.
+    more_len: usize,
+}
+
+impl HandleMap {
+    fn len(&self) -> usize {
+        self.first.len() + self.more_len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keep a request created by `origin` under `handle` at `slot`; false when the table holds
+    /// `cap` entries already (the request is then untracked).
+    #[inline]
+    fn insert(&mut self, handle: u64, slot: u64, origin: Origin, cap: usize) -> bool {
         let n = self.first.len() + self.more_len;
         match self.first.entry(handle) {
             std::collections::hash_map::Entry::Vacant(v) => {
@@ -244,7 +361,7 @@ impl RequestTable {
     }
 
     /// The origin of a live request (the entry at `slot` if the handle is shared).
-    pub fn get(&self, handle: u64, slot: u64) -> Option<Origin> {
+    fn get(&self, handle: u64, slot: u64) -> Option<Origin> {
         let &(s, o) = self.first.get(&handle)?;
         if s != slot {
             if let Some(e) = self.more.get(&handle).and_then(|l| l.iter().find(|e| e.0 == slot)) {
@@ -257,7 +374,7 @@ impl RequestTable {
     /// A request completed: its origin; forgotten unless persistent (a completed persistent
     /// request stays, inactive, until it is freed).
     #[inline]
-    pub fn complete(&mut self, handle: u64, slot: u64) -> Option<Origin> {
+    fn complete(&mut self, handle: u64, slot: u64) -> Option<Origin> {
         if self.more_len == 0 {
             let o = self.first.get(&handle)?.1;
             if !o.persistent {
@@ -269,7 +386,7 @@ impl RequestTable {
     }
 
     /// A request was freed.
-    pub fn remove(&mut self, handle: u64, slot: u64) {
+    fn remove(&mut self, handle: u64, slot: u64) {
         let _ = self.take(handle, slot, true);
     }
 
@@ -346,7 +463,7 @@ impl ThreadMpi {
     /// the caller, which owns the request table).
     #[inline]
     pub fn record(&mut self, e: &Event, keep_site: bool) {
-        self.row(e).stats.add(e);
+        self.row(e).stats.add(e, e.duration());
         if e.flags & (flags::P2P | flags::RMA) != 0 && e.flags & flags::EMPTY == 0 {
             self.traffic(e);
         }
@@ -404,7 +521,7 @@ impl ThreadMpi {
         if self.sites.len() < MAX_PAIRS || self.sites.contains_key(&key) {
             let s = self.sites.entry(key).or_default();
             s.calls += 1;
-            s.time = s.time.wrapping_add(e.duration);
+            s.time = s.time.wrapping_add(e.duration());
             s.bytes_sent += e.sent;
             s.bytes_received += e.received;
         } else {
@@ -535,7 +652,7 @@ mod tests {
     use super::*;
 
     fn ev(routine: u32, flags: u32, duration: i64, sent: u64, received: u64, dest: i32, source: i32) -> Event {
-        Event { routine, flags, duration, comm: 7, comm_size: 4, comm_kind: comm_kind::WORLD, dest, source, sent, received, site: 0x1000 }
+        Event { routine, flags, start: 1000, end: 1000 + duration, comm: 7, comm_size: 4, comm_kind: comm_kind::WORLD, dest, source, sent, received, site: 0x1000 }
     }
 
     #[test]
@@ -569,6 +686,46 @@ mod tests {
         assert_eq!(t.complete(11, 0x30).unwrap().routine, 5);
         t.remove(11, 0x30);
         assert!(t.get(11, 0x30).is_none());
+    }
+
+    /// The short list and the maps agree on every operation, across the moves between them:
+    /// a pseudo-random run of creations, completions, frees and lookups over few handle values
+    /// (shared ones), some persistent, against the maps alone.
+    #[test]
+    fn the_short_list_and_the_maps_agree() {
+        let mut table = RequestTable::default();
+        let mut maps = HandleMap::default();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut in_many, mut back) = (false, false);
+        for step in 0..200_000u32 {
+            let r = next();
+            let (handle, slot) = (r % 5 + 1, (r >> 8) % 6 * 8);
+            let live = table.len();
+            match (r >> 16) % 8 {
+                // More creations while few are live, more completions while many are.
+                0..=3 if live < 24 => {
+                    let o = Origin { routine: step, sent: r >> 40, received: 0, dest: 1, source: PEER_NONE, persistent: (r >> 20) % 9 == 0 };
+                    let cap = if (r >> 24) % 50 == 0 { live } else { 100 };
+                    assert_eq!(table.insert(handle, slot, o, cap), maps.insert(handle, slot, o, cap), "step {step}");
+                }
+                0..=5 => assert_eq!(table.complete(handle, slot), maps.complete(handle, slot), "step {step}"),
+                6 => {
+                    table.remove(handle, slot);
+                    maps.remove(handle, slot);
+                }
+                _ => assert_eq!(table.get(handle, slot), maps.get(handle, slot), "step {step}"),
+            }
+            assert_eq!(table.len(), maps.len(), "step {step}");
+            in_many |= !table.many.is_empty();
+            back |= in_many && table.many.is_empty() && !table.few.is_empty();
+        }
+        assert!(in_many && back, "the run never moved to the maps and back");
     }
 
     #[test]

@@ -724,7 +724,89 @@ fn with_recorder_new_thread<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option
 /// the thread's quiescence window like a region start or stop.
 #[inline(always)]
 pub fn with_running_thread<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R> {
-    with_thread(|data, _| Ok(Some(f(data)))).ok().flatten()
+    // As `with_thread` (a new thread's buffer, a call inside a call refused, counter sources
+    // ignored, a stopped profiler counted), with one call of `f` (inlined) and no status.
+    let mut p = current_thread();
+    if p.is_null() {
+        p = running_thread_new()?;
+    }
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    let tb = unsafe { &*p };
+    let seq = tb.seq.try_enter()?;
+    let state = STATE.load(Ordering::Relaxed);
+    let r = if is_running(state) {
+        // SAFETY: owner thread, inside enter/leave.
+        Some(f(unsafe { tb.data() }))
+    } else {
+        let _ = inactive(state);
+        None
+    };
+    tb.seq.leave(seq);
+    r
+}
+
+/// `with_running_thread` on a thread's first call: its buffer, if the profiler runs (as
+/// `with_new_thread`).
+#[cold]
+fn running_thread_new() -> Option<*const ThreadBuffer> {
+    let state = STATE.load(Ordering::Acquire);
+    if !is_running(state) {
+        let _ = inactive(state);
+        return None;
+    }
+    if crate::reentry::busy() {
+        return None;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    Some(new_thread_buffer() as *const ThreadBuffer)
+}
+
+/// What `function_hook` did.
+pub enum Hook<T, R> {
+    /// Recorded on the fast path.
+    Done(R),
+    /// Not handled there: the caller takes the generic path (`with_recorder`), with what
+    /// `first` read.
+    Slow(T),
+}
+
+/// The fast path of an instrumented function's hook (which checked `site_skipped` first), past
+/// the generic `Recorder`: `first` runs before the recorder window (the exit hook reads the
+/// clock there); then, only in the plain running state (no counter sources) and on a thread
+/// that has its late-named state, `f` runs on the thread's data inside the quiescence window,
+/// as a start or stop by handle does. `f` returns None, having changed nothing, for every case
+/// it does not handle (the generic path then decides, with the same outcome as if the fast
+/// path did not exist).
+#[inline(always)]
+pub fn function_hook<T: Copy, R>(
+    first: impl FnOnce() -> T,
+    f: impl FnOnce(&mut ThreadData, &mut crate::late::ThreadLate, T) -> Option<R>,
+) -> Hook<T, R> {
+    let p = current_thread();
+    let t = first();
+    if p.is_null() {
+        return Hook::Slow(t);
+    }
+    // SAFETY: a non-null slot points into THREADS, which never drops its entries.
+    let tb = unsafe { &*p };
+    // Inside a call already (a signal handler interrupted one): the generic path refuses too.
+    let Some(seq) = tb.seq.try_enter() else { return Hook::Slow(t) };
+    let mut out = None;
+    if STATE.load(Ordering::Relaxed) == RUNNING {
+        // SAFETY: owner thread, inside enter/leave.
+        let data = unsafe { tb.data() };
+        if let Some(mut late) = data.late.take() {
+            out = f(data, &mut late, t);
+            // SAFETY: `data.late` is the None `take` left (`f` cannot reach it: it is ours
+            // now): written back without a drop of the old value.
+            unsafe { std::ptr::write(&mut data.late, Some(late)) };
+        }
+    }
+    tb.seq.leave(seq);
+    match out {
+        Some(r) => Hook::Done(r),
+        None => Hook::Slow(t),
+    }
 }
 
 /// The program is about to abort (MPI_Abort): this process writes what it recorded to its own

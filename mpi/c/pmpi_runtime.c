@@ -793,11 +793,14 @@ void sp_request_out(sp_mpi_event *e, const void *req, int fortran, int persisten
     if (!req) return;
     e->request = fortran ? freq_value(*(const MPI_Fint *)req) : req_value(*(const MPI_Request *)req);
     e->request_slot = (uint64_t)(uintptr_t)req;
-    if (persistent) e->flags |= SP_EV_PERSISTENT;
+    e->flags |= SP_EV_REQUEST | (persistent ? SP_EV_PERSISTENT : 0u);
 }
 
-/* The requests from position `first` of the saved ones, with where the program keeps them. */
-static void sp_reqs(sp_mpi_event *e, sp_reqbuf *rb, int first, int n) {
+/* The requests from position `first` of the saved ones, with where the program keeps them,
+ * under `flag` (the core reads them only with SP_EV_COMPLETES, _STARTS or _FREES, which are
+ * set here only, always with them). */
+static void sp_reqs(sp_mpi_event *e, unsigned flag, sp_reqbuf *rb, int first, int n) {
+    e->flags |= flag;
     e->reqs = rb->v + first;
     e->nreqs = (uint32_t)n;
     e->stride = rb->stride;
@@ -805,17 +808,16 @@ static void sp_reqs(sp_mpi_event *e, sp_reqbuf *rb, int first, int n) {
 }
 
 void sp_done(sp_mpi_event *e, sp_reqbuf *rb) {
-    e->flags |= SP_EV_COMPLETES;
-    sp_reqs(e, rb, 0, rb->n);
+    sp_reqs(e, SP_EV_COMPLETES, rb, 0, rb->n);
 }
 
 void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortran) {
-    e->flags |= SP_EV_COMPLETES;
+    sp_reqs(e, SP_EV_COMPLETES, rb, 0, 0);
     int i = *(const int *)index;
     if (i == MPI_UNDEFINED) return;
     if (fortran) i -= 1;
     if (i < 0 || i >= rb->n) return;
-    sp_reqs(e, rb, i, 1);
+    sp_reqs(e, SP_EV_COMPLETES, rb, i, 1);
 }
 
 /* Handle values are user-space addresses (Open MPI) or 32-bit integers (MPICH): bit 63 is free
@@ -823,7 +825,7 @@ void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortra
 #define DONE_MARK ((uint64_t)1 << 63)
 
 void sp_done_some(sp_mpi_event *e, sp_reqbuf *rb, const void *outcount, const void *indices, int fortran) {
-    e->flags |= SP_EV_COMPLETES;
+    sp_reqs(e, SP_EV_COMPLETES, rb, 0, 0);
     int k = *(const int *)outcount;
     if (k == MPI_UNDEFINED || k <= 0 || !indices) return;
     const int *idx = indices;
@@ -833,7 +835,7 @@ void sp_done_some(sp_mpi_event *e, sp_reqbuf *rb, const void *outcount, const vo
         if (i >= 0 && i < rb->n) rb->v[i] |= DONE_MARK;
     }
     for (int i = 0; i < rb->n; i++) rb->v[i] = (rb->v[i] & DONE_MARK) ? rb->v[i] & ~DONE_MARK : 0;
-    sp_reqs(e, rb, 0, rb->n);
+    sp_reqs(e, SP_EV_COMPLETES, rb, 0, rb->n);
 }
 
 void sp_test(sp_mpi_event *e, sp_reqbuf *rb, const void *flag) {
@@ -865,11 +867,9 @@ void sp_test_some(sp_mpi_event *e, sp_reqbuf *rb, const void *outcount, const vo
 }
 
 void sp_started(sp_mpi_event *e, sp_reqbuf *rb) {
-    e->flags |= SP_EV_STARTS;
-    sp_reqs(e, rb, 0, rb->n);
+    sp_reqs(e, SP_EV_STARTS, rb, 0, rb->n);
 }
 
 void sp_freed(sp_mpi_event *e, sp_reqbuf *rb) {
-    e->flags |= SP_EV_FREES;
-    sp_reqs(e, rb, 0, rb->n);
+    sp_reqs(e, SP_EV_FREES, rb, 0, rb->n);
 }

@@ -1,7 +1,7 @@
 /* The interface between the MPI-call wrappers (this plugin) and the core library: a table of
  * functions the core exports under one internal symbol, `sp__mpi_core_api`, found at first use
  * (dlsym(RTLD_DEFAULT) when the program is linked with the core, else dlopen of
- * libscope_profiler.so next to this plugin). The mirror on the Rust side is src/ffi_mpi.rs.
+ * libscope_profiler.so next to this plugin). The mirror on the Rust side is src/adapters/mpi_calls.rs.
  * Internal: not part of the public C API (include/scope_profiler.h).
  *
  * One MPI call = one `sp_mpi_event` on the calling thread's stack: the wrapper reads the
@@ -19,7 +19,7 @@
 #define SP_MPI_CORE_H
 #include <stdint.h>
 
-#define SP_MPI_CORE_VERSION 2
+#define SP_MPI_CORE_VERSION 3
 
 /* sp_mpi_event.flags */
 enum {
@@ -34,6 +34,7 @@ enum {
     SP_EV_FAILED = 1u << 8,     /* the MPI routine returned an error */
     SP_EV_RMA = 1u << 9,        /* one-sided: dest/source are targets of a window */
     SP_EV_IO = 1u << 10,        /* MPI-IO: sent = bytes written, received = bytes read */
+    SP_EV_REQUEST = 1u << 11,   /* request, request_slot: the request this call created */
 };
 
 /* sp_mpi_event.comm_kind */
@@ -43,10 +44,14 @@ enum { SP_COMM_NONE = 0, SP_COMM_WORLD = 1, SP_COMM_SELF = 2, SP_COMM_INTRA = 3,
 #define SP_PEER_NONE (-1)
 #define SP_PEER_UNKNOWN (-2)
 
+/* The head (routine .. site) is the core's `Event` (src/mpi_stats.rs), read in place; the
+ * wrapper writes all of it but `end` (the core's), and the request fields only as the flags
+ * say (the core reads them only then). */
 typedef struct sp_mpi_event {
     uint32_t routine;   /* index into the routine names given to routines() */
     uint32_t flags;     /* SP_EV_* */
     int64_t start;      /* the core's clock (as the gate says) at the start */
+    int64_t end;        /* written by the core's end() */
     uint64_t comm;      /* the communicator's (or window's) handle value; 0 = none */
     int32_t comm_size;  /* its size (remote size for an inter-communicator); 0 = unknown */
     int32_t comm_kind;  /* SP_COMM_* */
@@ -55,13 +60,23 @@ typedef struct sp_mpi_event {
     uint64_t sent;      /* bytes (count x type size) */
     uint64_t received;
     uint64_t site;      /* the caller's return address */
+    /* With SP_EV_REQUEST: */
     uint64_t request;   /* the request this call created (handle value), 0 = none */
-    const uint64_t *reqs; /* see SP_EV_COMPLETES / STARTS / FREES; zeros are skipped */
+    /* With SP_EV_COMPLETES, _STARTS or _FREES (zeros in reqs are skipped): */
+    const uint64_t *reqs;
     uint32_t nreqs;
     uint32_t stride;    /* bytes between the program's handles of reqs[i] and reqs[i + 1] */
-    uint64_t request_slot; /* the address `request` was written to (the program's variable) */
-    uint64_t reqs_at;   /* the address of the program's handle of reqs[0]; 0 = not known */
+    /* With SP_EV_REQUEST: the address `request` was written to (the program's variable). */
+    uint64_t request_slot;
+    /* With SP_EV_COMPLETES, _STARTS or _FREES: the address of the program's handle of reqs[0];
+     * 0 = not known. */
+    uint64_t reqs_at;
 } sp_mpi_event;
+
+/* The layout src/adapters/mpi_calls.rs asserts too. */
+_Static_assert(sizeof(sp_mpi_event) == 112 && __builtin_offsetof(sp_mpi_event, end) == 16 && __builtin_offsetof(sp_mpi_event, site) == 64 &&
+                   __builtin_offsetof(sp_mpi_event, request) == 72 && __builtin_offsetof(sp_mpi_event, request_slot) == 96,
+               "sp_mpi_event: the layout the core reads");
 
 typedef struct sp_mpi_core_api {
     uint32_t struct_size;

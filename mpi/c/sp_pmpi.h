@@ -58,12 +58,7 @@ static inline int sp_enter(sp_mpi_event *e, uint32_t routine, uint64_t site) {
     e->sent = 0;
     e->received = 0;
     e->site = site;
-    e->request = 0;
-    e->reqs = 0;
-    e->nreqs = 0;
-    e->stride = 0;
-    e->request_slot = 0;
-    e->reqs_at = 0;
+    /* (The request fields are written with the flags that say so: sp_mpi_core.h.) */
     sp_depth = 1;
     /* The last thing before the PMPI call: our own work stays outside the call's time. */
     e->start = sp_start_time(gate);

@@ -16,9 +16,10 @@
 //! content, as the C API's by-name calls are); an instant event (`instant`); a range timed
 //! elsewhere, which may have started on another thread (`closed`); a counter value
 //! (`counter`); and, for the adapters whose regions are named at finalize, the calling
-//! thread's recorder (`on_thread`, `on_running_thread`). Setting up and writing the profile
-//! from another tool's hooks: `set_up`, `not_set_up`, `write_now`, `write_inside_mpi_finalize`,
-//! `write_before_abort`.
+//! thread's recorder (`on_thread`, `on_running_thread`), with one fast path beside it for the
+//! hooks of instrumented functions, the most frequent of all (`function_hook`). Setting up and
+//! writing the profile from another tool's hooks: `set_up`, `not_set_up`, `write_now`,
+//! `write_inside_mpi_finalize`, `write_before_abort`.
 
 /// cbindgen:ignore
 pub mod functions;
@@ -35,7 +36,7 @@ use crate::recorder::ThreadData;
 use crate::status::{Result, Status};
 use crate::{clock, profiler, run_values};
 
-pub use crate::profiler::{CallerName, ImplicitOrigin, Recorder};
+pub use crate::profiler::{CallerName, Hook, ImplicitOrigin, Recorder};
 
 /// The id of `name` (registered at its first use; every later use gets the same id). 0 while
 /// profiling is switched off.
@@ -74,6 +75,18 @@ pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnO
 #[inline(always)]
 pub fn site_skipped(addr: u64) -> bool {
     profiler::site_skipped(addr)
+}
+
+/// The fast path of the instrumented functions' hooks, after `site_skipped`
+/// (`profiler::function_hook`): `f` on the thread's data and its late-named state inside the
+/// thread's recorder window, in the plain running state only; `Slow` sends the hook to its
+/// generic path (`on_thread`).
+#[inline(always)]
+pub fn function_hook<T: Copy, R>(
+    first: impl FnOnce() -> T,
+    f: impl FnOnce(&mut ThreadData, &mut crate::late::ThreadLate, T) -> Option<R>,
+) -> Hook<T, R> {
+    profiler::function_hook(first, f)
 }
 
 /// The clock the recording reads (ticks), for a range timed by an adapter.

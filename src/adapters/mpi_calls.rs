@@ -7,39 +7,44 @@
 #![allow(non_camel_case_types)]
 
 use crate::mpi_calls::{self, Finished};
-use crate::mpi_stats::Event;
+use crate::mpi_stats::{Event, flags};
 use super as recording;
 use crate::{clock, warn};
 use std::ffi::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// More routines than any MPI has; longer names than any routine's.
 const MAX_ROUTINES: u32 = 1 << 16;
 const MAX_NAME: usize = 256;
 /// More requests than one call can complete (the wrappers refuse larger arrays too).
 const MAX_REQS: u32 = 1 << 26;
 
+/// The wrappers' event: the call (`mpi_stats::Event`, laid out as the C struct's head, so
+/// that the core reads it in place) and its requests.
 #[repr(C)]
 pub struct sp_mpi_event {
-    pub routine: u32,
-    pub flags: u32,
-    pub start: i64,
-    pub comm: u64,
-    pub comm_size: i32,
-    pub comm_kind: i32,
-    pub dest: i32,
-    pub source: i32,
-    pub sent: u64,
-    pub received: u64,
-    pub site: u64,
+    pub event: Event,
+    /// Read only with `flags::REQUEST`.
     pub request: u64,
+    /// Read only with `flags::COMPLETES`, `STARTS` or `FREES` (as `nreqs`, `stride`, `reqs_at`).
     pub reqs: *const u64,
     pub nreqs: u32,
     pub stride: u32,
+    /// Read only with `flags::REQUEST`.
     pub request_slot: u64,
     pub reqs_at: u64,
 }
+
+// The layout mpi/c/sp_mpi_core.h asserts too.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<Event>() == 72 && size_of::<sp_mpi_event>() == 112);
+    assert!(offset_of!(Event, start) == 8 && offset_of!(Event, end) == 16 && offset_of!(Event, comm) == 24);
+    assert!(offset_of!(Event, comm_size) == 32 && offset_of!(Event, source) == 44 && offset_of!(Event, site) == 64);
+    assert!(offset_of!(sp_mpi_event, request) == 72 && offset_of!(sp_mpi_event, reqs) == 80 && offset_of!(sp_mpi_event, nreqs) == 88);
+    assert!(offset_of!(sp_mpi_event, request_slot) == 96 && offset_of!(sp_mpi_event, reqs_at) == 104);
+};
 
 #[repr(C)]
 pub struct sp_mpi_core_api {
@@ -123,28 +128,24 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the wrapper's event on its stack.
-        let e = unsafe { &*e };
-        let reqs: &[u64] = if e.reqs.is_null() || e.nreqs == 0 || e.nreqs > MAX_REQS {
-            &[]
-        } else {
-            // SAFETY: the wrapper's array of nreqs handles, alive during this call.
-            unsafe { std::slice::from_raw_parts(e.reqs, e.nreqs as usize) }
-        };
-        let event = Event {
-            routine: e.routine,
-            flags: e.flags,
-            duration: end.wrapping_sub(e.start).max(0),
-            comm: e.comm,
-            comm_size: e.comm_size,
-            comm_kind: e.comm_kind,
-            dest: e.dest,
-            source: e.source,
-            sent: e.sent,
-            received: e.received,
-            site: e.site,
-        };
-        let call = Finished { event, start: e.start, end, request: e.request, request_slot: e.request_slot, reqs, reqs_at: e.reqs_at, stride: e.stride as u64 };
+        // SAFETY: the wrapper's event on its stack, ours during this call; the wrapper wrote
+        // the whole call but its end, and the request fields only as the flags say (they are
+        // read only then).
+        unsafe { (*e).event.end = end };
+        let ev: &Event = unsafe { &(*e).event };
+        let f = ev.flags;
+        let (request, request_slot) = if f & flags::REQUEST != 0 { unsafe { ((*e).request, (*e).request_slot) } } else { (0, 0) };
+        let (mut reqs, mut reqs_at, mut stride): (&[u64], u64, u64) = (&[], 0, 0);
+        if f & (flags::COMPLETES | flags::STARTS | flags::FREES) != 0 {
+            // SAFETY: written by the wrapper with these flags.
+            let (p, n) = unsafe { ((*e).reqs, (*e).nreqs) };
+            if !p.is_null() && n > 0 && n <= MAX_REQS {
+                // SAFETY: the wrapper's array of n handles, alive during this call.
+                reqs = unsafe { std::slice::from_raw_parts(p, n as usize) };
+                (reqs_at, stride) = unsafe { ((*e).reqs_at, (*e).stride as u64) };
+            }
+        }
+        let call = Finished { event: ev, request, request_slot, reqs, reqs_at, stride };
         recording::on_running_thread(|d| mpi_calls::finish(d, &call));
     }));
 }
@@ -199,6 +200,7 @@ mod tests {
         // SAFETY: the gate points to a live atomic byte.
         assert_eq!(unsafe { *api.gate }, 0);
         let mut e: sp_mpi_event = unsafe { std::mem::zeroed() };
+        e.event.flags = flags::REQUEST | flags::COMPLETES;
         unsafe { (api.end)(&mut e) };
         unsafe { (api.end)(std::ptr::null_mut()) };
     }

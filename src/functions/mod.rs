@@ -1,13 +1,17 @@
 //! Functions compiled with `-finstrument-functions` (GCC, Clang; C, C++, Fortran): every call
 //! of an instrumented function is a call of a region named after the function, recorded on the
 //! thread's own recorder (so it nests with the program's regions and the OpenMP constructs).
-//! The compiler's hooks (`__cyg_profile_func_enter`/`_exit`, in `ffi_functions`) hand in the
-//! function's address; the region is keyed by it and named at finalize (`late`).
+//! The compiler's hooks (`__cyg_profile_func_enter`/`_exit`, in `adapters::functions`) hand in
+//! the function's address; the region is keyed by it and named at finalize (`late`).
+//!
+//! Two paths with one outcome: `enter_fast`/`exit_fast` do the common case (a function the
+//! thread has seen and records, its call the innermost one) on the thread's data directly, in
+//! the plain running state; `enter`/`exit` do everything, through the generic `Recording`.
 //!
 //! What bounds the cost:
 //! - a filter file (`SCOPE_PROFILER_FILTER`, Score-P's syntax, `filter`): with one, a function's
 //!   names are resolved the first time it is called and the filter decides once whether it is
-//!   recorded; an excluded function then costs a cache lookup per call;
+//!   recorded; an excluded function then costs a lookup in the thread's skip table per call;
 //! - throttling (`SCOPE_PROFILER_THROTTLE=<calls>,<microseconds>`, default `100000,10` as in
 //!   TAU; `off`): a function that a thread has called more than `<calls>` times, at less than
 //!   `<microseconds>` per call on average (inclusive time), stops being recorded on every
@@ -19,6 +23,7 @@ pub mod filter;
 
 use crate::config::env;
 use crate::late::{self, FnState, Named, Recording, ThreadLate, What, id_of, local_of};
+use crate::recorder::ThreadData;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::sync::OnceLock;
@@ -204,6 +209,57 @@ pub fn exit<R: Recording>(rec: &mut R, addr: u64, end: i64) {
     }
 }
 
+/// The entry hook's fast path (`profiler::function_hook`): the common case of `enter` (a
+/// function this thread has cached and records, no throttling news, no overflow, room on the
+/// stack of open calls) done on the thread's data directly, with exactly the changes `enter`
+/// makes then. None, having changed nothing, in every other case: `enter` decides.
+#[inline(always)]
+pub fn enter_fast(data: &mut ThreadData, l: &mut ThreadLate, addr: u64, now: impl FnOnce() -> Option<i64>) -> Option<()> {
+    let p = l.cached(late::key(0, addr))?;
+    let id = id_of(p);
+    if id == late::NOT_RECORDED || l.fn_overflow != 0 || l.throttled_seen != THROTTLED_COUNT.load(Ordering::Relaxed) {
+        return None;
+    }
+    let st = l.fns.get_mut(local_of(p))?;
+    if st.skip || (st.pending && st.depth == 0) || data.open.len() >= data.open.capacity() {
+        return None;
+    }
+    // The timestamp last, as in `open_call`: our own work stays outside the call. (`now` is
+    // `clock::now_if_tsc`: a clock that is a call, CLOCK_MONOTONIC, takes the generic path, so
+    // that this one stays free of calls.)
+    let start = now()?;
+    data.push_open(id, start);
+    st.depth += 1;
+    Some(())
+}
+
+/// The exit hook's fast path: the common case of `exit` (the function's recorded call is the
+/// thread's innermost open call) with exactly the changes `exit` makes then; None, having
+/// changed nothing, otherwise.
+#[inline(always)]
+pub fn exit_fast(data: &mut ThreadData, l: &mut ThreadLate, addr: u64, end: i64) -> Option<()> {
+    let p = l.cached(late::key(0, addr))?;
+    let id = id_of(p);
+    if id == late::NOT_RECORDED || l.fn_overflow != 0 {
+        return None;
+    }
+    let st = l.fns.get_mut(local_of(p))?;
+    let start = match data.open.last() {
+        Some(top) if top.id == id && st.depth > 0 && !st.skip => top.start,
+        _ => return None,
+    };
+    if !data.close(id, end) {
+        return None; // (cannot be: the innermost call is one of `id`)
+    }
+    st.depth -= 1;
+    st.calls += 1;
+    st.ticks = st.ticks.wrapping_add(end.wrapping_sub(start));
+    if st.calls >= st.next_check {
+        check_throttle(st);
+    }
+    Some(())
+}
+
 /// Every `THROTTLE_CALLS` calls of a function on a thread: throttle it if its calls took less
 /// than the limit on average.
 #[cold]
@@ -286,6 +342,146 @@ pub fn throttled(names: &[String]) -> std::collections::HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock;
+
+    /// A thread's recorder for the test: what the profiler's `Recorder` does, without the
+    /// process's profiler (no counter sources).
+    struct Mock {
+        data: ThreadData,
+        late: ThreadLate,
+        skip: crate::recorder::SiteSkip,
+        next_id: u32,
+    }
+
+    impl Recording for Mock {
+        fn start(&mut self, id: u32) -> bool {
+            if !self.data.has_room() {
+                return false;
+            }
+            self.data.push_open(id, clock::now());
+            true
+        }
+        fn stop(&mut self, id: u32, end: i64) -> bool {
+            self.data.close(id, end) || {
+                let _ = self.data.close_out_of_order(id, end);
+                false
+            }
+        }
+        fn innermost_start(&self, id: u32) -> Option<i64> {
+            self.data.open.last().filter(|c| c.id == id).map(|c| c.start)
+        }
+        fn late(&mut self) -> &mut ThreadLate {
+            &mut self.late
+        }
+        fn dropped(&mut self, id: u32) {
+            self.data.count_dropped(id);
+        }
+        fn skip_site(&mut self, addr: u64) {
+            self.skip.insert(addr);
+        }
+        fn register(&mut self, _provisional: &str) -> crate::status::Result<u32> {
+            self.next_id += 1;
+            Ok(self.next_id)
+        }
+    }
+
+    impl Mock {
+        fn new() -> Mock {
+            Mock { data: ThreadData::for_thread(0, true), late: ThreadLate::default(), skip: Default::default(), next_id: 0 }
+        }
+
+        /// A hook as the adapter runs it: the skip table, then (if `fast`) the fast path, then
+        /// the generic one.
+        fn hook(&mut self, fast: bool, addr: u64, entry: bool) {
+            if self.skip.contains(addr) {
+                return;
+            }
+            let end = clock::now();
+            if fast {
+                let done = if entry { enter_fast(&mut self.data, &mut self.late, addr, || Some(clock::now())) } else { exit_fast(&mut self.data, &mut self.late, addr, end) };
+                if done.is_some() {
+                    return;
+                }
+            }
+            if entry { enter(self, addr) } else { exit(self, addr, end) }
+        }
+
+        /// Everything the file would report, and the state that decides the next calls (not
+        /// the times, which the two runs read from the clock apart).
+        fn state(&self, addrs: &[u64]) -> String {
+            let stats: Vec<(u32, u64, usize)> = (0..=self.next_id.max(8)).map(|id| (id, self.data.stats().get(id).map_or(0, |s| s.count), self.data.logs().get(id as usize).map_or(0, |l| l.len()))).collect();
+            let open = self.data.open.iter().fold((0usize, 0xcbf2_9ce4_8422_2325u64), |(n, h), c| (n + 1, (h ^ c.id as u64).wrapping_mul(0x100_0000_01b3)));
+            let fns: Vec<(u32, u32, u64, u64, bool, bool)> = self.late.fns.iter().map(|f| (f.id, f.depth, f.calls, f.next_check, f.skip, f.pending)).collect();
+            let skipped: Vec<bool> = addrs.iter().map(|&a| self.skip.contains(a)).collect();
+            format!("stats {stats:?}\ndropped {:?}\nopen {open:?}\nfns {fns:?}\noverflow {} seen {}\nskipped {skipped:?}", self.data.dropped, self.late.fn_overflow, self.late.throttled_seen)
+        }
+    }
+
+    /// The fast paths change exactly what the generic path changes: two threads' recorders
+    /// driven in lockstep through the same calls (nesting, recursion deeper than the stack of
+    /// open calls, exits skipped as by a longjmp, throttling, a function another thread
+    /// throttled), one with the fast paths in front of the generic path, one without, end in
+    /// the same counts, drops, open calls and per-function state at every step.
+    #[test]
+    fn the_fast_paths_change_what_the_generic_path_changes() {
+        // Throttle after 300 calls whatever their time (no other test of this process sets
+        // these up).
+        THROTTLE_CALLS.store(300, Ordering::Relaxed);
+        THROTTLE_TICKS.store(i64::MAX / 4, Ordering::Relaxed);
+        let addrs: Vec<u64> = (1..=6u64).map(|k| 0x7f00_dead_0000 + k * 0x40).collect();
+        let (mut generic, mut fast) = (Mock::new(), Mock::new());
+        let mut stack: Vec<u64> = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut both = |addr: u64, entry: bool, step: usize, check: bool| {
+            generic.hook(false, addr, entry);
+            fast.hook(true, addr, entry);
+            if check {
+                let (a, b) = (generic.state(&addrs), fast.state(&addrs));
+                assert_eq!(a, b, "step {step}: generic (left) and fast (right) differ");
+            }
+        };
+        for step in 0..60_000usize {
+            let r = next();
+            match r % 16 {
+                // Deep recursion now and then: beyond the 4096 calls a thread may have open.
+                _ if step % 10_000 == 5_000 => {
+                    let f = addrs[(r >> 8) as usize % addrs.len()];
+                    for k in 0..crate::recorder::MAX_DEPTH + 10 {
+                        both(f, true, step, k % 61 == 0 || k + 50 > crate::recorder::MAX_DEPTH);
+                    }
+                    for k in 0..crate::recorder::MAX_DEPTH + 10 {
+                        both(f, false, step, k % 61 == 0 || k < 50);
+                    }
+                }
+                // A longjmp: the innermost calls end without their exits.
+                1 if stack.len() > 2 && r % 5 == 0 => {
+                    let keep = stack.len() - 1 - (r >> 8) as usize % 2;
+                    stack.truncate(keep);
+                }
+                0..=8 if stack.len() < 40 => {
+                    let f = addrs[(r >> 8) as usize % addrs.len()];
+                    stack.push(f);
+                    both(f, true, step, true);
+                }
+                _ => {
+                    if let Some(f) = stack.pop() {
+                        both(f, false, step, true);
+                    }
+                }
+            }
+        }
+        while let Some(f) = stack.pop() {
+            both(f, false, usize::MAX, true);
+        }
+        assert!(generic.late.fns.iter().any(|f| f.skip), "nothing was throttled: {}", generic.state(&addrs));
+        assert!(generic.data.dropped.iter().any(|&d| d > 0), "nothing was dropped: {}", generic.state(&addrs));
+    }
 
     #[test]
     fn throttle_settings() {

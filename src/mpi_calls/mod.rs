@@ -145,26 +145,28 @@ pub fn pcontrol(level: i32) {
 
 /// The region of routine `r`, registered on first use. None for an unknown routine or a
 /// region that cannot be registered (the call is then counted only).
+#[inline(always)]
 fn region_of(r: u32) -> Option<u32> {
     let routines = ROUTINES.get()?;
-    let slot = routines.regions.get(r as usize)?;
-    match slot.load(Ordering::Relaxed) {
-        NO_REGION => {
-            let id = (REGISTER.get()?)(routines.names[r as usize].as_bytes()).ok()?;
-            slot.store(id, Ordering::Relaxed);
-            Some(id)
-        }
+    match routines.regions.get(r as usize)?.load(Ordering::Relaxed) {
+        NO_REGION => register_region(routines, r),
         id => Some(id),
     }
 }
 
-/// A finished call, as the wrapper handed it in.
+#[cold]
+#[inline(never)]
+fn register_region(routines: &Routines, r: u32) -> Option<u32> {
+    let id = (REGISTER.get()?)(routines.names[r as usize].as_bytes()).ok()?;
+    routines.regions[r as usize].store(id, Ordering::Relaxed);
+    Some(id)
+}
+
+/// A finished call, as the wrapper handed it in: the call (read in place) and its requests.
 pub struct Finished<'a> {
-    pub event: Event,
-    /// When it started and ended (clock ticks).
-    pub start: i64,
-    pub end: i64,
-    /// The request it created (0: none) and the address it was written to.
+    pub event: &'a Event,
+    /// The request it created (0: none) and the address it was written to (read only with
+    /// `flags::REQUEST`).
     pub request: u64,
     pub request_slot: u64,
     /// The requests it completed, started or freed (0: none at that position), and where the
@@ -184,21 +186,19 @@ impl Finished<'_> {
 /// Record a finished call on the calling thread: with `SCOPE_PROFILER_MPI=calls` as a region
 /// named after the routine, recorded now that it ended inside the thread's innermost open
 /// region (a poll that found nothing is only its time there); and in the thread's aggregates.
-#[inline]
+#[inline(always)]
 pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
+    let e = call.event;
     if MODE.load(Ordering::Relaxed) == CALLS {
-        if call.event.flags & flags::EMPTY != 0 {
-            data.add_child_time(call.event.duration);
-        } else if let Some(id) = region_of(call.event.routine) {
-            data.record_closed(id, call.start, call.end);
-        } else {
-            data.add_child_time(call.event.duration);
+        match if e.flags & flags::EMPTY == 0 { region_of(e.routine) } else { None } {
+            Some(id) => data.record_closed(id, e.start, e.end),
+            None => data.add_child_time(e.duration()),
         }
     }
     let sites = SITES.load(Ordering::Relaxed);
     let t: &mut ThreadMpi = data.mpi.get_or_insert_with(Box::default);
-    if call.event.flags & (flags::STARTS | flags::COMPLETES | flags::FREES) == 0 && call.request == 0 {
-        t.record(&call.event, sites);
+    if e.flags & flags::REQUESTS == 0 {
+        t.record(e, sites);
     } else {
         finish_with_requests(t, call, sites);
     }
@@ -207,7 +207,7 @@ pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
 /// A call that created, started, completed or freed requests.
 fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     let shared = requests::shared();
-    let mut e = call.event;
+    let mut e = *call.event;
     if e.flags & flags::STARTS != 0 {
         for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
             let slot = call.slot(i);
@@ -218,7 +218,7 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
             }
         }
     }
-    if call.request != 0 && e.flags & flags::FAILED == 0 {
+    if e.flags & flags::REQUEST != 0 && call.request != 0 && e.flags & flags::FAILED == 0 {
         let persistent = e.flags & flags::PERSISTENT != 0;
         let o = Origin { routine: e.routine, sent: e.sent, received: e.received, dest: e.dest, source: e.source, persistent };
         if shared {
@@ -237,7 +237,7 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
         for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
             let slot = call.slot(i);
             let origin = if shared { requests::complete(h, slot) } else { t.requests.complete(h, slot) };
-            t.completed(e.routine, origin.as_ref(), e.duration / n);
+            t.completed(e.routine, origin.as_ref(), e.duration() / n);
         }
     }
     if e.flags & flags::FREES != 0 {
