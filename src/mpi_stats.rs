@@ -707,9 +707,15 @@ mod tests {
             let r = next();
             let (handle, slot) = (r % 5 + 1, (r >> 8) % 6 * 8);
             let live = table.len();
+            // Phases of growth (to the maps) and of draining (back to the short list).
+            let growing = step / 1000 % 2 == 0;
             match (r >> 16) % 8 {
-                // More creations while few are live, more completions while many are.
-                0..=3 if live < 24 => {
+                0..=5 if growing && live < 24 => {
+                    let o = Origin { routine: step, sent: r >> 40, received: 0, dest: 1, source: PEER_NONE, persistent: (r >> 20) % 9 == 0 };
+                    let cap = if (r >> 24) % 50 == 0 { live } else { 100 };
+                    assert_eq!(table.insert(handle, slot, o, cap), maps.insert(handle, slot, o, cap), "step {step}");
+                }
+                0 if !growing => {
                     let o = Origin { routine: step, sent: r >> 40, received: 0, dest: 1, source: PEER_NONE, persistent: (r >> 20) % 9 == 0 };
                     let cap = if (r >> 24) % 50 == 0 { live } else { 100 };
                     assert_eq!(table.insert(handle, slot, o, cap), maps.insert(handle, slot, o, cap), "step {step}");

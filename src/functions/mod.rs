@@ -479,7 +479,7 @@ mod tests {
         while let Some(f) = stack.pop() {
             both(f, false, usize::MAX, true);
         }
-        assert!(generic.late.fns.iter().any(|f| f.skip), "nothing was throttled: {}", generic.state(&addrs));
+        assert!(generic.late.fns.iter().any(|f| f.pending), "nothing was throttled: {}", generic.state(&addrs));
         assert!(generic.data.dropped.iter().any(|&d| d > 0), "nothing was dropped: {}", generic.state(&addrs));
     }
 
