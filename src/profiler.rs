@@ -7,7 +7,7 @@ use crate::config::{Config, Options};
 use crate::counters::{self, Counters};
 use crate::model::{RankInfo, RankProfile, RunFacts};
 use crate::profile::ThreadRecord;
-use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, ThreadData, slot_index};
+use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NOT_PUSHED, NameSlot, ThreadBuffer, ThreadData, slot_index};
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, route, warn};
@@ -727,6 +727,28 @@ pub fn with_running_thread<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R>
     with_thread(|data, _| Ok(Some(f(data)))).ok().flatten()
 }
 
+/// Run `f` on the rank's track of asynchronous ranges (`ThreadBuffer::new_track`, made at
+/// first use) inside its quiescence window while the profiler runs, one caller at a time;
+/// None otherwise, and on a thread inside the library's cold code (a signal handler).
+pub fn with_track<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R> {
+    static TRACK: Mutex<Option<Arc<ThreadBuffer>>> = Mutex::new(None);
+    if crate::reentry::busy() || !is_running(STATE.load(Ordering::Acquire)) {
+        return None;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    let mut track = TRACK.lock();
+    let tb = track.get_or_insert_with(|| {
+        let tb = Arc::new(ThreadBuffer::new_track(NEXT_THREAD.fetch_add(1, Ordering::Relaxed), KEEP_CALLS.load(Ordering::Relaxed)));
+        THREADS.lock().push(tb.clone());
+        tb
+    });
+    let seq = tb.seq.enter();
+    // SAFETY: the lock makes its holder the track's one writer, inside enter/leave.
+    let r = is_running(STATE.load(Ordering::Relaxed)).then(|| f(unsafe { tb.data() }));
+    tb.seq.leave(seq);
+    r
+}
+
 /// The program is about to abort (MPI_Abort): this process writes what it recorded to its own
 /// file, talking to no other rank.
 pub fn finalize_before_abort() {
@@ -805,6 +827,52 @@ pub fn start_named_id<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl
         let id = lookup_name(data, token, same, read, true)?;
         open_call(data, id, cs).map(|_| Some(id))
     })
+}
+
+/// `start_named`, and the region pushed on the calling thread's stack `key` of an adapter's
+/// regions whose stops name none (`pop_pushed`), in one window: the push's level on that stack.
+/// A start that fails is pushed all the same (its pop stops nothing).
+#[inline(always)]
+pub fn push_named<'a>(key: usize, token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<u32> {
+    with_thread(|data, cs| {
+        let started = lookup_name(data, token, same, read, true).and_then(|id| open_call(data, id, cs).map(|_| id));
+        let level = data.push_pushed(key, *started.as_ref().unwrap_or(&NOT_PUSHED));
+        started.map(|_| level)
+    })
+}
+
+/// A push on stack `key` that starts nothing (its name was refused): its level.
+pub fn push_nothing(key: usize) -> Result<u32> {
+    with_thread(|data, _| Ok(data.push_pushed(key, NOT_PUSHED)))
+}
+
+/// What a pop of an adapter's stack did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Popped {
+    /// Not recording (and nothing was pushed while recording was off).
+    #[default]
+    NotRecording,
+    /// The stack was empty on this thread: a pop without a push.
+    Empty,
+    /// The innermost push of the stack was popped (and its region stopped): its level.
+    Level(u32),
+}
+
+/// Pop the calling thread's stack `key` of `push_named` and stop the region popped.
+#[inline(always)]
+pub fn pop_pushed(key: usize) -> Result<Popped> {
+    with_thread_stop(|data, end, cs| match data.pop_pushed(key) {
+        None => Ok(Popped::Empty),
+        Some((NOT_PUSHED, level)) => Ok(Popped::Level(level)),
+        Some((id, level)) => close_call(data, id, end, cs).map(|_| Popped::Level(level)),
+    })
+}
+
+/// The id of the region a caller's name stands for (registered at its first use), looked up
+/// as `start_named` does, starting nothing; None when not recording.
+#[inline(always)]
+pub fn named_id<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<Option<u32>> {
+    with_thread(|data, _| lookup_name(data, token, same, read, true).map(Some))
 }
 
 /// The stop counterpart of `start_named`.
@@ -1177,7 +1245,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
-    info.extra.extend(crate::run_values::attributes());
+    info.extra.extend(crate::run_values::attributes(&names));
     // The user's own metadata, this rank's values (they may differ between ranks).
     info.extra.extend(crate::metadata::user_attrs());
     // The file's thread ids are positions among the threads that recorded (merge's order);

@@ -945,8 +945,15 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
             }
         };
     }
-    let records: Vec<ThreadRecord> =
-        threads.into_iter().map(|(index, data)| ThreadRecord { index, os_tid: os_tids.get(&index).copied().unwrap_or(0), data }).collect();
+    let records: Vec<ThreadRecord> = threads
+        .into_iter()
+        .map(|(index, mut data)| {
+            let os_tid = os_tids.get(&index).copied().unwrap_or(0);
+            // The track of asynchronous ranges: its calls nest in nothing.
+            data.track = os_tid == crate::recorder::TRACK_OS_TID;
+            ThreadRecord { index, os_tid, data }
+        })
+        .collect();
     // The clock: the identity, or a fit through the saved anchors (plus one taken now when
     // this is the killed run's node and boot, so that no call lies after the last anchor).
     let (timebase, extrapolated) = if meta.clock == "tsc" {
