@@ -375,8 +375,28 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     let facts = RunFacts { timestamp: started, omp_num_threads: omp };
     let run = RunContext { config: &config, facts: &facts };
     let n_ranks = by_rank.len();
+    let single = n_ranks == 1 && extra_files.is_empty() && size == 1;
+    // A raw dump cut short holds fewer calls than its run recorded: the first-stage file of
+    // that write (statistics of every recorded call) is kept beside the profile, not replaced.
+    let mut aside: Vec<PathBuf> = Vec::new();
+    for (&rank, r) in &by_rank {
+        let recorded = r.meta.metadata.iter().find_map(|(k, v)| match (k.as_str(), v) {
+            ("calls_recorded", AttrValue::Int(n)) => Some(*n),
+            _ => None,
+        });
+        if !recorded.is_some_and(|n| (r.calls as i64) < n) {
+            continue;
+        }
+        let f = if single { target.to_path_buf() } else { crate::output::rank_file_path(target, rank) };
+        if statistics_only(&f) {
+            let to = f.with_extension("statistics.h5");
+            if !to.exists() && std::fs::rename(&f, &to).is_ok() {
+                aside.push(to);
+            }
+        }
+    }
     let mut dirs_done: Vec<RunDir> = Vec::new();
-    let written = if n_ranks == 1 && extra_files.is_empty() && size == 1 {
+    let written = if single {
         let (_, r) = by_rank.into_iter().next().unwrap();
         let meta = with_recovered_counts(meta, &r);
         r.open_reader();
@@ -423,6 +443,13 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     for r in &remarks {
         message.push_str("; ");
         message.push_str(r);
+    }
+    if !aside.is_empty() {
+        let names: Vec<String> = aside.iter().map(|p| p.display().to_string()).collect();
+        message.push_str(&format!(
+            "; the raw dump of the write after a signal held fewer calls than were recorded: the statistics of every recorded call stay in {}",
+            names.join(", ")
+        ));
     }
     if !extra_files.is_empty() {
         message.push_str(&format!(

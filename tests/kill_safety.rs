@@ -754,3 +754,52 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
     assert!(spill_dirs(&dir).is_empty(), "recovery removes the dumps it used: {:?}", spill_dirs(&dir));
     Ok(())
 }
+
+/// A raw dump of the calls cut short (here: its file truncated to half, as a SIGKILL during the
+/// dump or a full disk would leave it) is no silent loss: recovery writes the calls it holds,
+/// says what it lacks, marks the file `signal_write_stage` "calls" with `calls_kept` below
+/// `calls_recorded`, and keeps the first-stage file (the statistics of every recorded call)
+/// beside it instead of replacing it.
+#[test]
+fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
+    let dir = scratch("kill_dump_cut");
+    let exe = build(&dir, &[]);
+    let mut cmd = Command::new(&exe);
+    cmd.arg(dir.join("out.h5")).arg(dir.join("side")).args(["2", "plain", "0"]).current_dir(&dir);
+    no_settings(&mut cmd).env("FLIGHT_LOOP_BATCH", "20000");
+    let child = programs::spawn(&mut cmd);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, libc::SIGTERM);
+    // Once the dump is complete (before the call paths and the layout, which take far longer).
+    poll_until("the raw dump to be complete", || complete_dump(&dir, None).is_some());
+    kill(&child, libc::SIGKILL);
+    let out = wait_bounded(child, 60);
+    assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{}", text(&out.stderr));
+    let file = dir.join("out.h5");
+    assert_eq!(stage_of(&file), "statistics");
+    let recorded = int_attr(&hdf5::File::open(&file).unwrap().group("metadata").unwrap(), "calls_recorded");
+    let dump = complete_dump(&dir, None).unwrap();
+    let calls = dump.join("calls.spill");
+    let len = std::fs::metadata(&calls).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&calls).unwrap().set_len(len / 2).unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = scope_profiler::recover::recover(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.message.contains("missing") && !r.message.contains("nothing dropped"), "{}", r.message);
+    let aside = dir.join("out.statistics.h5");
+    assert!(r.message.contains(&aside.display().to_string()), "{}", r.message);
+    // The first stage's file, kept: every call completed before the signal in its statistics.
+    assert_eq!(stage_of(&aside), "statistics");
+    check_complete(&aside, &before);
+    // The recovered file: what the dump held, said.
+    let h5 = hdf5::File::open(&file).unwrap();
+    let meta = h5.group("metadata").unwrap();
+    assert_eq!(str_attr(&meta, "signal_write_stage"), "calls");
+    assert_eq!(int_attr(&meta, "calls_recorded"), recorded);
+    let kept = int_attr(&meta, "calls_kept");
+    assert!(kept > 0 && kept < recorded, "{kept} of {recorded}: {}", r.message);
+    assert_eq!(int_list_attr(&meta, "calls_kept_per_thread").iter().sum::<i64>(), kept);
+    drop((meta, h5));
+    let (got, _) = read_back(&file);
+    assert_eq!(got.values().sum::<u64>() as i64, kept, "{got:?}");
+}
