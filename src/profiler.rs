@@ -1430,7 +1430,7 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
             target.display(),
             pattern.display()
         );
-        line.push_str("; each file gets its statistics, call paths and metadata first (signal_write_stage \"statistics\"), then its calls");
+        line.push_str("; each file gets its statistics and metadata first (signal_write_stage \"statistics\"), then its calls and call paths");
         let data = if spill.is_some() { "its flight-recorder data" } else { "a raw dump of its calls (when that was done)" };
         line.push_str(&format!(
             "; a rank killed before its file is complete leaves {data} in {}/{}r<N>.*, and `sptool recover {}` writes the whole job",
