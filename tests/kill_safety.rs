@@ -596,9 +596,15 @@ fn a_signal_write_cut_short_by_its_deadline_leaves_nothing_half_written() {
 /// is broken only if no attempt keeps every rank's statistics.
 #[test]
 fn mpirun_with_its_default_sigkill_timeout_keeps_every_ranks_statistics() {
+    retried(3, mpirun_default_attempt);
+}
+
+/// `attempt` run up to `times` times until one succeeds (a rank that got no CPU within the
+/// launcher's second is tried again); the test fails with every attempt's account.
+fn retried(times: usize, attempt: impl Fn(usize) -> Result<(), String>) {
     let mut tried = Vec::new();
-    for attempt in 0..3 {
-        match mpirun_default_attempt(attempt) {
+    for k in 0..times {
+        match attempt(k) {
             Ok(()) => return,
             Err(e) => tried.push(e),
         }
@@ -683,14 +689,7 @@ fn spill_dirs(dir: &Path) -> Vec<PathBuf> {
 /// library's verbosity 2, whose timing line of each rank is what BENCHMARKS.md reports.
 #[test]
 fn mpirun_default_timeout_keeps_a_big_profiles_statistics_and_its_calls_in_a_raw_dump() {
-    let mut tried = Vec::new();
-    for attempt in 0..2 {
-        match big_mpirun_attempt(attempt) {
-            Ok(()) => return,
-            Err(e) => tried.push(e),
-        }
-    }
-    panic!("no attempt kept every rank's statistics:\n{}", tried.join("\n"));
+    retried(2, big_mpirun_attempt);
 }
 
 fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
