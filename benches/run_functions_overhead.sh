@@ -69,7 +69,7 @@ range() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f
 declare -A R D
 for ((i = 0; i < rounds; i++)); do
     for k in $cases; do
-        res=$(run_case "$k" 2000000 7)
+        res=$(run_case "$k" 2000000 7 2>/dev/null)
         R[$k]+="$(value call_ns <<<"$res") "
         R[tsc]+="$(value tsc_pair_ns <<<"$res") "
         eval "last_$k=$(value call_ns <<<"$res")"
