@@ -1,7 +1,7 @@
 //! Call paths: the regions as a tree by their nesting on each thread, with calls, inclusive
 //! and exclusive time per path (`CallPaths`, stored as `rank<N>/call_paths/`, docs/layouts.md),
 //! and the builder that folds calls into it (`PathTree`), fed by the recorder (statistics-only
-//! layout) or by the recorded calls at finalize.
+//! layout) or by the recorded calls at finalize (`Sweeper`: `sweep`, the rule, made fast).
 //!
 //! Recursion is folded: a call of a region that is already on the path of its enclosing call
 //! (directly, `r > r`, or through others, `a > b > a`) is counted on that ancestor's node, so a
@@ -271,7 +271,7 @@ pub fn sweep(calls: impl Iterator<Item = (i64, i64, u32)>, tree: &mut PathTree) 
         }
     };
     for (start, end, region) in calls {
-        while stack.last().is_some_and(|top| end > top.end || (start >= top.end && start > top.end - top.duration)) {
+        while stack.last().is_some_and(|top| end > top.end || (start >= top.end && start > top.end.wrapping_sub(top.duration))) {
             close(&mut stack, tree);
         }
         let parent = stack.last().map_or(NO_NODE, |o| o.node);
@@ -280,6 +280,182 @@ pub fn sweep(calls: impl Iterator<Item = (i64, i64, u32)>, tree: &mut PathTree) 
     }
     while !stack.is_empty() {
         close(&mut stack, tree);
+    }
+}
+
+/// Per node slot of a `Sweeper` (slot 0: the top level).
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    calls: u64,
+    inclusive: i64,
+    exclusive: i64,
+}
+
+/// An open call of a `Sweeper`.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    end: i64,
+    start: i64,
+    slot: u32,
+}
+
+/// A slot that is a fold (a call counted on an ancestor of its region).
+const FOLD: u32 = 1 << 31;
+/// No slot known yet (a `Sweeper`'s child table).
+const UNKNOWN: u32 = u32::MAX;
+/// A slot's last child before any: no region has this id (the registry's ids are below it; a
+/// call that had it would land on the top-level slot, which is not part of the tree).
+const NOTHING_YET: (u32, u32) = (u32::MAX, FOLD);
+/// Entries of a `Sweeper`'s dense child table at most (4 MiB); the nodes beyond find their
+/// children through the tree's map.
+const DENSE_MAX: usize = 1 << 20;
+
+/// `sweep` fed a block of calls at a time, built for speed (finalize builds the call paths of
+/// every recorded call with it), giving the same tree node for node (`same_tree_as_sweep`).
+///
+/// The tree's nodes are slots here (slot = node + 1, slot 0 the top level), so that the top
+/// level needs no test. Each call's time is added when the call is entered, which needs only
+/// its node and its parent's: its duration to its node's inclusive time (unless folded) and
+/// exclusive time, and subtracted from the enclosing call's node's exclusive time (which is
+/// `sweep`'s duration minus the direct children's durations, summed the other way round).
+/// So nothing is done when a call closes but popping it.
+///
+/// A call's node is first guessed from its region alone: the node its region's last call went
+/// to, checked against the parent found by the sweep. The guess does not wait for the sweep
+/// (a branch the CPU predicts, not a chain of loads from one call to the next), so calls
+/// overlap in the CPU; in a program whose regions each sit on one path it always holds. Else
+/// the last child entered under the parent, else a dense table per (parent, region), else the
+/// tree's map (`PathTree::enter_slow`). The innermost open call stays in registers while a
+/// block is swept.
+pub struct Sweeper<'t> {
+    tree: &'t mut PathTree,
+    /// The innermost open call (the top level when none is).
+    top: Frame,
+    /// The open calls around `top`, outermost first.
+    stack: Vec<Frame>,
+    acc: Vec<Acc>,
+    /// Per region: (the slot of its last call's parent, that call's slot | `FOLD`).
+    guess: Vec<(u32, u32)>,
+    /// Per slot: the last child entered under it (region, slot | `FOLD`).
+    last: Vec<(u32, u32)>,
+    /// Per slot and region (`slot * regions + region`): slot | `FOLD`, or `UNKNOWN`.
+    dense: Vec<u32>,
+    regions: usize,
+}
+
+/// The top level as a frame: never closed (nothing ends after `i64::MAX`; see `Sweeper::block`).
+const TOP: Frame = Frame { end: i64::MAX, start: i64::MIN, slot: 0 };
+
+impl<'t> Sweeper<'t> {
+    /// A sweep adding to `tree`, for calls of regions below `regions` (a larger id only takes
+    /// the slower ways to its node).
+    pub fn new(tree: &'t mut PathTree, regions: usize) -> Sweeper<'t> {
+        let slots = tree.nodes.len() + 1;
+        let dense_regions = if slots.saturating_mul(regions) <= DENSE_MAX { regions } else { 0 };
+        Sweeper {
+            tree,
+            top: TOP,
+            stack: Vec::with_capacity(64),
+            acc: vec![Acc::default(); slots],
+            // No parent slot is u32::MAX: no guess holds before the region's first call.
+            guess: vec![(u32::MAX, 0); regions.min(DENSE_MAX)],
+            last: vec![NOTHING_YET; slots],
+            dense: vec![UNKNOWN; slots * dense_regions],
+            regions: dense_regions,
+        }
+    }
+
+    /// The next call in start order (ties: the longer first).
+    pub fn push(&mut self, start: i64, end: i64, region: u32) {
+        self.block(&[start], &[end], &[region]);
+    }
+
+    /// The next calls in start order (ties: the longer first): `starts[i]`, `ends[i]`,
+    /// `regions[i]` (as many as the shortest of the three).
+    #[inline(never)]
+    pub fn block(&mut self, starts: &[i64], ends: &[i64], regions: &[u32]) {
+        let n = starts.len().min(ends.len()).min(regions.len());
+        let mut top = self.top;
+        for ((&start, &end), &region) in starts[..n].iter().zip(&ends[..n]).zip(&regions[..n]) {
+            // Close the calls this one is not inside (`sweep`'s test). The top level is never
+            // closed: `stack` is empty there.
+            while end > top.end || (start >= top.end && start > top.start) {
+                match self.stack.pop() {
+                    Some(f) => top = f,
+                    None => break,
+                }
+            }
+            let parent = top.slot;
+            let hit = match self.guess.get(region as usize) {
+                Some(&(p, hit)) if p == parent => hit,
+                _ => self.find(parent, region),
+            };
+            let slot = hit & !FOLD;
+            let duration = end.wrapping_sub(start);
+            let inclusive = if hit & FOLD != 0 { 0 } else { duration };
+            if let Some(a) = self.acc.get_mut(slot as usize) {
+                a.calls += 1;
+                a.inclusive = a.inclusive.wrapping_add(inclusive);
+                a.exclusive = a.exclusive.wrapping_add(duration);
+            }
+            if let Some(p) = self.acc.get_mut(parent as usize) {
+                p.exclusive = p.exclusive.wrapping_sub(duration);
+            }
+            self.stack.push(top);
+            top = Frame { end, start, slot };
+        }
+        self.top = top;
+    }
+
+    /// The node of a call of `region` under `parent` when its region's last call had another
+    /// parent: the last child entered under `parent`, the dense table, else the tree.
+    #[inline(never)]
+    fn find(&mut self, parent: u32, region: u32) -> u32 {
+        let at = parent as usize;
+        let last = self.last.get(at).copied().unwrap_or(NOTHING_YET);
+        let hit = if last.0 == region { last.1 } else { self.miss(at, region) };
+        if let Some(g) = self.guess.get_mut(region as usize) {
+            *g = (parent, hit);
+        }
+        hit
+    }
+
+    /// A child not entered last under `parent`: the dense table, else the tree.
+    fn miss(&mut self, parent: usize, region: u32) -> u32 {
+        let cell = parent.checked_mul(self.regions).map(|b| b + region as usize).filter(|_| (region as usize) < self.regions);
+        let known = cell.and_then(|c| self.dense.get(c)).copied().unwrap_or(UNKNOWN);
+        let hit = if known != UNKNOWN {
+            known
+        } else {
+            let from = if parent == 0 { NO_NODE } else { parent as u32 - 1 };
+            let before = self.tree.nodes.len();
+            let (node, folded) = self.tree.enter_slow(from, region);
+            for _ in before..self.tree.nodes.len() {
+                self.acc.push(Acc::default());
+                self.last.push(NOTHING_YET);
+                if self.acc.len().saturating_mul(self.regions) <= DENSE_MAX {
+                    self.dense.resize(self.acc.len() * self.regions, UNKNOWN);
+                }
+            }
+            let hit = (node + 1) | if folded { FOLD } else { 0 };
+            if let Some(d) = cell.and_then(|c| self.dense.get_mut(c)) {
+                *d = hit;
+            }
+            hit
+        };
+        if let Some(l) = self.last.get_mut(parent) {
+            *l = (region, hit);
+        }
+        hit
+    }
+
+    /// Add what was swept to the tree's nodes (the calls still open need nothing more).
+    pub fn finish(self) {
+        for (n, a) in self.tree.nodes.iter_mut().zip(&self.acc[1..]) {
+            n.calls += a.calls;
+            n.inclusive = n.inclusive.wrapping_add(a.inclusive);
+            n.exclusive = n.exclusive.wrapping_add(a.exclusive);
+        }
     }
 }
 
@@ -324,6 +500,49 @@ mod tests {
         let total_excl: i64 = p.nodes.iter().map(|n| n.exclusive_ns).sum();
         assert_eq!(total_excl, 100);
         assert_eq!(p.inclusive_by_region()["a"], 100);
+    }
+
+    /// `Sweeper` gives `sweep`'s tree for any calls in the sweep's order, also ones that
+    /// overlap without nesting, end before they start, or sit at the clock's extremes (what a
+    /// damaged log may hold), and adds to a tree that has nodes already.
+    #[test]
+    fn same_tree_as_sweep() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..300 {
+            let (regions, len) = (1 + next(6) as u32, 1 + next(400) as usize);
+            let mut calls: Vec<(i64, i64, u32)> = (0..len)
+                .map(|_| {
+                    let s = next(200) as i64;
+                    let e = match next(20) {
+                        0 => s - 1 - next(5) as i64,
+                        1 => i64::MAX,
+                        _ => s + next(60) as i64,
+                    };
+                    (if next(50) == 0 { i64::MIN } else { s }, e, next(regions as u64) as u32)
+                })
+                .collect();
+            calls.sort_by_key(|&(s, e, r)| (s, std::cmp::Reverse(e), r));
+            let (half, rest) = calls.split_at(len / 2);
+            let (mut want, mut got) = (PathTree::default(), PathTree::default());
+            sweep(half.iter().copied(), &mut want);
+            sweep(half.iter().copied(), &mut got);
+            sweep(rest.iter().copied(), &mut want);
+            let mut sw = Sweeper::new(&mut got, if round % 2 == 0 { regions as usize } else { 0 });
+            rest.iter().for_each(|&(s, e, r)| sw.push(s, e, r));
+            sw.finish();
+            let paths = |t: &PathTree| {
+                let mut p = CallPaths::default();
+                t.append_to(&mut p, 0, |r| r, |t| t);
+                p
+            };
+            assert_eq!(paths(&got), paths(&want), "round {round}: {calls:?}");
+        }
     }
 
     #[test]
