@@ -314,19 +314,20 @@ const DENSE_MAX: usize = 1 << 20;
 /// every recorded call with it), giving the same tree node for node (`same_tree_as_sweep`).
 ///
 /// The tree's nodes are slots here (slot = node + 1, slot 0 the top level), so that the top
-/// level needs no test. Each call's time is added when the call is entered, which needs only
-/// its node and its parent's: its duration to its node's inclusive time (unless folded) and
-/// exclusive time, and subtracted from the enclosing call's node's exclusive time (which is
-/// `sweep`'s duration minus the direct children's durations, summed the other way round).
-/// So nothing is done when a call closes but popping it.
+/// level needs no test. A call adds its duration to its node's inclusive time (unless folded)
+/// and exclusive time, and subtracts it from the exclusive time of its parent's node (which is
+/// `sweep`'s duration minus the direct children's durations, summed the other way round): so
+/// each call needs only its node and its parent's, nothing when it closes but a pop.
 ///
-/// A call's node is first guessed from its region alone: the node its region's last call went
-/// to, checked against the parent found by the sweep. The guess does not wait for the sweep
-/// (a branch the CPU predicts, not a chain of loads from one call to the next), so calls
-/// overlap in the CPU; in a program whose regions each sit on one path it always holds. Else
-/// the last child entered under the parent, else a dense table per (parent, region), else the
-/// tree's map (`PathTree::enter_slow`). The innermost open call stays in registers while a
-/// block is swept.
+/// Most regions sit on one path of a thread: a region's *home* is the node of its first call
+/// (with the parent slot that leads there). A call whose parent is its region's home parent
+/// adds nothing per call: the region's totals (`totals`, summed by the caller as it decodes)
+/// less the calls that went elsewhere are added to the home at the end. So the common call is a
+/// comparison that the CPU predicts, with no chain of loads or of additions to the same node
+/// from one call to the next, and calls overlap in the CPU. A call elsewhere finds its node by
+/// the last child entered under its parent, else a dense table per (parent, region), else the
+/// tree's map (`PathTree::enter_slow`), and adds to it. The innermost open call stays in
+/// registers while a block is swept.
 pub struct Sweeper<'t> {
     tree: &'t mut PathTree,
     /// The innermost open call (the top level when none is).
@@ -334,21 +335,27 @@ pub struct Sweeper<'t> {
     /// The open calls around `top`, outermost first.
     stack: Vec<Frame>,
     acc: Vec<Acc>,
-    /// Per region: (the slot of its last call's parent, that call's slot | `FOLD`).
-    guess: Vec<(u32, u32)>,
+    /// Per region: its home (parent slot, slot), `NO_HOME` until its first call.
+    home: Vec<(u32, u32)>,
+    /// Per region: its calls elsewhere than at home, and their durations; its totals.
+    away: Vec<(u64, i64)>,
+    totals: Vec<(u64, i64)>,
     /// Per slot: the last child entered under it (region, slot | `FOLD`).
     last: Vec<(u32, u32)>,
     /// Per slot and region (`slot * regions + region`): slot | `FOLD`, or `UNKNOWN`.
     dense: Vec<u32>,
-    regions: usize,
+    dense_regions: usize,
 }
 
 /// The top level as a frame: never closed (nothing ends after `i64::MAX`; see `Sweeper::block`).
 const TOP: Frame = Frame { end: i64::MAX, start: i64::MIN, slot: 0 };
+/// A region without a home (before its first call, or its first call was folded): no parent
+/// slot is `u32::MAX`.
+const NO_HOME: (u32, u32) = (u32::MAX, 0);
 
 impl<'t> Sweeper<'t> {
-    /// A sweep adding to `tree`, for calls of regions below `regions` (a larger id only takes
-    /// the slower ways to its node).
+    /// A sweep adding to `tree`, for calls of regions below `regions` (a call of a larger id
+    /// takes the slow way, always).
     pub fn new(tree: &'t mut PathTree, regions: usize) -> Sweeper<'t> {
         let slots = tree.nodes.len() + 1;
         let dense_regions = if slots.saturating_mul(regions) <= DENSE_MAX { regions } else { 0 };
@@ -357,100 +364,133 @@ impl<'t> Sweeper<'t> {
             top: TOP,
             stack: Vec::with_capacity(64),
             acc: vec![Acc::default(); slots],
-            // No parent slot is u32::MAX: no guess holds before the region's first call.
-            guess: vec![(u32::MAX, 0); regions.min(DENSE_MAX)],
+            home: vec![NO_HOME; regions],
+            away: vec![(0, 0); regions],
+            totals: vec![(0, 0); regions],
             last: vec![NOTHING_YET; slots],
             dense: vec![UNKNOWN; slots * dense_regions],
-            regions: dense_regions,
+            dense_regions,
         }
     }
 
-    /// The next call in start order (ties: the longer first).
+    /// The next call in start order (ties: the longer first), its totals included.
     pub fn push(&mut self, start: i64, end: i64, region: u32) {
         self.block(&[start], &[end], &[region]);
+        self.totals(region, 1, end.wrapping_sub(start));
+    }
+
+    /// The calls of `region` given to `block` (or to come) number `calls` more, with `duration`
+    /// more in all: every call swept must be counted here once.
+    pub fn totals(&mut self, region: u32, calls: u64, duration: i64) {
+        if let Some(t) = self.totals.get_mut(region as usize) {
+            t.0 += calls;
+            t.1 = t.1.wrapping_add(duration);
+        }
     }
 
     /// The next calls in start order (ties: the longer first): `starts[i]`, `ends[i]`,
-    /// `regions[i]` (as many as the shortest of the three).
+    /// `regions[i]` (as many as the shortest of the three), counted in `totals` too.
     #[inline(never)]
     pub fn block(&mut self, starts: &[i64], ends: &[i64], regions: &[u32]) {
         let n = starts.len().min(ends.len()).min(regions.len());
         let mut top = self.top;
+        let mut stack = std::mem::take(&mut self.stack);
         for ((&start, &end), &region) in starts[..n].iter().zip(&ends[..n]).zip(&regions[..n]) {
             // Close the calls this one is not inside (`sweep`'s test). The top level is never
             // closed: `stack` is empty there.
             while end > top.end || (start >= top.end && start > top.start) {
-                match self.stack.pop() {
+                match stack.pop() {
                     Some(f) => top = f,
                     None => break,
                 }
             }
-            let parent = top.slot;
-            let hit = match self.guess.get(region as usize) {
-                Some(&(p, hit)) if p == parent => hit,
-                _ => self.find(parent, region),
-            };
-            let slot = hit & !FOLD;
-            let duration = end.wrapping_sub(start);
-            let inclusive = if hit & FOLD != 0 { 0 } else { duration };
-            if let Some(a) = self.acc.get_mut(slot as usize) {
-                a.calls += 1;
-                a.inclusive = a.inclusive.wrapping_add(inclusive);
+            let (home_parent, home) = self.home.get(region as usize).copied().unwrap_or(NO_HOME);
+            let slot = if home_parent == top.slot { home } else { self.away(top.slot, region, end.wrapping_sub(start)) };
+            stack.push(top);
+            top = Frame { end, start, slot };
+        }
+        self.top = top;
+        self.stack = stack;
+    }
+
+    /// A call of `region` under `parent` that is not at its region's home (or the region's
+    /// first): its node, with its time added there; its slot.
+    #[inline(never)]
+    fn away(&mut self, parent: u32, region: u32, duration: i64) -> u32 {
+        let r = region as usize;
+        let at = parent as usize;
+        let last = self.last.get(at).copied().unwrap_or(NOTHING_YET);
+        let hit = if last.0 == region { last.1 } else { self.miss(at, region) };
+        if let Some(l) = self.last.get_mut(at) {
+            *l = (region, hit);
+        }
+        // A region beyond `new`'s count has neither a home nor totals: each call adds itself.
+        let counted = r < self.home.len();
+        if counted && self.home[r] == NO_HOME && hit & FOLD == 0 {
+            // The region's first call not folded: its home, counted at the end with the others
+            // there (the calls before it were counted where they went).
+            self.home[r] = (parent, hit);
+            return hit;
+        }
+        let slot = hit & !FOLD;
+        let inclusive = if hit & FOLD != 0 { 0 } else { duration };
+        if let Some(a) = self.acc.get_mut(slot as usize) {
+            a.calls += 1;
+            a.inclusive = a.inclusive.wrapping_add(inclusive);
+            a.exclusive = a.exclusive.wrapping_add(duration);
+        }
+        if let Some(p) = self.acc.get_mut(at) {
+            p.exclusive = p.exclusive.wrapping_sub(duration);
+        }
+        if let Some(away) = self.away.get_mut(r) {
+            away.0 += 1;
+            away.1 = away.1.wrapping_add(duration);
+        }
+        slot
+    }
+
+    /// A child not entered last under `parent`: the dense table, else the tree.
+    fn miss(&mut self, parent: usize, region: u32) -> u32 {
+        let cell = parent.checked_mul(self.dense_regions).map(|b| b + region as usize).filter(|_| (region as usize) < self.dense_regions);
+        let known = cell.and_then(|c| self.dense.get(c)).copied().unwrap_or(UNKNOWN);
+        if known != UNKNOWN {
+            return known;
+        }
+        let from = if parent == 0 { NO_NODE } else { parent as u32 - 1 };
+        let before = self.tree.nodes.len();
+        let (node, folded) = self.tree.enter_slow(from, region);
+        for _ in before..self.tree.nodes.len() {
+            self.acc.push(Acc::default());
+            self.last.push(NOTHING_YET);
+            if self.acc.len().saturating_mul(self.dense_regions) <= DENSE_MAX {
+                self.dense.resize(self.acc.len() * self.dense_regions, UNKNOWN);
+            }
+        }
+        let hit = (node + 1) | if folded { FOLD } else { 0 };
+        if let Some(d) = cell.and_then(|c| self.dense.get_mut(c)) {
+            *d = hit;
+        }
+        hit
+    }
+
+    /// Add what was swept to the tree's nodes (the calls still open need nothing more): each
+    /// region's calls at home are its totals less those elsewhere.
+    pub fn finish(mut self) {
+        for r in 0..self.home.len() {
+            let (parent, home) = self.home[r];
+            if (parent, home) == NO_HOME {
+                continue;
+            }
+            let (calls, duration) = (self.totals[r].0.wrapping_sub(self.away[r].0), self.totals[r].1.wrapping_sub(self.away[r].1));
+            if let Some(a) = self.acc.get_mut(home as usize) {
+                a.calls = a.calls.wrapping_add(calls);
+                a.inclusive = a.inclusive.wrapping_add(duration);
                 a.exclusive = a.exclusive.wrapping_add(duration);
             }
             if let Some(p) = self.acc.get_mut(parent as usize) {
                 p.exclusive = p.exclusive.wrapping_sub(duration);
             }
-            self.stack.push(top);
-            top = Frame { end, start, slot };
         }
-        self.top = top;
-    }
-
-    /// The node of a call of `region` under `parent` when its region's last call had another
-    /// parent: the last child entered under `parent`, the dense table, else the tree.
-    #[inline(never)]
-    fn find(&mut self, parent: u32, region: u32) -> u32 {
-        let at = parent as usize;
-        let last = self.last.get(at).copied().unwrap_or(NOTHING_YET);
-        let hit = if last.0 == region { last.1 } else { self.miss(at, region) };
-        if let Some(g) = self.guess.get_mut(region as usize) {
-            *g = (parent, hit);
-        }
-        hit
-    }
-
-    /// A child not entered last under `parent`: the dense table, else the tree.
-    fn miss(&mut self, parent: usize, region: u32) -> u32 {
-        let cell = parent.checked_mul(self.regions).map(|b| b + region as usize).filter(|_| (region as usize) < self.regions);
-        let known = cell.and_then(|c| self.dense.get(c)).copied().unwrap_or(UNKNOWN);
-        let hit = if known != UNKNOWN {
-            known
-        } else {
-            let from = if parent == 0 { NO_NODE } else { parent as u32 - 1 };
-            let before = self.tree.nodes.len();
-            let (node, folded) = self.tree.enter_slow(from, region);
-            for _ in before..self.tree.nodes.len() {
-                self.acc.push(Acc::default());
-                self.last.push(NOTHING_YET);
-                if self.acc.len().saturating_mul(self.regions) <= DENSE_MAX {
-                    self.dense.resize(self.acc.len() * self.regions, UNKNOWN);
-                }
-            }
-            let hit = (node + 1) | if folded { FOLD } else { 0 };
-            if let Some(d) = cell.and_then(|c| self.dense.get_mut(c)) {
-                *d = hit;
-            }
-            hit
-        };
-        if let Some(l) = self.last.get_mut(parent) {
-            *l = (region, hit);
-        }
-        hit
-    }
-
-    /// Add what was swept to the tree's nodes (the calls still open need nothing more).
-    pub fn finish(self) {
         for (n, a) in self.tree.nodes.iter_mut().zip(&self.acc[1..]) {
             n.calls += a.calls;
             n.inclusive = n.inclusive.wrapping_add(a.inclusive);
