@@ -327,12 +327,10 @@ const DENSE_MAX: usize = 1 << 20;
 /// from one call to the next, and calls overlap in the CPU. A call elsewhere finds its node by
 /// the last child entered under its parent, else a dense table per (parent, region), else the
 /// tree's map (`PathTree::enter_slow`), and adds to it. The innermost open call stays in
-/// registers while a block is swept.
+/// registers while a block is swept, and no open call is stored twice.
 pub struct Sweeper<'t> {
     tree: &'t mut PathTree,
-    /// The innermost open call (the top level when none is).
-    top: Frame,
-    /// The open calls around `top`, outermost first.
+    /// The open calls, outermost first, after the top level's frame.
     stack: Vec<Frame>,
     acc: Vec<Acc>,
     /// Per region: its home (parent slot, slot), `NO_HOME` until its first call.
@@ -361,8 +359,11 @@ impl<'t> Sweeper<'t> {
         let dense_regions = if slots.saturating_mul(regions) <= DENSE_MAX { regions } else { 0 };
         Sweeper {
             tree,
-            top: TOP,
-            stack: Vec::with_capacity(64),
+            stack: {
+                let mut v = Vec::with_capacity(64);
+                v.push(TOP);
+                v
+            },
             acc: vec![Acc::default(); slots],
             home: vec![NO_HOME; regions],
             away: vec![(0, 0); regions],
@@ -393,23 +394,22 @@ impl<'t> Sweeper<'t> {
     #[inline(never)]
     pub fn block(&mut self, starts: &[i64], ends: &[i64], regions: &[u32]) {
         let n = starts.len().min(ends.len()).min(regions.len());
-        let mut top = self.top;
+        // The open calls, the top level first (never closed), the innermost also in `top`:
+        // a frame is stored once when it opens and only read after, so that no frame goes
+        // from memory to memory from one call to the next (a chain of store forwarding).
         let mut stack = std::mem::take(&mut self.stack);
+        let mut top = *stack.last().unwrap_or(&TOP);
         for ((&start, &end), &region) in starts[..n].iter().zip(&ends[..n]).zip(&regions[..n]) {
-            // Close the calls this one is not inside (`sweep`'s test). The top level is never
-            // closed: `stack` is empty there.
-            while end > top.end || (start >= top.end && start > top.start) {
-                match stack.pop() {
-                    Some(f) => top = f,
-                    None => break,
-                }
+            // Close the calls this one is not inside (`sweep`'s test).
+            while stack.len() > 1 && (end > top.end || (start >= top.end && start > top.start)) {
+                stack.pop();
+                top = *stack.last().unwrap_or(&TOP);
             }
             let (home_parent, home) = self.home.get(region as usize).copied().unwrap_or(NO_HOME);
             let slot = if home_parent == top.slot { home } else { self.away(top.slot, region, end.wrapping_sub(start)) };
-            stack.push(top);
             top = Frame { end, start, slot };
+            stack.push(top);
         }
-        self.top = top;
         self.stack = stack;
     }
 
