@@ -15,6 +15,6 @@ for round in $(seq "${ROUNDS:-3}"); do
     echo "round $round  SCOPE_PROFILER_SUMMARY=$mode"
     SCOPE_PROFILER_SUMMARY=$mode SCOPE_PROFILER_VERBOSE=2 mpirun --oversubscribe -x SCOPE_PROFILER_SUMMARY -x SCOPE_PROFILER_VERBOSE \
       -np "${NP:-4}" target/bench/summary_cost "${1:-1000}" "${2:-10}" /tmp/sp_summary_cost.h5 2>&1 >/dev/null \
-      | grep -E "^ranks|the summary over" || true
+      | grep -E "^ranks|the summary's statistics" || true
   done
 done

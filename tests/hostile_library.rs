@@ -670,16 +670,7 @@ fn flop_and_byte_counts_never_become_infinite() {
 #[test]
 fn dlclose_before_finalize_writes_the_profile_without_hanging() {
     let dir = scratch("hostile_lib_dlclose");
-    let exe = dir.join("dlclose_host");
-    let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c99", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror"])
-        .arg(repo_root().join("tests/c/dlclose_host.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-ldl", "-lpthread"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    let exe = support::compile_host("dlclose_host", "tests/c/dlclose_host.c", &dir);
     for (name, env, term) in [("plain", None, false), ("spill", Some(("SCOPE_PROFILER_SPILL", "1")), true), ("columnar", Some(("SCOPE_PROFILER_LAYOUT", "columnar")), false)] {
         let out = dir.join(format!("{name}.h5"));
         let mut cmd = Command::new(&exe);

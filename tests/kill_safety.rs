@@ -454,19 +454,10 @@ fn calls_from_a_signal_handler_are_refused_not_crashing() {
 #[test]
 fn dlclose_with_two_busy_threads_writes_without_starting_threads() {
     let dir = scratch("kill_dlclose_threads");
-    let exe = dir.join("dlclose_threads");
-    let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c99", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror"])
-        .arg(repo_root().join("tests/c/dlclose_threads.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-ldl", "-lpthread"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    let exe = compile_host("dlclose_host", "tests/c/dlclose_host.c", &dir);
     let out = dir.join("out.h5");
     let mut cmd = Command::new(&exe);
-    no_settings(&mut cmd).arg(link_dir().join("libscope_profiler.so")).arg(&out).arg("300000").current_dir(&dir);
+    no_settings(&mut cmd).arg(link_dir().join("libscope_profiler.so")).arg(&out).args(["-", "300000", "0"]).current_dir(&dir);
     // Hung for ever before (a scoped thread's start waited for the loader's lock).
     let r = programs::run_with_timeout(&mut cmd, Duration::from_secs(120));
     assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));

@@ -136,7 +136,10 @@ fn software_events_per_region_threads_and_annotations() {
     let task = busy.values["task-clock"] as f64;
     let cpu = info(&stdout, "busy_cpu_ns");
     let wall: i64 = timings["busy"].starts.iter().zip(&timings["busy"].ends).map(|(s, e)| e - s).sum();
-    assert!(task >= 0.5 * cpu && task <= 1.1 * cpu, "task-clock {task} ns vs thread CPU time {cpu} ns");
+    // Not bounded above by the thread's CPU time: on a VM the kernel's task-clock most likely counts the
+    // time the hypervisor took from a running vCPU (steal time), which the thread's CPU clock
+    // leaves out (seen: task-clock 67 ms against 37 ms of thread CPU time at load average 12).
+    assert!(task >= 0.5 * cpu, "task-clock {task} ns vs thread CPU time {cpu} ns");
     assert!(task <= 1.1 * wall as f64, "task-clock {task} ns vs wall {wall} ns");
     // Counts include child regions.
     assert!(perf["outer"].values["task-clock"] >= busy.values["task-clock"]);

@@ -74,22 +74,13 @@ pub extern "C" fn ompt_start_tool(_omp_version: c_uint, _runtime_version: *const
     catch_unwind(|| {
         let disabled = std::env::var(crate::config::env::DISABLE).ok().and_then(|v| crate::config::env_bool(&v)) == Some(true);
         let s = Settings::from_env();
-        if disabled || !s.on || another_copy_is_used() || STARTED.swap(true, Ordering::AcqRel) {
+        if disabled || !s.on || recording::another_copy_is_used() || STARTED.swap(true, Ordering::AcqRel) {
             return std::ptr::null_mut();
         }
         TASKS.store(s.tasks, Ordering::Relaxed);
         &raw mut RESULT
     })
     .unwrap_or(std::ptr::null_mut())
-}
-
-/// Another copy of the library is the one the program sees (it is linked with one and
-/// `OMP_TOOL_LIBRARIES` names another file): that copy is profiling, this one stays out.
-fn another_copy_is_used() -> bool {
-    // SAFETY: dlsym with a NUL-terminated name; the result is only compared.
-    let seen = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"sp_setup".as_ptr()) };
-    let ours = crate::ffi::sp_setup as *const () as *mut c_void;
-    !seen.is_null() && seen != ours
 }
 
 fn set(set_callback: ompt_set_callback_t, event: c_int, callback: *const ()) -> bool {
@@ -142,6 +133,20 @@ unsafe extern "C" fn finalize(_tool_data: *mut ompt_data_t) {}
 #[inline(always)]
 fn record(f: impl FnOnce(&mut recording::Recorder<'_>)) {
     let _ = catch_unwind(AssertUnwindSafe(|| recording::on_thread(f)));
+}
+
+/// A construct's begin or end (`endpoint`) on this thread: the end's time is read first,
+/// before anything else is done for it.
+#[inline(always)]
+fn scoped(endpoint: c_int, begin: impl FnOnce(&mut recording::Recorder<'_>), end: impl FnOnce(&mut recording::Recorder<'_>, i64)) {
+    match endpoint {
+        SCOPE_BEGIN => record(begin),
+        SCOPE_END => {
+            let t = clock::now_stop();
+            record(|r| end(r, t));
+        }
+        _ => {}
+    }
 }
 
 /// The value of a data word the runtime hands us, 0 for NULL.
@@ -269,42 +274,21 @@ unsafe extern "C" fn on_sync_region(kind: c_int, endpoint: c_int, _parallel_data
     if !openmp::active() {
         return;
     }
-    match endpoint {
-        SCOPE_BEGIN => record(|r| openmp::sync_begin(r, kind, codeptr_ra as u64)),
-        SCOPE_END => {
-            let end = clock::now_stop();
-            record(|r| openmp::sync_end(r, end));
-        }
-        _ => {}
-    }
+    scoped(endpoint, |r| openmp::sync_begin(r, kind, codeptr_ra as u64), |r, end| openmp::sync_end(r, end));
 }
 
 unsafe extern "C" fn on_sync_region_wait(kind: c_int, endpoint: c_int, _parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, codeptr_ra: *const c_void) {
     if !openmp::active() {
         return;
     }
-    match endpoint {
-        SCOPE_BEGIN => record(|r| openmp::wait_begin(r, kind, codeptr_ra as u64)),
-        SCOPE_END => {
-            let end = clock::now_stop();
-            record(|r| openmp::wait_end(r, end));
-        }
-        _ => {}
-    }
+    scoped(endpoint, |r| openmp::wait_begin(r, kind, codeptr_ra as u64), |r, end| openmp::wait_end(r, end));
 }
 
 unsafe extern "C" fn on_work(wstype: c_int, endpoint: c_int, _parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, _count: u64, codeptr_ra: *const c_void) {
     if !openmp::active() {
         return;
     }
-    match endpoint {
-        SCOPE_BEGIN => record(|r| openmp::work_begin(r, wstype, codeptr_ra as u64)),
-        SCOPE_END => {
-            let end = clock::now_stop();
-            record(|r| openmp::work_end(r, end));
-        }
-        _ => {}
-    }
+    scoped(endpoint, |r| openmp::work_begin(r, wstype, codeptr_ra as u64), |r, end| openmp::work_end(r, end));
 }
 
 unsafe extern "C" fn on_task_create(

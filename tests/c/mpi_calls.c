@@ -9,6 +9,7 @@
  * regions (linked with libscope_profiler too). Each rank writes its lines to its own file,
  * expect.<rank> in the working directory (the launcher may interleave the ranks' stdout). */
 #include <mpi.h>
+#include "mpi_init_mode.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,16 +223,7 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "all";
-    if (!strcmp(mode, "threads")) {
-        int provided;
-        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-        if (provided < MPI_THREAD_MULTIPLE) {
-            fprintf(stderr, "MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
-    } else {
-        MPI_Init(&argc, &argv);
-    }
+    init_mpi_for(mode, &argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     char name[64];

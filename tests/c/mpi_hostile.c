@@ -9,6 +9,7 @@
  * in the format of tests/c/mpi_calls.c (EXPECT, COMPLETE, PEER lines; totals so far).
  * Usage: mpirun -np 2 mpi_hostile [all|threads] [requests per burst] */
 #include <mpi.h>
+#include "mpi_init_mode.h"
 /* MPICH declares the status arrays with a size gcc then holds MPI_STATUSES_IGNORE to. */
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #include <pthread.h>
@@ -391,16 +392,7 @@ static void threads(void) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "all";
     if (argc > 2) burst = atol(argv[2]);
-    if (!strcmp(mode, "threads")) {
-        int provided;
-        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-        if (provided < MPI_THREAD_MULTIPLE) {
-            fprintf(stderr, "MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
-    } else {
-        MPI_Init(&argc, &argv);
-    }
+    init_mpi_for(mode, &argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     add("MPI_Comm_rank", 1, 0, 0, 0);

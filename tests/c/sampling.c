@@ -222,6 +222,21 @@ static int refuse_perf_event_open(void) {
     return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
 }
 
+/* The host's own handler: `plain` (SA_RESTART) or `info` (SA_SIGINFO), nothing blocked. */
+static struct sigaction handler_action(void (*plain)(int), void (*info)(int, siginfo_t *, void *)) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    if (info) {
+        a.sa_sigaction = info;
+        a.sa_flags = SA_SIGINFO;
+    } else {
+        a.sa_handler = plain;
+        a.sa_flags = SA_RESTART;
+    }
+    sigemptyset(&a.sa_mask);
+    return a;
+}
+
 int main(int argc, char **argv) {
 #ifdef USE_MPI
     MPI_Init(&argc, &argv);
@@ -236,19 +251,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (strcmp(mode, "chain") == 0) {
-        struct sigaction a;
-        memset(&a, 0, sizeof a);
-        a.sa_sigaction = on_rt;
-        a.sa_flags = SA_SIGINFO;
-        sigemptyset(&a.sa_mask);
+        struct sigaction a = handler_action(NULL, on_rt);
         sigaction(SIGRTMIN + 4, &a, NULL);
     }
     if (strcmp(mode, "sigprof") == 0) {
-        struct sigaction a;
-        memset(&a, 0, sizeof a);
-        a.sa_handler = on_sigprof;
-        a.sa_flags = SA_RESTART;
-        sigemptyset(&a.sa_mask);
+        struct sigaction a = handler_action(on_sigprof, NULL);
         sigaction(SIGPROF, &a, NULL);
         struct itimerval it = {{0, 5000}, {0, 5000}};
         setitimer(ITIMER_PROF, &it, NULL);
@@ -273,11 +280,7 @@ int main(int argc, char **argv) {
         printf("INFO\tchild_status\t%d\n", status);
     }
     if (strcmp(mode, "takeover") == 0) {
-        struct sigaction a;
-        memset(&a, 0, sizeof a);
-        a.sa_handler = on_taken;
-        a.sa_flags = SA_RESTART;
-        sigemptyset(&a.sa_mask);
+        struct sigaction a = handler_action(on_taken, NULL);
         for (int s = SIGRTMIN; s <= SIGRTMAX; s++) sigaction(s, &a, NULL);
     }
     sigset_t all, before;

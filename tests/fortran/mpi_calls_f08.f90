@@ -91,17 +91,5 @@ program mpi_calls_f08
 
 contains
 
-  subroutine expect(routine, calls, sent, recv)
-    character(len=*), intent(in) :: routine
-    integer(kind=8), intent(in) :: calls, sent, recv
-    write (out, '(A,I0,A,A,A,I0,A,I0,A,I0,A)') 'EXPECT'//achar(9), rank, achar(9), routine, achar(9), calls, &
-      achar(9), sent, achar(9), recv, achar(9)//'0'
-  end subroutine
-
-  subroutine complete(routine, origin, n, bytes)
-    character(len=*), intent(in) :: routine, origin
-    integer(kind=8), intent(in) :: n, bytes
-    write (out, '(A,I0,A,A,A,A,A,I0,A,I0)') 'COMPLETE'//achar(9), rank, achar(9), routine, achar(9), origin, &
-      achar(9), n, achar(9), bytes
-  end subroutine
+  include 'expect_lines.inc'
 end program

@@ -78,6 +78,21 @@ pub fn compile_with(compiler: &str, flags: &[&str], name: &str, sources: &[&str]
     out
 }
 
+/// Compile the C program `source` (relative to the repo root) into `out_dir/name` with strict
+/// warnings, not linked to the library: a host that loads it itself (`dlopen`).
+pub fn compile_host(name: &str, source: &str, out_dir: &Path) -> PathBuf {
+    let out = out_dir.join(name);
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args(["-std=c99", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror"])
+        .arg(repo_root().join(source))
+        .arg("-o")
+        .arg(&out)
+        .args(["-ldl", "-lpthread"]);
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "compiling {name} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    out
+}
+
 /// Run a command to completion, failing the test on a timeout (300 s). The program's command
 /// line, exit status and output tails are printed if the test fails (see [`programs`]).
 pub fn run(cmd: &mut Command) -> Output {

@@ -150,27 +150,28 @@ unsafe extern "C" fn comm_free(comm: Handle) -> c_int {
 }
 
 unsafe extern "C" fn comm_rank(comm: Handle, rank: *mut c_int) -> c_int {
-    // SAFETY: the core passes live handles.
-    let Some(c) = (unsafe { comm_ref(comm) }) else { return ERR_COMM };
-    if rank.is_null() {
-        return ERR_ARG;
-    }
-    // SAFETY: checked non-null.
-    inside(ERR_INTERN, || unsafe {
-        *rank = c.comm.rank();
-        SUCCESS
-    })
+    // SAFETY: as `comm_int` asks.
+    unsafe { comm_int(comm, rank, |c| c.comm.rank()) }
 }
 
 unsafe extern "C" fn comm_size(comm: Handle, size: *mut c_int) -> c_int {
+    // SAFETY: as `comm_int` asks.
+    unsafe { comm_int(comm, size, |c| c.comm.size()) }
+}
+
+/// One number of a communicator (`get`) into `out`.
+///
+/// # Safety
+/// `comm` is a live handle of `comm_dup` (or NULL); `out` is NULL or writable.
+unsafe fn comm_int(comm: Handle, out: *mut c_int, get: impl FnOnce(&Comm) -> c_int) -> c_int {
     // SAFETY: the core passes live handles.
     let Some(c) = (unsafe { comm_ref(comm) }) else { return ERR_COMM };
-    if size.is_null() {
+    if out.is_null() {
         return ERR_ARG;
     }
     // SAFETY: checked non-null.
     inside(ERR_INTERN, || unsafe {
-        *size = c.comm.size();
+        *out = get(c);
         SUCCESS
     })
 }
