@@ -306,9 +306,9 @@ const UNKNOWN: u32 = u32::MAX;
 /// A slot's last child before any: no region has this id (the registry's ids are below it; a
 /// call that had it would land on the top-level slot, which is not part of the tree).
 const NOTHING_YET: (u32, u32) = (u32::MAX, FOLD);
-/// Entries of a `Sweeper`'s dense child table at most (4 MiB); the nodes beyond find their
-/// children through the tree's map.
-const DENSE_MAX: usize = 1 << 20;
+/// Entries of a `Sweeper`'s dense child table at most (1 MiB per tree being built); the nodes
+/// beyond find their children through the tree's map.
+const DENSE_MAX: usize = 1 << 18;
 
 /// `sweep` fed a block of calls at a time, built for speed (finalize builds the call paths of
 /// every recorded call with it), giving the same tree node for node (`same_tree_as_sweep`).
