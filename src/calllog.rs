@@ -30,6 +30,7 @@ use std::sync::atomic::{Ordering, compiler_fence};
 /// Words of a chunk header: magic | region << 32, fill (data words used, written when the
 /// chunk is left), thread | capacity << 32 (capacity in words, header included), reserved.
 pub const HDR: usize = 4;
+const _: () = assert!(HDR == crate::spill::CHUNK_HDR);
 /// "SPCK" in the low half of a chunk's first word.
 pub const CHUNK_MAGIC: u32 = 0x4B43_5053;
 /// Smallest chunk (in words, header included) of the memory sink.
@@ -386,6 +387,17 @@ impl CallLog {
     /// Number of chunks.
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Each chunk as stored, in order: its header as it reads once the chunk is left (fill
+    /// count = data words used; capacity in words, header included) and its data words that
+    /// hold calls. For a raw dump of the log in this format (`spill::Dump`).
+    pub fn for_each_chunk(&self, mut f: impl FnMut([u64; HDR], &[u64])) {
+        for (i, c) in self.chunks.iter().enumerate() {
+            let data = self.chunk_words(i);
+            let header = [CHUNK_MAGIC as u64 | (self.region as u64) << 32, data.len() as u64, self.thread as u64 | (c.words as u64) << 32, 0];
+            f(header, data);
+        }
     }
 }
 

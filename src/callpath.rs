@@ -28,10 +28,15 @@ fn collect_inner(names: &[String], threads: &[ThreadRecord], timebase: &Timebase
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut order: Vec<&ThreadRecord> = threads.iter().collect();
     order.sort_by_key(|t| t.index);
-    // The threads that kept their calls: their trees are built side by side.
-    let logs: Vec<&[CallLog]> = order.iter().map(|t| if t.data.keep_calls { t.data.logs() } else { &[][..] }).collect();
+    // The threads that kept their calls: their trees are built side by side. A track's calls
+    // nest in nothing (`ThreadData::track`): each is at the top.
+    let swept = |t: &ThreadRecord| t.data.keep_calls && !t.data.track;
+    let logs: Vec<&[CallLog]> = order.iter().map(|t| if swept(t) { t.data.logs() } else { &[][..] }).collect();
     let mut built = build_all(&logs);
     for (k, t) in order.iter().enumerate() {
+        if t.data.track && t.data.keep_calls {
+            built[k] = flat_from_logs(t.data.logs());
+        }
         let tree = if t.data.keep_calls { &built[k] } else { &t.data.paths };
         if tree.is_empty() {
             continue;
@@ -89,6 +94,20 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
         out[k] = tree;
     }
     out
+}
+
+/// A track's tree from its logs: every call at the top, inside nothing.
+fn flat_from_logs(logs: &[CallLog]) -> PathTree {
+    let mut tree = PathTree::default();
+    for (id, log) in logs.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+        let (node, _) = tree.enter(crate::model::callpath::NO_NODE, id as u32);
+        let mut c = log.cursor();
+        while let Some(call) = c.next() {
+            let d = call.end.wrapping_sub(call.start);
+            tree.add(node, false, d, d);
+        }
+    }
+    tree
 }
 
 /// Calls decoded at a time per region (a power of two: indices are masked into the block).

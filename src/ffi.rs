@@ -244,7 +244,7 @@ unsafe fn c_name_equals(p: *const c_char, cached: &[u8]) -> bool {
 /// C and Fortran alike)? Such bytes never change while the object stays loaded, so the name
 /// cache may trust the address alone. (An object unloaded with dlclose and another mapped at
 /// the same address is the one way this can go stale; a region profiler can live with that.)
-fn in_read_only_segment(p: *const u8, len: usize) -> bool {
+pub(crate) fn in_read_only_segment(p: *const u8, len: usize) -> bool {
     struct Query {
         start: usize,
         end: usize,

@@ -341,11 +341,18 @@ pub struct ThreadRecord {
 /// Also returns the threads that recorded anything, as (thread index, Linux thread id) in the
 /// order of the file's thread ids (a thread's id is its position there).
 pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timebase) -> (Vec<RegionData>, Vec<(u32, i64)>) {
+    let (mut regions, kept) = statistics(names, &mut threads, timebase);
+    attach_calls(names, &mut regions, threads, timebase);
+    (regions, kept)
+}
+
+/// The first half of `merge`: every region's statistics, open and dropped calls, with no calls
+/// (the threads keep their logs, for `attach_calls`). Sorts `threads` by index.
+pub fn statistics(names: &[String], threads: &mut [ThreadRecord], timebase: &Timebase) -> (Vec<RegionData>, Vec<(u32, i64)>) {
     threads.sort_by_key(|t| t.index);
     // Calls that end before they start (in clock units) are the one check of the conversion
     // that needs the calls; the packed logs count them as they are recorded.
     timebase.note_backwards(threads.iter().flat_map(|t| t.data.logs().iter()).map(|l| l.backwards()).sum());
-    let shared = Arc::new(timebase.clone());
     let tables: Vec<Vec<(u32, Stats)>> = threads.iter().map(|t| t.data.stats().all()).collect();
     let recorded: Vec<usize> = (0..threads.len())
         .filter(|&i| {
@@ -371,17 +378,13 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
     let mut regions = Vec::new();
     // Ids that share a name are one region (see `registry::name_groups`).
     for (name, ids) in crate::registry::name_groups(names) {
-        let mut runs = Vec::new();
+        let mut any_calls = false;
         let mut open_calls = 0u64;
         let mut dropped_calls = 0u64;
         for &id in &ids {
             let id = id as usize;
-            for (i, t) in threads.iter_mut().enumerate() {
-                if let Some(log) = t.data.logs_mut().get_mut(id) {
-                    if !log.is_empty() {
-                        runs.push((position[i], std::mem::take(log)));
-                    }
-                }
+            for t in threads.iter() {
+                any_calls |= t.data.logs().get(id).is_some_and(|log| !log.is_empty());
                 open_calls += t.data.open.iter().filter(|c| c.id as usize == id).count() as u64;
                 dropped_calls += t.data.dropped.get(id).copied().unwrap_or(0);
             }
@@ -398,13 +401,43 @@ pub fn merge(names: &[String], mut threads: Vec<ThreadRecord>, timebase: &Timeba
             }
             by_thread.into_iter().collect()
         };
-        if runs.is_empty() && stats.is_empty() && open_calls == 0 && dropped_calls == 0 {
+        if !any_calls && stats.is_empty() && open_calls == 0 && dropped_calls == 0 {
             continue;
         }
-        let calls = Calls::Packed(Box::new(PackedRuns { runs, timebase: shared.clone() }));
-        regions.push(RegionData { name: name.to_string(), calls, stats, open_calls, dropped_calls, ..Default::default() });
+        regions.push(RegionData { name: name.to_string(), stats, open_calls, dropped_calls, ..Default::default() });
     }
     (regions, kept)
+}
+
+/// The second half of `merge`: the threads' logs (sorted by index, as `statistics` left them)
+/// become the packed calls of `regions` (as `statistics` made them).
+pub fn attach_calls(names: &[String], regions: &mut [RegionData], mut threads: Vec<ThreadRecord>, timebase: &Timebase) {
+    let shared = Arc::new(timebase.clone());
+    // The file's thread ids, as `statistics` numbered them.
+    let mut position = vec![-1i64; threads.len()];
+    let mut next = 0i64;
+    for (i, t) in threads.iter().enumerate() {
+        let d = &t.data;
+        if !d.stats().all().is_empty() || d.logs().iter().any(|l| !l.is_empty()) || !d.open.is_empty() || d.dropped.iter().any(|&x| x > 0) {
+            position[i] = next;
+            next += 1;
+        }
+    }
+    let at: std::collections::HashMap<String, usize> = regions.iter().enumerate().map(|(i, r)| (r.name.clone(), i)).collect();
+    for (name, ids) in crate::registry::name_groups(names) {
+        let Some(&k) = at.get(name) else { continue };
+        let mut runs = Vec::new();
+        for &id in &ids {
+            for (i, t) in threads.iter_mut().enumerate() {
+                if let Some(log) = t.data.logs_mut().get_mut(id as usize) {
+                    if !log.is_empty() {
+                        runs.push((position[i], std::mem::take(log)));
+                    }
+                }
+            }
+        }
+        regions[k].calls = Calls::Packed(Box::new(PackedRuns { runs, timebase: shared.clone() }));
+    }
 }
 
 #[cfg(test)]

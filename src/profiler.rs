@@ -7,7 +7,7 @@ use crate::config::{Config, Options};
 use crate::counters::{self, Counters};
 use crate::model::{RankInfo, RankProfile, RunFacts};
 use crate::profile::ThreadRecord;
-use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NameSlot, ThreadBuffer, ThreadData, slot_index};
+use crate::recorder::{MAX_DEPTH, Mismatch, NAME_SLOTS, NOT_PUSHED, NameSlot, ThreadBuffer, ThreadData, slot_index};
 use crate::registry::Registry;
 use crate::status::{Error, Result, Status};
 use crate::{output, quiesce, route, warn};
@@ -727,6 +727,28 @@ pub fn with_running_thread<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R>
     with_thread(|data, _| Ok(Some(f(data)))).ok().flatten()
 }
 
+/// Run `f` on the rank's track of asynchronous ranges (`ThreadBuffer::new_track`, made at
+/// first use) inside its quiescence window while the profiler runs, one caller at a time;
+/// None otherwise, and on a thread inside the library's cold code (a signal handler).
+pub fn with_track<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R> {
+    static TRACK: Mutex<Option<Arc<ThreadBuffer>>> = Mutex::new(None);
+    if crate::reentry::busy() || !is_running(STATE.load(Ordering::Acquire)) {
+        return None;
+    }
+    let _busy = crate::reentry::Busy::enter();
+    let mut track = TRACK.lock();
+    let tb = track.get_or_insert_with(|| {
+        let tb = Arc::new(ThreadBuffer::new_track(NEXT_THREAD.fetch_add(1, Ordering::Relaxed), KEEP_CALLS.load(Ordering::Relaxed)));
+        THREADS.lock().push(tb.clone());
+        tb
+    });
+    let seq = tb.seq.enter();
+    // SAFETY: the lock makes its holder the track's one writer, inside enter/leave.
+    let r = is_running(STATE.load(Ordering::Relaxed)).then(|| f(unsafe { tb.data() }));
+    tb.seq.leave(seq);
+    r
+}
+
 /// The program is about to abort (MPI_Abort): this process writes what it recorded to its own
 /// file, talking to no other rank.
 pub fn finalize_before_abort() {
@@ -805,6 +827,52 @@ pub fn start_named_id<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl
         let id = lookup_name(data, token, same, read, true)?;
         open_call(data, id, cs).map(|_| Some(id))
     })
+}
+
+/// `start_named`, and the region pushed on the calling thread's stack `key` of an adapter's
+/// regions whose stops name none (`pop_pushed`), in one window: the push's level on that stack.
+/// A start that fails is pushed all the same (its pop stops nothing).
+#[inline(always)]
+pub fn push_named<'a>(key: usize, token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<u32> {
+    with_thread(|data, cs| {
+        let started = lookup_name(data, token, same, read, true).and_then(|id| open_call(data, id, cs).map(|_| id));
+        let level = data.push_pushed(key, *started.as_ref().unwrap_or(&NOT_PUSHED));
+        started.map(|_| level)
+    })
+}
+
+/// A push on stack `key` that starts nothing (its name was refused): its level.
+pub fn push_nothing(key: usize) -> Result<u32> {
+    with_thread(|data, _| Ok(data.push_pushed(key, NOT_PUSHED)))
+}
+
+/// What a pop of an adapter's stack did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Popped {
+    /// Not recording (and nothing was pushed while recording was off).
+    #[default]
+    NotRecording,
+    /// The stack was empty on this thread: a pop without a push.
+    Empty,
+    /// The innermost push of the stack was popped (and its region stopped): its level.
+    Level(u32),
+}
+
+/// Pop the calling thread's stack `key` of `push_named` and stop the region popped.
+#[inline(always)]
+pub fn pop_pushed(key: usize) -> Result<Popped> {
+    with_thread_stop(|data, end, cs| match data.pop_pushed(key) {
+        None => Ok(Popped::Empty),
+        Some((NOT_PUSHED, level)) => Ok(Popped::Level(level)),
+        Some((id, level)) => close_call(data, id, end, cs).map(|_| Popped::Level(level)),
+    })
+}
+
+/// The id of the region a caller's name stands for (registered at its first use), looked up
+/// as `start_named` does, starting nothing; None when not recording.
+#[inline(always)]
+pub fn named_id<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<Option<u32>> {
+    with_thread(|data, _| lookup_name(data, token, same, read, true).map(Some))
 }
 
 /// The stop counterpart of `start_named`.
@@ -1107,7 +1175,17 @@ pub fn finalize_inside_mpi_finalize() {
 
 /// Stop every thread's recording and merge what they recorded (the local part of finalize).
 /// `tell_open`: warn about calls still open (after a signal they are expected, and counted).
-fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool) -> RankProfile {
+fn take_local_profile(info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool) -> RankProfile {
+    take_local_profile_with(info, clock_choice, tell_open, None)
+}
+
+/// What `take_local_profile_with` hands over before the call paths are built: the profile
+/// without call paths and calls, the threads' records holding the calls, the timebase.
+type Early<'a> = &'a mut dyn FnMut(&RankProfile, &[ThreadRecord], &clock::Timebase);
+
+/// `take_local_profile`; `early` gets the profile as soon as everything but its call paths
+/// (built from the calls, the part that grows with them) is there (the write after a signal).
+fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool, early: Option<Early<'_>>) -> RankProfile {
     // Before the threads' data is taken: the sampling handler reads their open calls.
     crate::sampling::stop_for_finalize();
     crate::mpi_calls::stop();
@@ -1162,11 +1240,9 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
         crate::spill::open_reader();
     }
     let wall_ns = clock::monotonic_ns().saturating_sub(SETUP_NS.load(Ordering::Acquire)).max(0);
-    let mut call_paths = crate::callpath::collect(&names, &records, &timebase, wall_ns);
-    let (mut regions, kept) = crate::profile::merge(&names, records, &timebase);
+    let (mut regions, kept) = crate::profile::statistics(&names, &mut records, &timebase);
     let locations = REGISTRY.locations_by_name();
     let throttled = crate::functions::throttled(&names);
-    call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
     for r in regions.iter_mut() {
         r.source = locations.get(&r.name).cloned();
         r.throttled = throttled.contains(&r.name);
@@ -1177,7 +1253,7 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
         warn::once("clock:unreliable", &format!("the TSC clock misbehaved during the run; times in the file may be off by more than the recorded bound ({})", clock_report.status));
     }
     info.extra.extend(crate::metadata::clock_attrs(&clock_report, clock_choice.note.as_deref()));
-    info.extra.extend(crate::run_values::attributes());
+    info.extra.extend(crate::run_values::attributes(&names));
     // The user's own metadata, this rank's values (they may differ between ranks).
     info.extra.extend(crate::metadata::user_attrs());
     // The file's thread ids are positions among the threads that recorded (merge's order);
@@ -1211,7 +1287,15 @@ fn take_local_profile(mut info: RankInfo, clock_choice: &clock::ClockChoice, tel
     }
     let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
     let samples = crate::sampling::collect(&names, &info.thread_os_ids);
-    RankProfile { info, regions, likwid, counters, mpi, samples, call_paths: Some(call_paths) }
+    let mut profile = RankProfile { info, regions, likwid, counters, mpi, samples, call_paths: None };
+    if let Some(f) = early {
+        f(&profile, &records, &timebase);
+    }
+    let mut call_paths = crate::callpath::collect(&names, &records, &timebase, wall_ns);
+    call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
+    crate::profile::attach_calls(&names, &mut profile.regions, records, &timebase);
+    profile.call_paths = Some(call_paths);
+    profile
 }
 
 /// A program that set up profiling but never finalized still gets its file.
@@ -1300,14 +1384,24 @@ fn write_at_exit() {
     finalize_unfinished("sp_finalize was not called: writing the profile at exit");
 }
 
-/// Where the first stage of the write after a signal went (statistics without calls).
+/// Where the first stage of the write after a signal went (statistics without calls), and
+/// the raw dump of its calls once complete.
 static STAGED: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+static DUMPED: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+/// Whether the first stage's file in place holds the call paths.
+static STAGED_PATHS: AtomicBool = AtomicBool::new(false);
+/// The raw dump being written (begun, not yet complete).
+static DUMPING: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
 
 /// What stays when the write after a signal is cut short at its deadline: the statistics
 /// file if its stage was done (said by `signals`, after `placement` removed the half-written
-/// rest).
+/// rest), and the raw dump of the calls if it was done.
 pub(crate) fn staged_file() -> Option<std::path::PathBuf> {
     STAGED.try_lock().and_then(|g| g.clone())
+}
+
+fn dumped_dir() -> Option<std::path::PathBuf> {
+    DUMPED.try_lock().and_then(|g| g.clone())
 }
 
 /// The write after a signal did not finish in time (on the watcher, the writer still busy):
@@ -1315,16 +1409,62 @@ pub(crate) fn staged_file() -> Option<std::path::PathBuf> {
 fn signal_write_cut_short() -> String {
     let removed = crate::placement::abandon_unfinished();
     let staged = staged_file();
-    let mut out = match &staged {
-        Some(p) => format!("{} holds the statistics, call paths and metadata but none of the calls (signal_write_stage \"statistics\")", p.display()),
-        None => String::new(),
+    let target = SIGNAL_TARGET.try_lock().and_then(|g| g.clone());
+    let recover = |p: &std::path::Path| format!("`sptool recover {}`", target.as_deref().unwrap_or(p).display());
+    let mut out = match (&staged, dumped_dir()) {
+        (Some(p), Some(d)) => format!(
+            "{} holds the statistics and metadata (signal_write_stage \"statistics\"), and every call is in the raw dump {}: {} writes the whole profile",
+            p.display(),
+            d.display(),
+            recover(p)
+        ),
+        (Some(p), None) => format!(
+            "{} holds the statistics, {}metadata but none of the calls (signal_write_stage \"statistics\")",
+            p.display(),
+            if STAGED_PATHS.load(Ordering::Acquire) { "call paths and " } else { "" }
+        ),
+        (None, _) => String::new(),
     };
+    if let Some(d) = DUMPING.try_lock().and_then(|g| g.clone()) {
+        out.push_str(&format!("; the raw dump of the calls in {} was cut short: {} writes what it holds and says what it lacks", d.display(), recover(&d)));
+    }
     if !removed.is_empty() {
         let dirs: Vec<String> = removed.iter().map(|d| d.display().to_string()).collect();
         let sep = if out.is_empty() { "" } else { "; " };
         out.push_str(&format!("{sep}the half-written file was removed ({})", dirs.join(", ")));
     }
     out
+}
+
+/// The profile's target (for the message when the write after a signal is cut short).
+static SIGNAL_TARGET: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// What the raw dump after a signal needs (`route::DumpPlan`): None with the flight recorder,
+/// whose spill data holds the calls already.
+fn dump_plan(session: &Session, info: &RankInfo, rank: Option<(i64, i64)>) -> Option<route::DumpPlan> {
+    if crate::spill::run_dir().is_some() {
+        return None;
+    }
+    let config = &session.config;
+    // The names and threads are taken when the calls are dumped (see `write_after_signal`).
+    let (names, threads) = (Vec::new(), Vec::new());
+    let meta = crate::spill::SpillMeta {
+        format_version: crate::spill::FORMAT_VERSION,
+        pid: std::process::id() as i64,
+        rank: rank.map(|r| r.0),
+        size: rank.map(|r| r.1),
+        target: config.file_path.clone(),
+        verbosity: config.verbosity,
+        layout: config.layout.name().to_string(),
+        metadata: Vec::new(),
+        full_metadata: config.metadata_detail == crate::config::MetadataDetail::Full,
+        info: info.clone(),
+        clock: session.clock.kind.as_str().into(),
+        clock_note: session.clock.note.clone(),
+        boot_id: crate::spill::boot_id(),
+        started: session.facts.timestamp.clone(),
+    };
+    Some(route::DumpPlan { meta, names, threads })
 }
 
 /// After a termination signal (on an ordinary thread, see `signals`): stop the threads'
@@ -1358,43 +1498,120 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
             target.display(),
             pattern.display()
         );
-        line.push_str("; each file gets its statistics, call paths and metadata first, then its calls (a rank killed in between keeps a file with signal_write_stage \"statistics\" and no calls)");
-        if spill.is_some() {
-            line.push_str(&format!("; a rank killed before it is done leaves its flight-recorder data, and `sptool recover {}` writes the whole job", target.display()));
-        }
+        line.push_str("; each file gets its statistics and metadata first (signal_write_stage \"statistics\"), then its calls and call paths");
+        let data = if spill.is_some() { "its flight-recorder data" } else { "a raw dump of its calls (when that was done)" };
+        line.push_str(&format!(
+            "; a rank killed before its file is complete leaves {data} in {}/{}r<N>.*, and `sptool recover {}` writes the whole job",
+            crate::spill::spill_parent(&target).display(),
+            crate::spill::dir_prefix(&target),
+            target.display()
+        ));
         warn::always(&line);
     }
     // The threads go on calling until the process ends: their refused calls are counted, not
     // warned about, and the calls open at the stop are counted in the file (open_calls).
     warn::mark_seen(&format!("status:{}", Status::Finalized.code()));
-    let mut profile = take_local_profile(session.info.clone(), &session.clock, false);
+    let rank = route::rank_without_mpi(mpi.as_ref());
+    SIGNAL_TARGET.lock().replace(target.clone());
+    let since = || (clock::monotonic_ns() - note.time_ns) as f64 / 1e6;
+    let signal_attrs = || {
+        vec![
+            ("ended_by_signal".to_string(), crate::model::AttrValue::Str(note.name.clone())),
+            ("signal_time_ns".to_string(), crate::model::AttrValue::Int(note.time_ns)),
+            ("complete_until_ns".to_string(), crate::model::AttrValue::Int(STOPPED_NS.load(Ordering::Acquire))),
+        ]
+    };
+    let (staged_ms, paths_ms, dumped_ms, dump_bytes) = (std::cell::Cell::new(None), std::cell::Cell::new(None), std::cell::Cell::new(None), std::cell::Cell::new(0u64));
+    let dump_started = std::cell::Cell::new(None::<f64>);
+    let mut staged = |stage: route::Stage, path: &std::path::Path| match stage {
+        route::Stage::Statistics { call_paths } => {
+            STAGED.lock().replace(path.to_path_buf());
+            if staged_ms.get().is_none() {
+                staged_ms.set(Some(since()));
+            }
+            STAGED_PATHS.store(call_paths, Ordering::Release);
+            if call_paths {
+                paths_ms.set(Some(since()));
+            }
+        }
+        route::Stage::Dumping => {
+            DUMPING.lock().replace(path.to_path_buf());
+            dump_started.set(Some(since()));
+        }
+        route::Stage::Dumped { bytes } => {
+            DUMPING.lock().take();
+            DUMPED.lock().replace(path.to_path_buf());
+            let t = since();
+            dumped_ms.set(Some(t));
+            dump_bytes.set(bytes);
+            if session.config.verbosity >= 2 {
+                // Now: a launcher's SIGKILL may come before the line at the end.
+                let from = dump_started.get().unwrap_or(t);
+                warn::always(&format!(
+                    "{}: statistics in place after {}, every call in the raw dump {} after {t:.1} ms ({:.1} MB in {:.1} ms, {:.2} GB/s)",
+                    note.name,
+                    staged_ms.get().map_or("-".to_string(), |s| format!("{s:.1} ms")),
+                    path.display(),
+                    bytes as f64 / 1e6,
+                    t - from,
+                    bytes as f64 / 1e9 / ((t - from) / 1e3).max(1e-6)
+                ));
+            }
+        }
+        route::Stage::Complete => {
+            DUMPED.lock().take();
+        }
+    };
+    let run = output::RunContext { config: &session.config, facts: &session.facts };
+    let mut dumped = None;
+    let mut collected_early = None;
+    let mut profile = {
+        let mut plan = dump_plan(&session, &session.info, rank);
+        let mut early = |p: &RankProfile, records: &[ThreadRecord], timebase: &clock::Timebase| {
+            collected_early = Some(since());
+            let mut p_info = p.info.clone();
+            p_info.extra.extend(signal_attrs());
+            // The first stage's profile: this one with the signal's attributes.
+            let first = RankProfile { info: p_info.clone(), likwid: p.likwid.clone(), counters: p.counters.clone(), mpi: p.mpi.clone(), samples: p.samples.clone(), call_paths: None, regions: Vec::new() };
+            let first = RankProfile { regions: p.regions.iter().map(|r| crate::model::RegionData { name: r.name.clone(), stats: r.stats.clone(), open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source.clone(), throttled: r.throttled, ..Default::default() }).collect(), ..first };
+            let plan = plan.take().map(|mut d| {
+                d.meta.info = p_info;
+                // The regions named at finalize (OpenMP constructs, instrumented functions)
+                // have their names by now.
+                d.names = REGISTRY.names().into_iter().enumerate().map(|(id, n)| (id as u32, n)).collect();
+                d.threads = records.iter().map(|r| (r.index, r.os_tid)).collect();
+                d
+            });
+            dumped = route::write_early_after_signal(run, rank, &first, records, timebase, signal_attrs(), plan, &mut staged);
+        };
+        take_local_profile_with(session.info.clone(), &session.clock, false, Some(&mut early as Early<'_>))
+    };
     write_sample_file(&session.config, &profile);
-    let collected_ms = (clock::monotonic_ns() - note.time_ns) as f64 / 1e6;
+    let collected_ms = since();
     let stopped = STOPPED_NS.load(Ordering::Acquire);
     let refused_before = REFUSED.load(Ordering::Relaxed);
-    let attrs = vec![
-        ("ended_by_signal".to_string(), crate::model::AttrValue::Str(note.name.clone())),
-        ("signal_time_ns".to_string(), crate::model::AttrValue::Int(note.time_ns)),
-        ("complete_until_ns".to_string(), crate::model::AttrValue::Int(stopped)),
-    ];
+    let attrs = signal_attrs();
     profile.info.extra.extend(attrs.iter().cloned());
-    let run = output::RunContext { config: &session.config, facts: &session.facts };
-    let staged_ms = std::cell::Cell::new(None);
-    let mut staged = |path: &std::path::Path| {
-        STAGED.lock().replace(path.to_path_buf());
-        staged_ms.set(Some((clock::monotonic_ns() - note.time_ns) as f64 / 1e6));
-    };
-    let result = route::write_after_signal(run, mpi, profile, attrs, &mut staged);
+    let result = route::write_after_signal(run, mpi, profile, attrs, dumped, &mut staged);
     end_flight_recorder(result.is_ok());
     let after_ms = (stopped - note.time_ns) as f64 / 1e6;
     if session.config.verbosity >= 2 {
         let ms = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.1} ms"));
+        let dumped = match dumped_ms.get() {
+            Some(t) => {
+                let secs = ((t - dump_started.get().unwrap_or(t)) / 1e3).max(1e-6);
+                format!("{} ({:.1} MB, {:.2} GB/s)", ms(Some(t)), dump_bytes.get() as f64 / 1e6, dump_bytes.get() as f64 / 1e9 / secs)
+            }
+            None => "-".to_string(),
+        };
         warn::always(&format!(
-            "{}: the write after the signal: threads stopped after {after_ms:.1} ms, profile collected after {:.1} ms, statistics in place after {}, calls after {} ms",
+            "{}: the write after the signal: threads stopped after {after_ms:.1} ms, collected (but the call paths) after {}, statistics in place after {}, calls dumped after {dumped}, call paths built in {:.1} ms, profile collected after {collected_ms:.1} ms, statistics with call paths in place after {}, profile in its layout after {:.1} ms",
             note.name,
-            collected_ms,
+            ms(collected_early),
             ms(staged_ms.get()),
-            format!("{:.1}", (clock::monotonic_ns() - note.time_ns) as f64 / 1e6)
+            crate::callpath::LAST_BUILD_NS.load(Ordering::Relaxed) as f64 / 1e6,
+            ms(paths_ms.get()),
+            since()
         ));
     }
     let refused = REFUSED.load(Ordering::Relaxed).max(refused_before);
@@ -1406,6 +1623,9 @@ fn write_after_signal(note: &crate::signals::SignalNote) -> String {
         ),
         // Rank 0 said it for the job; a rank whose write failed says so itself (below).
         Ok(route::SignalWrite::Rank { .. }) => String::new(),
-        Err(e) => format!("{}: the profile was NOT written: {e}", note.name),
+        Err(e) => match dumped_dir() {
+            Some(d) => format!("{}: the profile was NOT written: {e}; every call is in the raw dump {}: `sptool recover {}` writes the profile", note.name, d.display(), target.display()),
+            None => format!("{}: the profile was NOT written: {e}", note.name),
+        },
     }
 }

@@ -44,6 +44,17 @@ pub enum Mismatch {
     ClosedInner(Vec<u32>),
 }
 
+/// A region an adapter pushed (`ThreadData::pushed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pushed {
+    pub key: usize,
+    pub id: u32,
+    pub level: u32,
+}
+
+/// A push whose start recorded nothing: its pop pops it and stops nothing.
+pub const NOT_PUSHED: u32 = u32::MAX;
+
 /// Slots of the per-thread cache in front of `ThreadData::names`.
 pub const NAME_SLOTS: usize = 64;
 
@@ -101,6 +112,15 @@ pub struct ThreadData {
     /// Call paths of the completed calls, kept here when the calls are not (`keep_calls`
     /// false); otherwise built from the calls at finalize (`callpath.rs`).
     pub paths: PathTree,
+    /// The regions adapters pushed on this thread whose pops name none (NVTX's push/pop
+    /// ranges, a stack per domain): (the adapter's stack key, region id or `NOT_PUSHED`, the
+    /// push's level on its stack), innermost last; pushes beyond `MAX_DEPTH` only counted.
+    pub pushed: Vec<Pushed>,
+    pub pushed_beyond: u32,
+    /// A track of its own rather than a thread's calls (the asynchronous ranges, see
+    /// `ThreadBuffer::new_track`): its calls may overlap without nesting, none encloses
+    /// another, and `open` holds its ranges still open, in no order.
+    pub track: bool,
 }
 
 impl Default for ThreadData {
@@ -121,6 +141,9 @@ impl Default for ThreadData {
             mpi: None,
             late: None,
             paths: PathTree::default(),
+            pushed: Vec::new(),
+            pushed_beyond: 0,
+            track: false,
         }
     }
 }
@@ -248,6 +271,64 @@ impl ThreadData {
     #[inline]
     pub fn record_closed(&mut self, id: u32, start: i64, end: i64) {
         self.record(id, OpenCall { id, start, child: 0, node: UNRESOLVED }, end);
+    }
+
+    /// Push `id` (or `NOT_PUSHED`) on the stack `key` of an adapter's pushes: its level on that
+    /// stack (0 for the outermost).
+    #[inline(always)]
+    pub fn push_pushed(&mut self, key: usize, id: u32) -> u32 {
+        let level = match self.pushed.last() {
+            Some(p) if p.key == key => p.level + 1,
+            None => 0,
+            Some(_) => self.pushed.iter().rev().find(|p| p.key == key).map_or(0, |p| p.level + 1),
+        };
+        if self.pushed.len() < MAX_DEPTH {
+            self.pushed.push(Pushed { key, id, level });
+        } else {
+            self.pushed_beyond += 1;
+        }
+        level
+    }
+
+    /// Pop the innermost push of stack `key`: (its id or `NOT_PUSHED`, its level); None when
+    /// the stack is empty.
+    #[inline(always)]
+    pub fn pop_pushed(&mut self, key: usize) -> Option<(u32, u32)> {
+        if self.pushed_beyond > 0 {
+            self.pushed_beyond -= 1;
+            return Some((NOT_PUSHED, MAX_DEPTH as u32));
+        }
+        match self.pushed.last() {
+            Some(p) if p.key == key => self.pushed.pop().map(|p| (p.id, p.level)),
+            _ => {
+                let at = self.pushed.iter().rposition(|p| p.key == key)?;
+                let p = self.pushed.remove(at);
+                Some((p.id, p.level))
+            }
+        }
+    }
+
+    /// A track's range of `id` opens at `start` (kept among its open calls, so that one never
+    /// ended is counted as open at finalize). False, and counted as dropped, when `MAX_DEPTH`
+    /// ranges are open already.
+    pub fn open_on_track(&mut self, id: u32, start: i64) -> bool {
+        if self.open.len() >= MAX_DEPTH {
+            self.count_dropped(id);
+            return false;
+        }
+        self.open.push(OpenCall { id, start, child: 0, node: UNRESOLVED });
+        true
+    }
+
+    /// A track's range of `id` opened at `start` ends at `end`: recorded inside nothing and
+    /// charged to nothing, whatever else is open on the track. False if no such range is open.
+    pub fn close_on_track(&mut self, id: u32, start: i64, end: i64) -> bool {
+        let Some(pos) = self.open.iter().rposition(|c| c.id == id && c.start == start) else { return false };
+        let mut open = std::mem::take(&mut self.open);
+        open.swap_remove(pos);
+        self.record(id, OpenCall { id, start, child: 0, node: UNRESOLVED }, end);
+        self.open = open;
+        true
     }
 
     /// Time spent in something not recorded as a call (an MPI poll that found nothing), counted
@@ -402,11 +483,25 @@ impl Drop for SiteSkip {
 unsafe impl Sync for ThreadBuffer {}
 unsafe impl Send for ThreadBuffer {}
 
+/// The Linux thread id in the file (`thread_os_ids`) of a track that is no thread's.
+pub const TRACK_OS_TID: i64 = -1;
+
 impl ThreadBuffer {
     pub fn new(index: u32, keep_calls: bool) -> ThreadBuffer {
         // SAFETY: gettid has no preconditions.
         let os_tid = unsafe { libc::syscall(libc::SYS_gettid) } as i64;
-        let data = ThreadData::for_thread(index, keep_calls);
+        ThreadBuffer::with(index, os_tid, ThreadData::for_thread(index, keep_calls))
+    }
+
+    /// The buffer of a track that is no thread's (the rank's asynchronous ranges, which may
+    /// end on another thread than the one that started them): recorded, quiesced, taken and
+    /// written like a thread's, under the Linux thread id `TRACK_OS_TID`; its writers take
+    /// turns under a lock of their own and it is never in any thread's TLS (nor sampled).
+    pub fn new_track(index: u32, keep_calls: bool) -> ThreadBuffer {
+        ThreadBuffer::with(index, TRACK_OS_TID, ThreadData { track: true, ..ThreadData::for_thread(index, keep_calls) })
+    }
+
+    fn with(index: u32, os_tid: i64, data: ThreadData) -> ThreadBuffer {
         crate::spill::thread_started(index, os_tid);
         let stats = data.stats().clone();
         ThreadBuffer { index, os_tid, seq: CallSeq::default(), stats, skip: SiteSkip::default(), data: UnsafeCell::new(data) }
@@ -604,6 +699,56 @@ mod tests {
         d.record_closed(1, 200, 201);
         d.add_child_time(7);
         assert_eq!(d.stats.get(1).unwrap().count, 2);
+    }
+
+    #[test]
+    fn ranges_on_a_track_overlap_without_nesting() {
+        let mut d = ThreadData { track: true, ..ThreadData::default() };
+        assert!(d.open_on_track(0, 10));
+        assert!(d.open_on_track(1, 20));
+        assert!(d.open_on_track(0, 30)); // the same region again, overlapping
+        assert!(d.close_on_track(0, 10, 40)); // the first ends first, inside nothing
+        assert!(!d.close_on_track(0, 10, 41)); // twice: not open
+        assert!(d.close_on_track(1, 20, 50));
+        assert_eq!(calls(&mut d, 0), vec![Call { start: 10, end: 40 }]);
+        assert_eq!(calls(&mut d, 1), vec![Call { start: 20, end: 50 }]);
+        // Nothing is charged to what stays open: every call's exclusive time is its own.
+        let a = d.stats.get(0).unwrap();
+        assert_eq!((a.count, a.total, a.exclusive), (1, 30, 30));
+        let b = d.stats.get(1).unwrap();
+        assert_eq!((b.count, b.total, b.exclusive), (1, 30, 30));
+        assert_eq!(d.open.len(), 1);
+        assert_eq!((d.open[0].id, d.open[0].start, d.open[0].child), (0, 30, 0));
+        // Statistics only: the call paths are flat too.
+        let mut d = ThreadData { track: true, keep_calls: false, ..ThreadData::default() };
+        assert!(d.open_on_track(0, 0));
+        assert!(d.open_on_track(1, 5));
+        assert!(d.close_on_track(1, 5, 7));
+        assert!(d.close_on_track(0, 0, 9));
+        let names: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        let mut p = crate::model::CallPaths { names, ..Default::default() };
+        d.paths.append_to(&mut p, 0, |r| r, |t| t);
+        let mut rows: Vec<(Vec<String>, u64)> = p.pooled().into_iter().map(|(k, v)| (k, v.calls)).collect();
+        rows.sort();
+        assert_eq!(rows, vec![(vec!["a".to_string()], 1), (vec!["b".to_string()], 1)]);
+    }
+
+    #[test]
+    fn pushes_pop_per_stack() {
+        let mut d = ThreadData::default();
+        assert_eq!(d.pop_pushed(1), None);
+        assert_eq!((d.push_pushed(1, 10), d.push_pushed(1, 11), d.push_pushed(2, 20), d.push_pushed(1, NOT_PUSHED)), (0, 1, 0, 2));
+        assert_eq!(d.pop_pushed(2), Some((20, 0)));
+        assert_eq!(d.pop_pushed(1), Some((NOT_PUSHED, 2)));
+        assert_eq!(d.push_pushed(2, 21), 0);
+        assert_eq!(d.pop_pushed(1), Some((11, 1)));
+        assert_eq!((d.pop_pushed(1), d.pop_pushed(1)), (Some((10, 0)), None));
+        assert_eq!((d.pop_pushed(2), d.pop_pushed(2)), (Some((21, 0)), None));
+        for i in 0..MAX_DEPTH as u32 + 2 {
+            d.push_pushed(3, i);
+        }
+        assert_eq!((d.pop_pushed(3), d.pop_pushed(3)), (Some((NOT_PUSHED, MAX_DEPTH as u32)), Some((NOT_PUSHED, MAX_DEPTH as u32))));
+        assert_eq!(d.pop_pushed(3), Some((MAX_DEPTH as u32 - 1, MAX_DEPTH as u32 - 1)));
     }
 
     #[test]

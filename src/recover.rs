@@ -231,7 +231,9 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
             Err(format!("no spill data of {} found (looked for {}* in {})", target.display(), dir_prefix(target), where_.display()))
         };
     }
-    if target.exists() && !overwrite {
+    // The first stage of a write after a signal (statistics, no calls) is replaced by what the
+    // spill data or the raw dump of that write holds: every call, and statistics from them.
+    if target.exists() && !overwrite && !statistics_only(target) {
         if already_recovered(target, dirs) {
             for d in dirs {
                 if let Ok(d) = RunDir::open(d) {
@@ -284,6 +286,18 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     }
     // Ranks without spill data may have written their own file.
     let extra_files: BTreeMap<i64, PathBuf> = rank_files.into_iter().filter(|(r, _)| !by_rank.contains_key(r)).collect();
+    // A rank that kept only its statistics (the first stage of a write after a signal, killed
+    // before its calls were dumped) is in the aggregate layout; the ranks recovered here keep
+    // their calls: files of two layouts are not merged. Said before anything is written.
+    let cut: Vec<String> = extra_files.iter().filter(|(_, p)| statistics_only(p)).map(|(r, _)| r.to_string()).collect();
+    let layout = by_rank.values().next().map(|r| r.meta.layout.clone()).unwrap_or_default();
+    if !cut.is_empty() && Layout::parse(&layout).unwrap_or_default() != Layout::Aggregate {
+        return Err(format!(
+            "rank(s) {} kept only their statistics, call paths and metadata (killed after the first stage of the write after a signal, before their calls were dumped: signal_write_stage \"statistics\"), the spill data of rank(s) {} holds their calls: files of two layouts are not merged; each rank file is a readable profile of its rank, and the spill data stays where it is",
+            cut.join(", "),
+            by_rank.keys().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let last_rank = by_rank.keys().chain(extra_files.keys()).max().copied().unwrap_or(0);
     let size = by_rank.values().filter_map(|r| r.meta.size).max().unwrap_or(1).max(last_rank + 1);
     let hosts: BTreeSet<&str> = by_rank.values().map(|r| r.meta.info.hostname.as_str()).collect();
@@ -361,9 +375,30 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     let facts = RunFacts { timestamp: started, omp_num_threads: omp };
     let run = RunContext { config: &config, facts: &facts };
     let n_ranks = by_rank.len();
+    let single = n_ranks == 1 && extra_files.is_empty() && size == 1;
+    // A raw dump cut short holds fewer calls than its run recorded: the first-stage file of
+    // that write (statistics of every recorded call) is kept beside the profile, not replaced.
+    let mut aside: Vec<PathBuf> = Vec::new();
+    for (&rank, r) in &by_rank {
+        let recorded = r.meta.metadata.iter().find_map(|(k, v)| match (k.as_str(), v) {
+            ("calls_recorded", AttrValue::Int(n)) => Some(*n),
+            _ => None,
+        });
+        if !recorded.is_some_and(|n| (r.calls as i64) < n) {
+            continue;
+        }
+        let f = if single { target.to_path_buf() } else { crate::output::rank_file_path(target, rank) };
+        if statistics_only(&f) {
+            let to = f.with_extension("statistics.h5");
+            if !to.exists() && std::fs::rename(&f, &to).is_ok() {
+                aside.push(to);
+            }
+        }
+    }
     let mut dirs_done: Vec<RunDir> = Vec::new();
-    let written = if n_ranks == 1 && extra_files.is_empty() && size == 1 {
+    let written = if single {
         let (_, r) = by_rank.into_iter().next().unwrap();
+        let meta = with_recovered_counts(meta, &r);
         r.open_reader();
         let result = crate::output::write_single_with(run, r.profile, meta);
         crate::spill::close_reader();
@@ -376,8 +411,9 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         let mut ours = Vec::new();
         let mut failed = None;
         for (rank, r) in by_rank {
+            let meta = with_recovered_counts(meta.clone(), &r);
             r.open_reader();
-            let result = crate::output::write_rank_file_with(run, rank, r.profile, None, meta.clone());
+            let result = crate::output::write_rank_file_with(run, rank, r.profile, None, meta);
             crate::spill::close_reader();
             dirs_done.push(r.run_dir);
             match result {
@@ -408,6 +444,13 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         message.push_str("; ");
         message.push_str(r);
     }
+    if !aside.is_empty() {
+        let names: Vec<String> = aside.iter().map(|p| p.display().to_string()).collect();
+        message.push_str(&format!(
+            "; the raw dump of the write after a signal held fewer calls than were recorded: the statistics of every recorded call stay in {}",
+            names.join(", ")
+        ));
+    }
     if !extra_files.is_empty() {
         message.push_str(&format!(
             "; rank(s) {:?} from their own files ({} rank(s) in the file)",
@@ -433,6 +476,40 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         ));
     }
     Ok(Recovery { message, written: Some(written) })
+}
+
+/// A run directory written by the raw dump after a signal says how many calls the run
+/// recorded (`calls_recorded`, `calls_recorded_per_thread`): the recovered file says how many
+/// of them it holds (`calls_kept`, `calls_kept_per_thread`, by the file's thread ids), and is
+/// `complete` only when that is all of them.
+fn with_recovered_counts(mut meta: Vec<(String, AttrValue)>, r: &RecoveredRun) -> Vec<(String, AttrValue)> {
+    // This run's own count (the metadata is the first rank's).
+    let recorded = r.meta.metadata.iter().find_map(|(k, v)| match (k.as_str(), v) {
+        ("calls_recorded", AttrValue::Int(n)) => Some(*n),
+        _ => None,
+    });
+    let Some(recorded) = recorded else { return meta };
+    let mut per_thread: Vec<i64> = vec![0; r.profile.info.thread_os_ids.len()];
+    for region in &r.profile.regions {
+        for (t, st) in &region.stats {
+            if let Some(slot) = usize::try_from(*t).ok().and_then(|t| per_thread.get_mut(t)) {
+                *slot += st.count as i64;
+            }
+        }
+    }
+    let kept = r.calls as i64;
+    let own = |k: &str| r.meta.metadata.iter().find(|(n, _)| n == k).cloned();
+    meta.retain(|(k, _)| !matches!(k.as_str(), "calls_kept" | "calls_kept_per_thread" | "signal_write_stage" | "calls_recorded" | "calls_recorded_per_thread"));
+    meta.extend(own("calls_recorded"));
+    meta.extend(own("calls_recorded_per_thread"));
+    meta.push(("calls_kept".into(), AttrValue::Int(kept)));
+    meta.push(("calls_kept_per_thread".into(), AttrValue::IntList(per_thread)));
+    // Recovery builds the call paths from the calls it read.
+    meta.retain(|(k, _)| k != "call_paths_kept");
+    meta.push(("call_paths_kept".into(), AttrValue::Int(1)));
+    let stage = if kept >= recorded { "complete" } else { "calls" };
+    meta.push(("signal_write_stage".into(), AttrValue::Str(stage.into())));
+    meta
 }
 
 // ---------------------------------------------------------------------------------------
@@ -741,7 +818,7 @@ fn read_meta(dir: &RunDir, notes: &mut Vec<String>) -> Result<SpillMeta, String>
 
 /// `metadata/` attributes recovery and the writer set themselves (the spill's own are taken
 /// out: written twice, HDF5 would refuse the file).
-const WRITTEN_METADATA: &[&str] = &[
+pub const WRITTEN_METADATA: &[&str] = &[
     "recovered",
     "recovered_calls",
     "recovered_from",
@@ -755,7 +832,7 @@ const WRITTEN_METADATA: &[&str] = &[
     "clock_status",
 ];
 /// Rank attributes the writer and recovery's clock set themselves.
-const WRITTEN_RANK_ATTRS: &[&str] =
+pub const WRITTEN_RANK_ATTRS: &[&str] =
     &["hostname", "pid", "cpus", "num_threads", "thread_os_ids", "clock", "clock_error_bound_ns", "clock_status", "clock_tsc_hz", "clock_anchors", "clock_note"];
 
 /// Keep the attributes whose names HDF5 can store (non-empty, no NUL, not `.`) and that are not
@@ -945,8 +1022,15 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
             }
         };
     }
-    let records: Vec<ThreadRecord> =
-        threads.into_iter().map(|(index, data)| ThreadRecord { index, os_tid: os_tids.get(&index).copied().unwrap_or(0), data }).collect();
+    let records: Vec<ThreadRecord> = threads
+        .into_iter()
+        .map(|(index, mut data)| {
+            let os_tid = os_tids.get(&index).copied().unwrap_or(0);
+            // The track of asynchronous ranges: its calls nest in nothing.
+            data.track = os_tid == crate::recorder::TRACK_OS_TID;
+            ThreadRecord { index, os_tid, data }
+        })
+        .collect();
     // The clock: the identity, or a fit through the saved anchors (plus one taken now when
     // this is the killed run's node and boot, so that no call lies after the last anchor).
     let (timebase, extrapolated) = if meta.clock == "tsc" {

@@ -5,6 +5,7 @@
 
 use crate::config::{Config, Layout, REGIONS_UP_TO_RANKS};
 use crate::model::{AttrValue, RankProfile};
+use crate::profile::ThreadRecord;
 use crate::mpi_comm::{self, MpiContext};
 use crate::output::{Outcome, RunContext, report, write_rank_file, write_single};
 use crate::status::{Error, Result, Status};
@@ -243,49 +244,226 @@ pub fn rank_without_mpi(mpi: Option<&MpiContext>) -> Option<(i64, i64)> {
     found.filter(|&(_, size)| size > 1)
 }
 
+/// What the raw dump of the calls after a signal needs besides the calls: the run
+/// directory's `meta.json` (its `metadata` is replaced by the file's), the region names by id
+/// and the recording threads (index, Linux thread id). None when the flight recorder's spill
+/// data holds the calls already.
+pub struct DumpPlan {
+    pub meta: crate::spill::SpillMeta,
+    pub names: Vec<(u32, String)>,
+    pub threads: Vec<(u32, i64)>,
+}
+
+/// A stage of the write after a signal, done: told to the caller as it happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The statistics, metadata and counters (and the call paths, with `call_paths`) are in
+    /// place under the file's name.
+    Statistics { call_paths: bool },
+    /// The raw dump of the calls is begun in the run directory given.
+    Dumping,
+    /// Every call is in the raw dump (the run directory given), `bytes` of calls.
+    Dumped { bytes: u64 },
+    /// The whole profile is in place in the run's layout (the dump is removed).
+    Complete,
+}
+
+/// Calls per file thread id (the statistics' counts), for `calls_*_per_thread`.
+fn calls_per_thread(profile: &RankProfile) -> Vec<i64> {
+    let mut out: Vec<i64> = vec![0; profile.info.thread_os_ids.len()];
+    for r in &profile.regions {
+        for (t, st) in &r.stats {
+            let Ok(t) = usize::try_from(*t) else { continue };
+            if t >= out.len() {
+                out.resize(t + 1, 0);
+            }
+            out[t] += st.count as i64;
+        }
+    }
+    out
+}
+
+/// The `metadata/` attributes saying how much of `calls` a stage keeps.
+fn counts(calls: usize, per_thread: &[i64], kept: bool) -> Vec<(String, AttrValue)> {
+    vec![
+        ("calls_kept".to_string(), AttrValue::Int(if kept { calls as i64 } else { 0 })),
+        ("calls_recorded".to_string(), AttrValue::Int(calls as i64)),
+        ("calls_kept_per_thread".to_string(), AttrValue::IntList(if kept { per_thread.to_vec() } else { vec![0; per_thread.len()] })),
+        ("calls_recorded_per_thread".to_string(), AttrValue::IntList(per_thread.to_vec())),
+    ]
+}
+
+/// The first stage's file (aggregate layout, no calls): `Ok(path)` or, on failure, said.
+fn statistics_stage(
+    run: RunContext<'_>,
+    rank: Option<(i64, i64)>,
+    profile: &RankProfile,
+    mut meta: Vec<(String, AttrValue)>,
+    calls: usize,
+    staged: &mut dyn FnMut(Stage, &std::path::Path),
+) {
+    let paths = profile.call_paths.is_some();
+    meta.push(("signal_write_stage".into(), AttrValue::Str("statistics".into())));
+    meta.push(("call_paths_kept".into(), AttrValue::Int(paths as i64)));
+    meta.extend(counts(calls, &calls_per_thread(profile), false));
+    match crate::output::write_statistics_first(run, rank.map(|r| r.0), profile, meta) {
+        Ok(w) => staged(Stage::Statistics { call_paths: paths }, &w.path),
+        Err(e) => warn::always(&format!("the statistics could not be written first ({e}); writing the rest")),
+    }
+}
+
+/// The metadata of every file of the write after a signal.
+fn signal_metadata(run: RunContext<'_>, rank: Option<(i64, i64)>, extra: Vec<(String, AttrValue)>) -> Vec<(String, AttrValue)> {
+    let size = rank.map_or(1, |(_, s)| s);
+    let mut meta = crate::metadata::run_metadata(run.config, run.facts, size, 1);
+    meta.extend(extra);
+    meta
+}
+
+/// The raw dump of the calls in `records` (`spill::Dump`): every chunk of every thread's call
+/// logs as recorded, thread by thread. Err says why not (the caller goes on without it).
+fn dump_calls(
+    records: &[ThreadRecord],
+    anchors: &[crate::clock::Anchor],
+    plan: DumpPlan,
+    meta: Vec<(String, AttrValue)>,
+    staged: &mut dyn FnMut(Stage, &std::path::Path),
+) -> std::result::Result<(crate::spill::Dump, u64), String> {
+    let mut order: Vec<&ThreadRecord> = records.iter().collect();
+    order.sort_by_key(|r| r.index);
+    let (mut chunks, mut words) = (0u64, 0u64);
+    for r in &order {
+        for log in r.data.logs() {
+            log.for_each_chunk(|_, data| {
+                if !data.is_empty() {
+                    chunks += 1;
+                    words += crate::spill::dump_chunk_words(data.len()) as u64;
+                }
+            });
+        }
+    }
+    let mut dmeta = plan.meta;
+    dmeta.metadata = meta;
+    // What recovery writes itself is not saved (it would say it left them out).
+    dmeta.metadata.retain(|(k, _)| !crate::recover::WRITTEN_METADATA.contains(&k.as_str()));
+    dmeta.info.extra.retain(|(k, _)| !crate::recover::WRITTEN_RANK_ATTRS.contains(&k.as_str()));
+    let mut dump = crate::spill::Dump::begin(&dmeta, &plan.names, &plan.threads, anchors, chunks, words)?;
+    staged(Stage::Dumping, dump.dir());
+    let mut failed = None;
+    'all: for r in &order {
+        for log in r.data.logs() {
+            log.for_each_chunk(|h, data| {
+                if failed.is_none() && !data.is_empty() {
+                    failed = dump.chunk(h, data).err();
+                }
+            });
+            if failed.is_some() {
+                break 'all;
+            }
+        }
+    }
+    let result = match failed {
+        Some(e) => Err(e),
+        None => dump.finish(),
+    };
+    match result {
+        Ok(bytes) => Ok((dump, bytes)),
+        Err(e) => {
+            let dir = dump.dir().display().to_string();
+            dump.remove();
+            Err(format!("writing {dir} failed: {e}"))
+        }
+    }
+}
+
+/// Profiles with more calls than this get their statistics and a raw dump of their calls
+/// before their call paths are built (`write_early_after_signal`); below it, the call paths
+/// (built from the calls: about 10-50 ns a call in a release build) come with the statistics.
+pub const PATHS_LATER_FROM_CALLS: usize = if cfg!(debug_assertions) { 1 << 15 } else { 1 << 20 };
+
+/// The write after a signal of a large profile, before its call paths are built (they take
+/// time in proportion to the calls): its statistics, metadata and counters moved into place
+/// under the file's name (`signal_write_stage` "statistics", `call_paths_kept` 0), then, with
+/// `dump`, every call of `records` in a raw dump at the speed the page cache takes it. Returns
+/// the dump, which `write_after_signal` removes once the profile is in place in its layout.
+/// Nothing for a profile of at most `PATHS_LATER_FROM_CALLS` calls, or one without calls.
+pub fn write_early_after_signal(
+    run: RunContext<'_>,
+    rank: Option<(i64, i64)>,
+    profile: &RankProfile,
+    records: &[ThreadRecord],
+    timebase: &crate::clock::Timebase,
+    extra: Vec<(String, AttrValue)>,
+    dump: Option<DumpPlan>,
+    staged: &mut dyn FnMut(Stage, &std::path::Path),
+) -> Option<crate::spill::Dump> {
+    let calls: usize = records.iter().flat_map(|r| r.data.logs()).map(|l| l.len()).sum();
+    if run.config.layout == Layout::Aggregate || calls <= PATHS_LATER_FROM_CALLS {
+        return None;
+    }
+    let meta = signal_metadata(run, rank, extra);
+    statistics_stage(run, rank, profile, meta.clone(), calls, staged);
+    let plan = dump?;
+    let mut m = meta;
+    m.push(("signal_write_stage".into(), AttrValue::Str("calls".into())));
+    m.extend(counts(calls, &calls_per_thread(profile), true));
+    match dump_calls(records, timebase.anchors(), plan, m, staged) {
+        Ok((d, bytes)) => {
+            staged(Stage::Dumped { bytes }, d.dir());
+            Some(d)
+        }
+        Err(e) => {
+            warn::always(&format!("the calls could not be dumped before the profile is written ({e}); writing the whole profile"));
+            None
+        }
+    }
+}
+
 /// After a termination signal no collective is possible (the other ranks are ending too, and
 /// the interrupted thread may be inside MPI): no MPI call at all, one file per process, each
 /// rank its own `<stem>.rank<N>.h5` without a message (the caller says it once per job).
 /// `extra` joins the `metadata/` attributes.
 ///
 /// Staged, most valuable first, since the launcher may kill the process at any moment (Open
-/// MPI's mpirun one second after its SIGTERM): when the profile keeps calls, first the
-/// statistics, call paths, metadata and counters (the aggregate layout, `signal_write_stage`
-/// "statistics", `calls_kept` 0) are moved into place under the file's name, and `staged` is
-/// told where; then the whole profile in the run's layout replaces that file
-/// (`signal_write_stage` "complete"). A process killed in between keeps the first file.
+/// MPI's mpirun one second after its SIGTERM), each stage told to `staged` when done. A large
+/// profile went through `write_early_after_signal` first (statistics, then the raw dump of
+/// its calls, `dumped`). Then:
+/// 1. when the profile keeps calls, the statistics, call paths, metadata and counters (the
+///    aggregate layout, `signal_write_stage` "statistics", `calls_kept` 0) are moved into
+///    place under the file's name;
+/// 2. the whole profile in the run's layout replaces that file (`signal_write_stage`
+///    "complete"), and the dump is removed.
+///
+/// A process killed in between keeps what was done.
 pub fn write_after_signal(
     run: RunContext<'_>,
     mpi: Option<MpiContext>,
     profile: RankProfile,
     extra: Vec<(String, AttrValue)>,
-    staged: &mut dyn FnMut(&std::path::Path),
+    dumped: Option<crate::spill::Dump>,
+    staged: &mut dyn FnMut(Stage, &std::path::Path),
 ) -> Result<SignalWrite> {
     let rank = rank_without_mpi(mpi.as_ref());
     // Freeing the communicator would be an MPI call.
     std::mem::forget(mpi);
-    let size = rank.map_or(1, |(_, s)| s);
-    let mut meta = crate::metadata::run_metadata(run.config, run.facts, size, 1);
-    meta.extend(extra);
+    let mut meta = signal_metadata(run, rank, extra);
     let calls: usize = profile.regions.iter().map(|r| r.calls()).sum();
     if run.config.layout != Layout::Aggregate && calls > 0 {
-        let mut first = meta.clone();
-        first.push(("signal_write_stage".into(), AttrValue::Str("statistics".into())));
-        first.push(("calls_kept".into(), AttrValue::Int(0)));
-        first.push(("calls_recorded".into(), AttrValue::Int(calls as i64)));
-        match crate::output::write_statistics_first(run, rank.map(|r| r.0), &profile, first) {
-            Ok(w) => staged(&w.path),
-            Err(e) => warn::always(&format!("the statistics could not be written first ({e}); writing the whole profile")),
-        }
+        statistics_stage(run, rank, &profile, meta.clone(), calls, staged);
     }
     meta.push(("signal_write_stage".into(), AttrValue::Str("complete".into())));
-    meta.push(("calls_kept".into(), AttrValue::Int(calls as i64)));
-    meta.push(("calls_recorded".into(), AttrValue::Int(calls as i64)));
-    match rank {
-        Some((rank, size)) => {
-            let w = crate::output::write_rank_file_with(run, rank, profile, None, meta)?;
-            Ok(SignalWrite::Rank { rank, size, path: w.path })
-        }
+    meta.push(("call_paths_kept".into(), AttrValue::Int(profile.call_paths.is_some() as i64)));
+    meta.extend(counts(calls, &calls_per_thread(&profile), true));
+    let result = match rank {
+        Some((rank, size)) => crate::output::write_rank_file_with(run, rank, profile, None, meta).map(|w| SignalWrite::Rank { rank, size, path: w.path }),
         None => crate::output::write_single_at(run, profile, meta).map(|w| SignalWrite::Single(w.path)),
+    };
+    if let Ok(SignalWrite::Rank { path, .. } | SignalWrite::Single(path)) = &result {
+        staged(Stage::Complete, path);
+        if let Some(d) = dumped {
+            d.remove();
+        }
     }
+    // On failure the dump stays: `sptool recover` turns it into the profile.
+    result
 }

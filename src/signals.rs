@@ -16,7 +16,8 @@
 //! allocates nothing, takes no lock, and the interrupted thread goes on (so it leaves any call
 //! it was in, and any lock it held). The watcher, a thread created at setup with every signal
 //! blocked and asleep in `futex(2)` until then, has the write (`Hooks::write`: no collective,
-//! each MPI rank writes its own file, statistics first, then the calls) run on a second thread
+//! each MPI rank writes its own file, statistics first, then the calls: for a large profile a
+//! raw dump of them at memory speed before the call paths and the layout) run on a second thread
 //! also started at setup (`sp-signal-write`: no thread is started after a signal, which may
 //! have interrupted the dynamic loader on another thread) and waits for it up to
 //! `SCOPE_PROFILER_SIGNAL_TIMEOUT` (a second signal shortens that to one second). Then the

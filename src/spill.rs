@@ -179,37 +179,41 @@ pub fn spill_parent(target: &Path) -> PathBuf {
     }
 }
 
-/// Start spilling for this process. On failure the run records in memory, with a warning.
-pub fn start(meta: &SpillMeta) -> Result<PathBuf, String> {
+/// A new run directory `.<stem>.spill.[r<rank>.]<random>/` (mode 0700) for `meta`'s target.
+fn make_run_dir(meta: &SpillMeta) -> Result<PathBuf, String> {
     let parent = spill_parent(&meta.target);
     let prefix = dir_prefix(&meta.target);
-    let mut dir = PathBuf::new();
-    let mut made = false;
     for _ in 0..16 {
         let rank = meta.rank.map(|r| format!("r{r}.")).unwrap_or_default();
-        dir = parent.join(format!("{prefix}{rank}{}", safe_file::random_suffix()));
+        let dir = parent.join(format!("{prefix}{rank}{}", safe_file::random_suffix()));
         use std::os::unix::fs::DirBuilderExt;
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => {
-                made = true;
-                break;
-            }
+            Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(format!("cannot create the spill directory {}: {e}", dir.display())),
         }
     }
-    if !made {
-        return Err(format!("cannot create a spill directory in {}", parent.display()));
-    }
+    Err(format!("cannot create a spill directory in {}", parent.display()))
+}
+
+/// `meta.json` and the header page of `calls.spill` in a new run directory.
+fn create_files(dir: &Path, meta: &SpillMeta) -> std::io::Result<File> {
+    let mut m = create_private(&dir.join(META_FILE))?;
+    m.write_all(&serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?)?;
+    let calls = create_private(&dir.join(CALLS_FILE))?;
+    let mut header = vec![0u8; HEADER_BYTES as usize];
+    header[..8].copy_from_slice(FILE_MAGIC);
+    header[8..16].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[16..24].copy_from_slice(&meta.pid.to_le_bytes());
+    calls.write_all_at(&header, 0)?;
+    Ok(calls)
+}
+
+/// Start spilling for this process. On failure the run records in memory, with a warning.
+pub fn start(meta: &SpillMeta) -> Result<PathBuf, String> {
+    let dir = make_run_dir(meta)?;
     let made = (|| -> std::io::Result<Spill> {
-        let mut m = create_private(&dir.join(META_FILE))?;
-        m.write_all(&serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?)?;
-        let calls = create_private(&dir.join(CALLS_FILE))?;
-        let mut header = vec![0u8; HEADER_BYTES as usize];
-        header[..8].copy_from_slice(FILE_MAGIC);
-        header[8..16].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        header[16..24].copy_from_slice(&meta.pid.to_le_bytes());
-        calls.write_all_at(&header, 0)?;
+        let calls = create_files(&dir, meta)?;
         let names = create_private(&dir.join(NAMES_FILE))?;
         let threads = create_private(&dir.join(THREADS_FILE))?;
         let anchors = create_private(&dir.join(ANCHORS_FILE))?;
@@ -385,6 +389,128 @@ pub fn finish(remove: bool) {
         if remove {
             let _ = std::fs::remove_dir_all(&s.dir);
         }
+    }
+}
+
+/// A raw dump of call logs in this format, written in one go (the write after a termination
+/// signal: the calls at the speed the page cache takes them, before the profile is written in
+/// its layout): a run directory like the flight recorder's, which `sptool recover` finds and
+/// reads as one. `meta.json`, `names`, `threads` and `anchors` come first; `calls.spill`
+/// records in its header the end and the number of chunks it will hold, so that a dump cut
+/// short (the process killed during it) is counted as such by recovery, never taken as
+/// complete. Chunks are written as recorded (8 bytes per packed call), each padded to whole
+/// pages; no `fsync`: the page cache keeps what was written when the process is killed.
+pub struct Dump {
+    dir: PathBuf,
+    calls: File,
+    /// Where the next chunk goes, and where the last one ends.
+    at: u64,
+    end: u64,
+    chunks: u64,
+    written: u64,
+}
+
+/// What a chunk of `words` data words takes in a dump: its header and data, in whole pages.
+pub fn dump_chunk_words(data_words: usize) -> usize {
+    (CHUNK_HDR + data_words).next_multiple_of(PAGE_WORDS)
+}
+
+/// Words of a chunk header (the call log's `HDR`; the storage only needs its size).
+pub const CHUNK_HDR: usize = 4;
+
+impl Dump {
+    /// A new run directory for `meta` holding `names` (region id, name), `threads` (thread
+    /// index, Linux thread id) and the clock's `anchors`, ready for `chunks` chunks of
+    /// `words` words in all (as `dump_chunk_words` counts them).
+    pub fn begin(meta: &SpillMeta, names: &[(u32, String)], threads: &[(u32, i64)], anchors: &[Anchor], chunks: u64, words: u64) -> Result<Dump, String> {
+        let dir = make_run_dir(meta)?;
+        let made = (|| -> std::io::Result<File> {
+            let calls = create_files(&dir, meta)?;
+            let mut rec = Vec::new();
+            for (id, name) in names {
+                rec.extend_from_slice(&id.to_le_bytes());
+                rec.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                rec.extend_from_slice(name.as_bytes());
+            }
+            create_private(&dir.join(NAMES_FILE))?.write_all(&rec)?;
+            rec.clear();
+            for (index, tid) in threads {
+                rec.extend_from_slice(&index.to_le_bytes());
+                rec.extend_from_slice(&0u32.to_le_bytes());
+                rec.extend_from_slice(&tid.to_le_bytes());
+            }
+            create_private(&dir.join(THREADS_FILE))?.write_all(&rec)?;
+            rec.clear();
+            for a in anchors {
+                rec.extend_from_slice(&a.tick.to_le_bytes());
+                rec.extend_from_slice(&a.ns.to_le_bytes());
+                rec.extend_from_slice(&a.half_width.to_le_bytes());
+            }
+            create_private(&dir.join(ANCHORS_FILE))?.write_all(&rec)?;
+            let end = HEADER_BYTES + words * 8;
+            let mut allocated = [0u8; 16];
+            allocated[..8].copy_from_slice(&end.to_le_bytes());
+            allocated[8..].copy_from_slice(&chunks.to_le_bytes());
+            calls.write_all_at(&allocated, ALLOCATED_AT)?;
+            Ok(calls)
+        })();
+        match made {
+            Ok(calls) => Ok(Dump { dir, calls, at: HEADER_BYTES, end: HEADER_BYTES + words * 8, chunks, written: 0 }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(format!("cannot create the dump files in {}: {e}", dir.display()))
+            }
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Append one chunk: `header` as the call log reads it (its capacity is replaced by the
+    /// pages the chunk takes here), `data` its data words that hold calls.
+    pub fn chunk(&mut self, mut header: [u64; CHUNK_HDR], data: &[u64]) -> std::io::Result<()> {
+        let words = dump_chunk_words(data.len());
+        if self.written >= self.chunks || self.at + words as u64 * 8 > self.end {
+            return Err(std::io::Error::other("more chunks than the dump was begun for"));
+        }
+        header[1] = data.len() as u64;
+        header[2] = (header[2] & 0xFFFF_FFFF) | (words as u64) << 32;
+        let iov = [
+            libc::iovec { iov_base: header.as_ptr() as *mut libc::c_void, iov_len: CHUNK_HDR * 8 },
+            libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() * 8 },
+        ];
+        let want = (CHUNK_HDR + data.len()) * 8;
+        // SAFETY: two buffers we hold for the call, written at an offset of our own file.
+        let n = unsafe { libc::pwritev(self.calls.as_raw_fd(), iov.as_ptr(), 2, self.at as libc::off_t) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n < want {
+            // A short write (a signal, a full disk on the way): the rest as plain writes.
+            // SAFETY: plain old data, viewed as bytes for the write.
+            let bytes = |w: &[u64]| unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) };
+            let mut all = Vec::with_capacity(want);
+            all.extend_from_slice(bytes(&header));
+            all.extend_from_slice(bytes(data));
+            self.calls.write_all_at(&all[n..], self.at + n as u64)?;
+        }
+        self.at += words as u64 * 8;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Every chunk is in: the file gets its full length (the last chunk's padding). Returns
+    /// the bytes of the calls file.
+    pub fn finish(&mut self) -> std::io::Result<u64> {
+        self.calls.set_len(self.at)?;
+        Ok(self.at)
+    }
+
+    /// Remove the dump (the profile in its layout holds everything now, or it is not wanted).
+    pub fn remove(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -6,14 +6,10 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use support::adapters::*;
 use support::*;
-
-fn lib() -> PathBuf {
-    link_dir().join("libscope_profiler.so")
-}
 
 const APP: &str = "tests/c/kokkos_app.cpp";
 
@@ -29,31 +25,12 @@ fn build(compiler: &str, name: &str, dir: &Path, linked: bool, defines: &[&str])
         .arg("-o")
         .arg(&exe);
     if linked {
-        let l = link_dir();
-        cmd.arg(format!("-L{}", l.display())).arg("-Wl,--disable-new-dtags").arg(format!("-Wl,-rpath,{}", l.display())).arg("-lscope_profiler");
+        link_library(&mut cmd);
     }
     cmd.args(["-ltrilinos_kokkoscore", "-ldl"]);
     let out = run(&mut cmd);
     assert!(out.status.success(), "building {name} ({cmd:?}) failed (is libtrilinos-kokkos-dev installed? scripts/setup.sh):\n{}", text(&out.stderr));
     exe
-}
-
-fn ok(out: &Output) {
-    assert!(out.status.success(), "the program failed:\n{}{}", text(&out.stdout), text(&out.stderr));
-}
-
-fn calls(regions: &BTreeMap<String, ReadRegion>, name: &str) -> usize {
-    regions.get(name).map_or(0, |r| r.starts.len())
-}
-
-/// Every call of `inner` lies within a call of `outer` on the same thread.
-fn nested(regions: &BTreeMap<String, ReadRegion>, inner: &str, outer: &str) {
-    let (i, o) = (&regions[inner], &regions[outer]);
-    for k in 0..i.starts.len() {
-        let t = i.thread_ids[k];
-        let inside = (0..o.starts.len()).any(|j| o.thread_ids[j] == t && o.starts[j] <= i.starts[k] && i.ends[k] <= o.ends[j]);
-        assert!(inside, "call {k} of '{inner}' (thread {t}) is not inside a call of '{outer}'");
-    }
 }
 
 /// What every run of tests/c/kokkos_app.cpp with `n` rounds records on a rank.
@@ -252,12 +229,4 @@ fn kokkos_4_loading_through_kokkos_tools_libs() {
     ok(&out);
     assert!(!file.exists(), "a profile was written for a bad interface version");
     assert_eq!(text(&out.stderr).matches("tools interface version 77").count(), 1, "{}", text(&out.stderr));
-}
-
-fn sptool(args: &[&str]) -> String {
-    let exe = lib_dir().join("sptool");
-    assert!(exe.exists(), "{} not found: run `cargo build --workspace` first", exe.display());
-    let out = run(Command::new(&exe).args(args).env_remove("COLUMNS"));
-    assert!(out.status.success(), "sptool {args:?} failed:\n{}", text(&out.stderr));
-    text(&out.stdout)
 }

@@ -302,7 +302,7 @@ fn ranks(profile: &Profile, filter: &Filter, out: &mut String) {
         .flat_map(|r| r.attrs.iter().map(|(n, _)| n.as_str()))
         // The sources' own attributes are in their section (below); Kokkos's declared
         // metadata (dozens of build options) is in the file for whoever wants it.
-        .filter(|k| !RANK_KEYS.contains(k) && ![SOURCE_PREFIX, "kokkos:", "counter:", "counter_max:"].iter().any(|p| k.starts_with(p)))
+        .filter(|k| !RANK_KEYS.contains(k) && ![SOURCE_PREFIX, ASYNC_PREFIX, "kokkos:", "counter:", "counter_max:"].iter().any(|p| k.starts_with(p)))
         .collect();
     extra.sort_unstable();
     extra.dedup();
@@ -324,6 +324,32 @@ fn ranks(profile: &Profile, filter: &Filter, out: &mut String) {
 /// were in use (`source:<name>`: the OpenMP tool, instrumented functions, the MPI plugin's MPI
 /// calls, the Kokkos tool, the NVTX injection).
 const SOURCE_PREFIX: &str = "source:";
+
+/// The rank attributes of the asynchronous ranges (NVTX start/end ranges, which may end on
+/// another thread than the one that started them): `async_range_regions`, one region per row,
+/// and `async_range_threads`, (starting thread's Linux id, ending thread's, ranges) per row.
+const ASYNC_PREFIX: &str = "async_range_";
+
+/// Which threads started and ended the asynchronous ranges (recorded on each rank's track of
+/// their own, Linux thread id -1 in `thread_os_ids`): a line per region and pair of threads.
+fn async_ranges(selected: &[&crate::model::RankInfo], out: &mut String) {
+    let mut lines = Vec::new();
+    for r in selected {
+        let find = |k: &str| r.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+        let (Some(AttrValue::StrArray(regions)), Some(AttrValue::IntArray(threads))) = (find("async_range_regions"), find("async_range_threads")) else { continue };
+        for (region, t) in regions.iter().zip(threads.chunks_exact(3)) {
+            let how = if t[0] == t[1] { format!("started and ended on thread {}", t[0]) } else { format!("started on thread {}, ended on thread {}", t[0], t[1]) };
+            lines.push(format!("    rank {}: {region}: {} range(s) {how}", r.rank, t[2]));
+        }
+    }
+    if !lines.is_empty() {
+        out.push_str("  Asynchronous ranges (start/end; on a track of their own, thread os id -1; Linux thread ids):\n");
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+}
 
 /// Which sources of regions were in use, on which ranks, and the Kokkos memory spaces'
 /// high-water marks.
@@ -361,6 +387,7 @@ fn sources(profile: &Profile, filter: &Filter, out: &mut String) {
         }
         out.push('\n');
     }
+    async_ranges(&selected, out);
     out.push('\n');
 }
 

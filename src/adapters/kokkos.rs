@@ -121,9 +121,10 @@ pub extern "C" fn kokkosp_request_tool_settings(num_actions: u32, settings: *mut
 }
 
 /// The suffix of a kernel's region: its kind, and its execution space where Kokkos encodes
-/// it in the device id (the top 8 bits: Kokkos::Tools::Experimental::DeviceType).
+/// it in the device id (the top 8 bits: Kokkos::Tools::Experimental::DeviceType); and the
+/// kind of its name-cache key (`adapters::name_token`: one per suffix, 0 is none's).
 #[inline(always)]
-fn kernel_suffix(kind: usize, dev_id: u32) -> &'static str {
+fn kernel_suffix(kind: usize, dev_id: u32) -> (&'static str, u8) {
     const TABLE: [[&str; 11]; 4] = {
         macro_rules! row {
             ($k:literal) => {
@@ -145,7 +146,7 @@ fn kernel_suffix(kind: usize, dev_id: u32) -> &'static str {
         [row!("for"), row!("reduce"), row!("scan"), row!("fence")]
     };
     let space = if VERSION.load(Ordering::Relaxed) >= SPACE_IN_DEVICE_ID { ((dev_id >> 24) as usize).min(9) + 1 } else { 0 };
-    TABLE[kind][space]
+    (TABLE[kind][space], (1 + kind * 11 + space) as u8)
 }
 
 /// A kernel or fence begins: a region of its label, started on the calling thread; its id
@@ -157,15 +158,16 @@ fn begin(kind: usize, name: *const c_char, dev_id: u32, kid: *mut u64) {
     }
     let mut id = NO_KERNEL;
     if on() {
-        id = start_label(name, kernel_suffix(kind, dev_id)).map_or(NO_KERNEL, u64::from);
+        let (suffix, key_kind) = kernel_suffix(kind, dev_id);
+        id = start_label(name, suffix, key_kind).map_or(NO_KERNEL, u64::from);
     }
     // SAFETY: Kokkos's handle word for this kernel.
     unsafe { *kid = id };
 }
 
-/// Start the region `<name><suffix>` (cached by the name's address and content).
+/// Start the region `<name><suffix>` (cached by the name's address, `kind`, and content).
 #[inline(always)]
-fn start_label(name: *const c_char, suffix: &'static str) -> Option<u32> {
+fn start_label(name: *const c_char, suffix: &'static str, kind: u8) -> Option<u32> {
     let r = catch_unwind(AssertUnwindSafe(|| {
         if name.is_null() {
             let n = recording::region_name("Kokkos", None, suffix);
@@ -178,7 +180,7 @@ fn start_label(name: *const c_char, suffix: &'static str) -> Option<u32> {
             Ok(recording::CallerName { bytes: n.as_bytes(), immutable: false })
         };
         // SAFETY: as above.
-        recording::start_named(name as usize, |cached| unsafe { recording::c_equals_with_suffix(name, cached, suffix.as_bytes()) }, read).ok().flatten()
+        recording::start_named(recording::name_token(name as usize, kind), |cached| unsafe { recording::c_equals_with_suffix(name, cached, suffix.as_bytes()) }, read).ok().flatten()
     }));
     r.ok().flatten()
 }
@@ -237,7 +239,7 @@ pub extern "C" fn kokkosp_push_profile_region(name: *const c_char) {
     if !on() {
         return;
     }
-    let id = start_label(name, "").unwrap_or(NOT_RECORDED);
+    let id = start_label(name, "", 0).unwrap_or(NOT_RECORDED);
     let _ = REGIONS.try_with(|s| s.try_borrow_mut().map(|mut s| s.push(id)));
 }
 

@@ -11,12 +11,14 @@
 //! - `kokkos`: the Kokkos tools interface (`kokkosp_*`, docs/kokkos.md).
 //! - `nvtx`: the NVTX injection (`InitializeInjectionNvtx2`, docs/nvtx.md).
 //!
-//! The interface: register a name once (`register`); start and stop a region on the calling
-//! thread (`start`/`stop` by id, `start_named`/`stop_named` by a name cached by pointer and
-//! content, as the C API's by-name calls are); an instant event (`instant`); a range timed
-//! elsewhere, which may have started on another thread (`closed`); a counter value
-//! (`counter`); and, for the adapters whose regions are named at finalize, the calling
-//! thread's recorder (`on_thread`, `on_running_thread`). Setting up and writing the profile
+//! The interface: register a name once (`register`, or `named` by a name cached by pointer
+//! and content, as the C API's by-name calls are); start and stop a region on the calling
+//! thread (`start`/`stop` by id, `start_named`/`stop_named` by name, `push_named`/`pop_pushed`
+//! for a stack whose pops name no region); an instant event
+//! (`instant`); a range that may end on another thread than the one that started it
+//! (`range_start`/`range_end`: recorded on the rank's track of asynchronous ranges, never in
+//! a thread's nesting); a counter value (`counter`); and, for the adapters whose regions are
+//! named at finalize, the calling thread's recorder (`on_thread`, `on_running_thread`). Setting up and writing the profile
 //! from another tool's hooks: `set_up`, `not_set_up`, `write_now`, `write_inside_mpi_finalize`,
 //! `write_before_abort`.
 
@@ -35,7 +37,7 @@ use crate::recorder::ThreadData;
 use crate::status::{Result, Status};
 use crate::{clock, profiler, run_values};
 
-pub use crate::profiler::{CallerName, ImplicitOrigin, Recorder};
+pub use crate::profiler::{CallerName, ImplicitOrigin, Popped, Recorder};
 
 /// The id of `name` (registered at its first use; every later use gets the same id). 0 while
 /// profiling is switched off.
@@ -63,6 +65,51 @@ pub fn start_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl Fn
     profiler::start_named_id(token, same, read)
 }
 
+/// Start the region a caller's name stands for (as `start_named`) and push it on the calling
+/// thread's stack `key` of this adapter's regions whose stops name none (NVTX's push/pop, per
+/// domain): the push's level on that stack. One window of the thread, no lock, no allocation
+/// once the name is seen.
+#[inline(always)]
+pub fn push_named<'a>(key: usize, token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<u32> {
+    profiler::push_named(key, token, same, read)
+}
+
+/// A push on stack `key` that starts nothing (a refused name): its pop stops nothing.
+pub fn push_nothing(key: usize) -> Result<u32> {
+    profiler::push_nothing(key)
+}
+
+/// Pop the calling thread's stack `key` (of `push_named`) and stop the region popped.
+#[inline(always)]
+pub fn pop_pushed(key: usize) -> Result<Popped> {
+    profiler::pop_pushed(key)
+}
+
+/// The id of the region a caller's name stands for, looked up as `start_named` does (no
+/// hashing once seen), starting nothing; None when not recording.
+#[inline(always)]
+pub fn named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<Option<u32>> {
+    profiler::named_id(token, same, read)
+}
+
+/// The name cache's key (`token` of `start_named`) for a name that an adapter got at address
+/// `p` and completes with a suffix of its own: `kind` (1 to 255) tells the suffixes apart, 0
+/// is no suffix, the key the C API's by-name calls use for the same address. User-space
+/// addresses lie below 2^56, so keys of different kinds never meet, and a name in read-only
+/// memory (`CallerName::immutable`, never compared again) cannot be taken for the same
+/// name with another suffix.
+#[inline(always)]
+pub const fn name_token(p: usize, kind: u8) -> usize {
+    p ^ ((kind as usize) << 56)
+}
+
+/// Whether `len` bytes at `p` lie in a read-only segment of a loaded object (a string literal):
+/// a name there never changes (`CallerName::immutable`). Not on the hot path (a walk of the
+/// loaded objects): for a cache miss.
+pub fn read_only(p: *const u8, len: usize) -> bool {
+    crate::ffi::in_read_only_segment(p, len)
+}
+
 /// The stop counterpart of `start_named`.
 #[inline(always)]
 pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnOnce() -> Result<CallerName<'a>>) -> Result<()> {
@@ -88,13 +135,6 @@ pub fn instant(id: u32) -> bool {
     on_running_thread(|d| d.record_closed(id, t, t)).is_some()
 }
 
-/// A range of region `id` from `start` (ticks of `now`, possibly taken on another thread) to
-/// now, recorded on the calling thread (the one that ends it) as a call closed inside its
-/// innermost open call.
-pub fn closed(id: u32, start: i64) -> bool {
-    let end = clock::now_stop();
-    on_running_thread(|d| d.record_closed(id, start.min(end), end)).is_some()
-}
 
 /// A value of the counter `name` (a byte count, a high-water mark): the last one and the
 /// largest are the rank's attributes in the file.
@@ -178,6 +218,114 @@ pub fn another_copy_is_used() -> bool {
     let seen = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"sp_setup".as_ptr()) };
     let ours = crate::ffi::sp_setup as *const () as *mut std::ffi::c_void;
     !seen.is_null() && seen != ours
+}
+
+// ---------------------------------------------------------------------------------------
+// Ranges that may end on another thread than the one that started them (NVTX's start/end
+// ranges; roctx's and Caliper's asynchronous ones would be the same). They are recorded on the
+// rank's track of asynchronous ranges (a pseudo thread of the file, `thread_os_ids` -1, as
+// Nsight Systems shows them on a row of their own): none nests in a thread's calls, none
+// encloses anything, ranges of the same name may overlap; which threads started and ended
+// them is counted in the rank attributes `async_range_regions` / `async_range_threads`.
+
+/// Ranges open at once at most (as deep as a thread's nesting may go): a later start is
+/// refused (said once, counted in the region's `dropped_calls`).
+pub const MAX_OPEN_RANGES: usize = crate::recorder::MAX_DEPTH;
+
+/// An open range: its region, start (ticks) and the Linux id of the thread that started it.
+#[derive(Clone, Copy)]
+struct RangeSlot {
+    id: u32,
+    start: i64,
+    started_on: i64,
+    /// Bumped each time the slot is taken: a handle of an ended range names an older one.
+    generation: u32,
+    open: bool,
+}
+
+/// The open ranges by handle: a slot per range, reused once it ended.
+struct Ranges {
+    slots: Vec<RangeSlot>,
+    free: Vec<u32>,
+    unknown_ends: i64,
+}
+
+static RANGES: parking_lot::Mutex<Ranges> = parking_lot::Mutex::new(Ranges { slots: Vec::new(), free: Vec::new(), unknown_ends: 0 });
+
+/// How an end of a range went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RangeEnd {
+    /// Recorded.
+    Ended,
+    /// The handle names no open range (ended already, never given out, or refused at its
+    /// start): counted in the rank attribute `counter:async_range_unknown_ends`.
+    NotOpen,
+    /// Not recording (profiling off or finalized, or a signal handler inside the library).
+    NotRecording,
+}
+
+/// The Linux id of the calling thread (asked once per thread).
+fn this_os_tid() -> i64 {
+    thread_local!(static TID: std::cell::Cell<i64> = const { std::cell::Cell::new(0) });
+    TID.try_with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as i64);
+        }
+        t.get()
+    })
+    // SAFETY: as above (the thread's TLS is being torn down).
+    .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as i64)
+}
+
+/// Start a range of region `id` that any thread may end (`range_end`): its handle, never 0;
+/// 0 when not recording, or when `MAX_OPEN_RANGES` are open (said once). A lock per call.
+pub fn range_start(id: u32) -> u64 {
+    let started_on = this_os_tid();
+    let start = clock::now();
+    profiler::with_track(|d| {
+        if !d.open_on_track(id, start) {
+            crate::warn::once("async-ranges-open", &format!("more than {MAX_OPEN_RANGES} ranges open at once (their ends missing?): later ones are not recorded (counted as dropped calls)"));
+            return 0;
+        }
+        let mut r = RANGES.lock();
+        let slot = match r.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                r.slots.push(RangeSlot { id, start, started_on, generation: 0, open: false });
+                r.slots.len() - 1
+            }
+        };
+        let s = &mut r.slots[slot];
+        *s = RangeSlot { id, start, started_on, generation: s.generation.wrapping_add(1), open: true };
+        (u64::from(s.generation) << 32) | (slot as u64 + 1)
+    })
+    .unwrap_or(0)
+}
+
+/// End the range `handle` (of `range_start`, on any thread): recorded on the track of
+/// asynchronous ranges, from its start to now. An end of a handle that names no open range
+/// changes nothing (counted). A lock per call.
+pub fn range_end(handle: u64) -> RangeEnd {
+    let end = clock::now_stop();
+    let ended_on = this_os_tid();
+    profiler::with_track(|d| {
+        let mut r = RANGES.lock();
+        let slot = (handle & 0xffff_ffff) as usize;
+        let open = slot.checked_sub(1).and_then(|i| r.slots.get(i).map(|s| (i, *s))).filter(|(_, s)| s.open && u64::from(s.generation) == handle >> 32);
+        let Some((i, s)) = open else {
+            r.unknown_ends += 1;
+            counter("async_range_unknown_ends", r.unknown_ends);
+            return RangeEnd::NotOpen;
+        };
+        r.slots[i].open = false;
+        r.free.push(i as u32);
+        drop(r);
+        d.close_on_track(s.id, s.start, end.max(s.start));
+        run_values::count_range(s.id, s.started_on, ended_on);
+        RangeEnd::Ended
+    })
+    .unwrap_or(RangeEnd::NotRecording)
 }
 
 // ---------------------------------------------------------------------------------------

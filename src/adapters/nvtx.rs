@@ -6,22 +6,20 @@
 //!
 //! Recorded: push/pop ranges (`A`, `W`, `Ex` with an ASCII, Unicode or registered message)
 //! as regions named by their message on the calling thread, `<message> [<domain>]` for a
-//! domain's; start/end ranges as regions `<message> [range]` (`[<domain>, range]`), recorded
-//! on the thread that ends them, which may not be the one that started them; marks as
-//! instant events `<message> [mark]`; thread names as rank attributes `thread_name:<tid>`.
+//! domain's; start/end ranges, which may end on another thread than the one that started
+//! them, as regions `<message> [range]` (`[<domain>, range]`) on the rank's track of
+//! asynchronous ranges (`adapters::range_start`), with the starting and ending threads; marks
+//! as instant events `<message> [mark]`; thread names as rank attributes `thread_name:<tid>`.
 //! A pop without a push, an end of an unknown range, a NULL or malformed message is said once
 //! and ignored. `SCOPE_PROFILER_NVTX=0` turns it off (the program runs without a tool).
 
 #![allow(non_camel_case_types)]
 
-use super::{self as recording, NOT_RECORDED, Stack};
+use super::{self as recording, RangeEnd};
 use crate::warn;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The switch for this adapter.
 pub const ENV: &str = "SCOPE_PROFILER_NVTX";
@@ -35,11 +33,10 @@ const MESSAGE_UNKNOWN: i32 = 0;
 const MESSAGE_ASCII: i32 = 1;
 const MESSAGE_UNICODE: i32 = 2;
 const MESSAGE_REGISTERED: i32 = 3;
-/// More domains, registered strings and open start/end ranges than any program has: later
-/// ones are refused (said once).
+/// More domains and registered strings than any program has: later ones are refused (said
+/// once).
 const MAX_DOMAINS: usize = 4096;
 const MAX_STRINGS: usize = 1 << 16;
-const MAX_OPEN_RANGES: usize = 1 << 20;
 /// Tags of the handles we give out (a handle that lacks its tag is not ours: refused).
 const DOMAIN_TAG: u64 = 0x5350_4e56_5458_444d;
 const STRING_TAG: u64 = 0x5350_4e56_5458_5354;
@@ -68,15 +65,32 @@ pub struct nvtxEventAttributes_t {
     pub message: *const c_void,
 }
 
-/// A domain (our `nvtxDomainHandle_t`): its suffixes, made once.
-pub struct Domain {
-    tag: u64,
-    push: String,
-    range: String,
-    mark: String,
+/// How a message becomes a region name: the suffix, and the kind of the name cache's key
+/// (`adapters::name_token`). A kind that is the form's alone (`unique`) lets a message in
+/// read-only memory be trusted by its address (never compared again).
+#[derive(Clone, Copy)]
+struct Form {
+    suffix: &'static str,
+    kind: u8,
+    unique: bool,
 }
 
-/// A registered string (our `nvtxStringHandle_t`): its region names, made once.
+/// The default domain's forms; a created domain's kinds follow, three per domain (the first
+/// `UNIQUE_DOMAINS` domains have kinds of their own, later ones share them and are compared).
+const PUSH: Form = Form { suffix: "", kind: 0, unique: true };
+const RANGE: Form = Form { suffix: " [range]", kind: 1, unique: true };
+const MARK: Form = Form { suffix: " [mark]", kind: 2, unique: true };
+const UNIQUE_DOMAINS: usize = 84;
+
+/// A domain (our `nvtxDomainHandle_t`): its forms, made once.
+pub struct Domain {
+    tag: u64,
+    push: Form,
+    range: Form,
+    mark: Form,
+}
+
+/// A registered string (our `nvtxStringHandle_t`): its text made safe, once.
 pub struct Registered {
     tag: u64,
     name: String,
@@ -85,14 +99,7 @@ pub struct Registered {
 static ON: AtomicBool = AtomicBool::new(false);
 static DOMAINS: AtomicUsize = AtomicUsize::new(0);
 static STRINGS: AtomicUsize = AtomicUsize::new(0);
-static NEXT_RANGE: AtomicU64 = AtomicU64::new(1);
-/// Open start/end ranges: id -> (region, start ticks).
-static RANGES: Mutex<Option<HashMap<u64, (u32, i64)>>> = Mutex::new(None);
 
-thread_local! {
-    /// The thread's open push/pop ranges, per domain (0: the default domain).
-    static STACKS: RefCell<Vec<(usize, Stack)>> = const { RefCell::new(Vec::new()) };
-}
 
 /// Called by NVTX at the program's first NVTX call: take the CORE and CORE2 slots.
 #[unsafe(no_mangle)]
@@ -328,185 +335,190 @@ fn name_of(m: &Message, suffix: &str) -> String {
         // SAFETY: as above, wide.
         Message::Wide(p) => recording::region_name("NVTX", unsafe { wide_text(p) }.as_deref(), suffix),
         Message::Registered(r) => format!("{}{suffix}", r.name),
-        Message::None => format!("(no message){suffix}"),
+        Message::None => format!("{NO_MESSAGE}{suffix}"),
     }
 }
 
-/// Start the region of message `m` (cached by the message's address and content).
-#[inline(always)]
-fn start_message(m: &Message, suffix: &'static str) -> u32 {
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let made = std::cell::OnceCell::new();
-        let read = || Ok(recording::CallerName { bytes: made.get_or_init(|| name_of(m, suffix)).as_bytes(), immutable: false });
-        let s = suffix.as_bytes();
-        match *m {
-            // SAFETY: NUL-terminated strings of the program's.
-            Message::Ascii(p) => recording::start_named(p as usize, |c| unsafe { recording::c_equals_with_suffix(p, c, s) }, read),
-            Message::Wide(p) => recording::start_named(p as usize, |c| unsafe { wide_equals_with_suffix(p, c, s) }, read),
-            // Our own handle: its name never changes (the suffix is the handle's domain's).
-            Message::Registered(reg) => recording::start_named(reg as *const Registered as usize, |_| true, || Ok(recording::CallerName { bytes: reg.name.as_bytes(), immutable: true })),
-            Message::None => recording::start_named(suffix.as_ptr() as usize ^ 1, |c| c == made.get_or_init(|| name_of(m, suffix)).as_bytes(), read),
+/// Whether the message at `p` (units of `unit` bytes), its terminator included, lies in
+/// read-only memory: a string literal, which never changes (for a cache miss).
+fn read_only_message(p: *const u8, unit: usize) -> bool {
+    let mut units = 0;
+    while units <= recording::MAX_LABEL {
+        // SAFETY: a NUL-terminated string of the program's: units 0..units were not NUL.
+        let nul = unsafe { if unit == 1 { *p.add(units) == 0 } else { *(p as *const i32).add(units) == 0 } };
+        if nul {
+            break;
         }
-        .ok()
-        .flatten()
-    }));
-    r.ok().flatten().unwrap_or(NOT_RECORDED)
+        units += 1;
+    }
+    recording::read_only(p, (units + 1) * unit)
+}
+
+/// The name of message `m` in `form` at a cache miss (made in `made`), and whether the
+/// program's bytes behind it never change: a registered string's (in a form of its own), or
+/// a string literal's (units of `unit` bytes in read-only memory); kept off the hot path.
+#[cold]
+#[inline(never)]
+fn read_name<'a>(made: &'a std::cell::OnceCell<String>, m: &Message, form: Form, unit: usize) -> crate::status::Result<recording::CallerName<'a>> {
+    let immutable = form.unique
+        && match *m {
+            Message::Ascii(p) => read_only_message(p as *const u8, unit),
+            Message::Wide(p) => read_only_message(p as *const u8, unit),
+            Message::Registered(_) => true,
+            Message::None => false,
+        };
+    Ok(recording::CallerName { bytes: made.get_or_init(|| name_of(m, form.suffix)).as_bytes(), immutable })
+}
+
+/// The name of a message of unknown type.
+const NO_MESSAGE: &str = "(no message)";
+
+/// Look the region of message `m` in `form` up in the calling thread's name cache (by the
+/// message's address and content; a registered string by its handle) with `$op` (and its
+/// first arguments: `recording::push_named, key` to push it, `recording::named` for its id).
+macro_rules! with_message {
+    ($m:expr, $form:expr, $op:path $(, $arg:expr)*) => {{
+        let (m, form): (&Message, Form) = ($m, $form);
+        let made = std::cell::OnceCell::new();
+        let s = form.suffix.as_bytes();
+        match *m {
+            Message::Ascii(p) => $op(
+                $($arg,)*
+                recording::name_token(p as usize, form.kind),
+                // SAFETY: a NUL-terminated string of the program's.
+                |c| unsafe { recording::c_equals_with_suffix(p, c, s) },
+                || read_name(&made, m, form, 1),
+            ),
+            Message::Wide(p) => $op(
+                $($arg,)*
+                recording::name_token(p as usize, form.kind),
+                // SAFETY: as above, wide.
+                |c| unsafe { wide_equals_with_suffix(p, c, s) },
+                || read_name(&made, m, form, 4),
+            ),
+            // Our own handle, never freed: its text never changes, so in a form of its own
+            // it is trusted by its address alone.
+            Message::Registered(reg) => $op(
+                $($arg,)*
+                recording::name_token(reg as *const Registered as usize, form.kind),
+                |c| c.len() == reg.name.len() + s.len() && c.starts_with(reg.name.as_bytes()) && c.ends_with(s),
+                || read_name(&made, m, form, 0),
+            ),
+            Message::None => $op(
+                $($arg,)*
+                recording::name_token(form.suffix.as_ptr() as usize ^ 1, form.kind),
+                |c| c.len() == NO_MESSAGE.len() + s.len() && c.starts_with(NO_MESSAGE.as_bytes()) && c.ends_with(s),
+                || read_name(&made, m, form, 0),
+            ),
+        }
+    }};
+}
+
+/// The region of message `m` in `form` (registered at its first use), None when not recording.
+fn message_region(m: &Message, form: Form) -> Option<u32> {
+    catch_unwind(AssertUnwindSafe(|| with_message!(m, form, recording::named).ok().flatten())).ok().flatten()
 }
 
 // ---------------------------------------------------------------------------------------
 // Push and pop.
 
+/// The panic boundary of a push or pop: the closure captures a pointer or two and returns the
+/// level, so that catching costs next to nothing (no result or message moved across it).
 #[inline(always)]
-fn push(domain: usize, m: Option<Message>, suffix: &'static str) -> c_int {
-    let id = match m {
-        Some(m) => start_message(&m, suffix),
-        None => NOT_RECORDED,
-    };
-    STACKS
-        .try_with(|s| {
-            // Busy: a signal handler of the program's calling NVTX inside an NVTX call.
-            let Ok(mut s) = s.try_borrow_mut() else { return -1 };
-            let i = match s.iter().position(|e| e.0 == domain) {
-                Some(i) => i,
-                None => {
-                    s.push((domain, Stack::new()));
-                    s.len() - 1
-                }
-            };
-            s[i].1.push(id);
-            s[i].1.depth() as c_int - 1
-        })
-        .unwrap_or(-1)
+fn guarded(f: impl FnOnce() -> c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(-1)
 }
 
+/// Push the range of message `m` (None: refused, pushed all the same so that its pop pairs)
+/// on the calling thread's stack of `domain` (0: the default domain): its level.
 #[inline(always)]
-fn pop(domain: usize) -> c_int {
-    let popped = STACKS.try_with(|s| {
-        let mut s = s.try_borrow_mut().ok()?;
-        let e = s.iter_mut().find(|e| e.0 == domain)?;
-        e.1.pop().map(|id| (id, e.1.depth() as c_int))
-    });
-    match popped {
-        Ok(Some((id, level))) => {
-            if id != NOT_RECORDED {
-                let _ = catch_unwind(|| recording::stop(id));
-            }
-            level
-        }
-        Ok(None) => {
-            misuse("pop", "a range pop without a push on this thread");
-            -1
-        }
+fn push(domain: usize, m: Option<Message>, form: Form) -> c_int {
+    let r = match m {
+        Some(m) => with_message!(&m, form, recording::push_named, domain),
+        None => recording::push_nothing(domain),
+    };
+    match r {
+        Ok(level) => level.min(c_int::MAX as u32) as c_int,
         Err(_) => -1,
     }
 }
 
-unsafe extern "C" fn range_push_a(message: *const c_char) -> c_int {
-    if !on() {
-        return -1;
+/// Pop the calling thread's stack of `domain`: the popped range's level.
+#[inline(always)]
+fn pop(domain: usize) -> c_int {
+    match recording::pop_pushed(domain) {
+        Ok(recording::Popped::Level(level)) => level.min(c_int::MAX as u32) as c_int,
+        Ok(recording::Popped::Empty) => {
+            misuse("pop", "a range pop without a push on this thread");
+            -1
+        }
+        _ => -1,
     }
-    let m = if message.is_null() {
-        misuse("null-message", "a NULL message");
-        None
-    } else {
-        Some(Message::Ascii(message))
-    };
-    push(0, m, "")
+}
+
+unsafe extern "C" fn range_push_a(message: *const c_char) -> c_int {
+    guarded(|| if on() { push(0, ascii(message), PUSH) } else { -1 })
 }
 
 unsafe extern "C" fn range_push_w(message: *const i32) -> c_int {
-    if !on() {
-        return -1;
-    }
-    let m = if message.is_null() {
-        misuse("null-message", "a NULL message");
-        None
-    } else {
-        Some(Message::Wide(message))
-    };
-    push(0, m, "")
+    guarded(|| if on() { push(0, wide(message), PUSH) } else { -1 })
 }
 
 unsafe extern "C" fn range_push_ex(a: *const nvtxEventAttributes_t) -> c_int {
-    if !on() {
-        return -1;
-    }
     // SAFETY: the program's attributes or NULL.
-    push(0, unsafe { message_of(a) }, "")
+    guarded(|| if on() { push(0, unsafe { message_of(a) }, PUSH) } else { -1 })
 }
 
 unsafe extern "C" fn range_pop() -> c_int {
-    if !on() {
-        return -1;
-    }
-    pop(0)
+    guarded(|| if on() { pop(0) } else { -1 })
 }
 
 unsafe extern "C" fn domain_range_push_ex(d: *const c_void, a: *const nvtxEventAttributes_t) -> c_int {
-    if !on() {
-        return -1;
-    }
-    // SAFETY: a handle of ours or NULL.
-    let Some(dom) = (unsafe { domain(d) }) else { return push(d as usize, None, "") };
-    let suffix: &'static str = dom.map_or("", |d| d.push.as_str());
-    // SAFETY: the program's attributes or NULL.
-    let m = unsafe { message_of(a) };
-    // A registered string of another domain keeps its own domain's name.
-    push(d as usize, m, suffix)
+    guarded(|| {
+        if !on() {
+            return -1;
+        }
+        // SAFETY: a handle of ours or NULL.
+        let Some(dom) = (unsafe { domain(d) }) else { return push(d as usize, None, PUSH) };
+        // SAFETY: the program's attributes or NULL.
+        let m = unsafe { message_of(a) };
+        push(d as usize, m, dom.map_or(PUSH, |d| d.push))
+    })
 }
 
 unsafe extern "C" fn domain_range_pop(d: *const c_void) -> c_int {
-    if !on() {
-        return -1;
-    }
-    pop(d as usize)
+    guarded(|| if on() { pop(d as usize) } else { -1 })
 }
 
 // ---------------------------------------------------------------------------------------
 // Start and end (may end on another thread), marks.
 
-fn range_start(m: Option<Message>, suffix: &str) -> u64 {
+/// A start/end range begins: its handle (0: not recorded).
+fn range_start(m: Option<Message>, form: Form) -> u64 {
     let Some(m) = m else { return 0 };
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let n = name_of(&m, suffix);
-        let id = recording::register(n.as_bytes()).ok().filter(|_| !recording::switched_off())?;
-        let handle = NEXT_RANGE.fetch_add(1, Ordering::Relaxed);
-        let mut g = RANGES.lock();
-        let open = g.get_or_insert_with(HashMap::new);
-        if open.len() >= MAX_OPEN_RANGES {
-            misuse("too-many-ranges", &format!("more than {MAX_OPEN_RANGES} start/end ranges open at once (ends missing?): later ones are not recorded"));
-            return None;
-        }
-        open.insert(handle, (id, recording::now()));
-        Some(handle)
-    }));
-    r.ok().flatten().unwrap_or(0)
+    let Some(id) = message_region(&m, form) else { return 0 };
+    catch_unwind(|| recording::range_start(id)).unwrap_or(0)
 }
 
+/// A start/end range ends, on whichever thread. The end of a range whose start was not
+/// recorded (handle 0: a NULL message, said at the start) is no misuse.
 fn range_stop(handle: u64) {
-    let _ = catch_unwind(|| {
-        let found = RANGES.lock().as_mut().and_then(|m| m.remove(&handle));
-        match found {
-            Some((id, start)) => {
-                recording::closed(id, start);
-            }
-            None => misuse("end", &format!("an end of range {handle}, which is not open")),
-        }
-    });
+    if handle == 0 {
+        return;
+    }
+    if let Ok(RangeEnd::NotOpen) = catch_unwind(|| recording::range_end(handle)) {
+        misuse("end", &format!("an end of range {handle}, which is not open (ended already, or never started; counted as async_range_unknown_ends)"));
+    }
 }
 
-fn mark(m: Option<Message>, suffix: &str) {
+fn mark(m: Option<Message>, form: Form) {
     let Some(m) = m else { return };
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        let n = name_of(&m, suffix);
-        if let Ok(id) = recording::register(n.as_bytes()) {
-            if !recording::switched_off() {
-                recording::instant(id);
-            }
-        }
-    }));
+    if let Some(id) = message_region(&m, form) {
+        let _ = catch_unwind(|| recording::instant(id));
+    }
 }
 
+#[inline(always)]
 fn ascii(p: *const c_char) -> Option<Message> {
     if p.is_null() {
         misuse("null-message", "a NULL message");
@@ -515,6 +527,7 @@ fn ascii(p: *const c_char) -> Option<Message> {
     Some(Message::Ascii(p))
 }
 
+#[inline(always)]
 fn wide(p: *const i32) -> Option<Message> {
     if p.is_null() {
         misuse("null-message", "a NULL message");
@@ -524,16 +537,16 @@ fn wide(p: *const i32) -> Option<Message> {
 }
 
 unsafe extern "C" fn range_start_a(message: *const c_char) -> u64 {
-    if on() { range_start(ascii(message), " [range]") } else { 0 }
+    if on() { range_start(ascii(message), RANGE) } else { 0 }
 }
 
 unsafe extern "C" fn range_start_w(message: *const i32) -> u64 {
-    if on() { range_start(wide(message), " [range]") } else { 0 }
+    if on() { range_start(wide(message), RANGE) } else { 0 }
 }
 
 unsafe extern "C" fn range_start_ex(a: *const nvtxEventAttributes_t) -> u64 {
     // SAFETY: the program's attributes or NULL.
-    if on() { range_start(unsafe { message_of(a) }, " [range]") } else { 0 }
+    if on() { range_start(unsafe { message_of(a) }, RANGE) } else { 0 }
 }
 
 unsafe extern "C" fn range_end(id: u64) {
@@ -548,7 +561,7 @@ unsafe extern "C" fn domain_range_start_ex(d: *const c_void, a: *const nvtxEvent
     }
     // SAFETY: a handle of ours or NULL; the program's attributes or NULL.
     let Some(dom) = (unsafe { domain(d) }) else { return 0 };
-    range_start(unsafe { message_of(a) }, dom.map_or(" [range]", |d| d.range.as_str()))
+    range_start(unsafe { message_of(a) }, dom.map_or(RANGE, |d| d.range))
 }
 
 unsafe extern "C" fn domain_range_end(_d: *const c_void, id: u64) {
@@ -559,20 +572,20 @@ unsafe extern "C" fn domain_range_end(_d: *const c_void, id: u64) {
 
 unsafe extern "C" fn mark_a(message: *const c_char) {
     if on() {
-        mark(ascii(message), " [mark]")
+        mark(ascii(message), MARK)
     }
 }
 
 unsafe extern "C" fn mark_w(message: *const i32) {
     if on() {
-        mark(wide(message), " [mark]")
+        mark(wide(message), MARK)
     }
 }
 
 unsafe extern "C" fn mark_ex(a: *const nvtxEventAttributes_t) {
     if on() {
         // SAFETY: the program's attributes or NULL.
-        mark(unsafe { message_of(a) }, " [mark]")
+        mark(unsafe { message_of(a) }, MARK)
     }
 }
 
@@ -582,7 +595,7 @@ unsafe extern "C" fn domain_mark_ex(d: *const c_void, a: *const nvtxEventAttribu
     }
     // SAFETY: a handle of ours or NULL; the program's attributes or NULL.
     let Some(dom) = (unsafe { domain(d) }) else { return };
-    mark(unsafe { message_of(a) }, dom.map_or(" [mark]", |d| d.mark.as_str()))
+    mark(unsafe { message_of(a) }, dom.map_or(MARK, |d| d.mark))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -590,12 +603,21 @@ unsafe extern "C" fn domain_mark_ex(d: *const c_void, a: *const nvtxEventAttribu
 
 fn create_domain(name: Option<Vec<u8>>) -> *const c_void {
     catch_unwind(|| {
-        if DOMAINS.fetch_add(1, Ordering::Relaxed) >= MAX_DOMAINS {
+        let k = DOMAINS.fetch_add(1, Ordering::Relaxed);
+        if k >= MAX_DOMAINS {
             misuse("too-many-domains", &format!("more than {MAX_DOMAINS} domains created: later ones are the default domain"));
             return std::ptr::null();
         }
         let n = recording::region_name("NVTX", name.as_deref(), "");
-        let d = Box::new(Domain { tag: DOMAIN_TAG, push: format!(" [{n}]"), range: format!(" [{n}, range]"), mark: format!(" [{n}, mark]") });
+        // Leaked with the domain, which lives as long as the process.
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let (kind, unique) = (3 + 3 * (k % UNIQUE_DOMAINS) as u8, k < UNIQUE_DOMAINS);
+        let d = Box::new(Domain {
+            tag: DOMAIN_TAG,
+            push: Form { suffix: leak(format!(" [{n}]")), kind, unique },
+            range: Form { suffix: leak(format!(" [{n}, range]")), kind: kind + 1, unique },
+            mark: Form { suffix: leak(format!(" [{n}, mark]")), kind: kind + 2, unique },
+        });
         Box::leak(d) as *const Domain as *const c_void
     })
     .unwrap_or(std::ptr::null())
@@ -619,8 +641,12 @@ unsafe extern "C" fn domain_create_w(name: *const i32) -> *const c_void {
 
 fn register_string(d: *const c_void, text: Option<Vec<u8>>) -> *const c_void {
     catch_unwind(|| {
-        // SAFETY: a handle of ours or NULL.
-        let Some(dom) = (unsafe { domain(d) }) else { return std::ptr::null() };
+        // A handle of ours or NULL (the string is named with the form of the call that uses
+        // it: its domain's, as NVTX means it).
+        // SAFETY: as the caller promises.
+        if unsafe { domain(d) }.is_none() {
+            return std::ptr::null();
+        }
         if text.is_none() {
             misuse("null-string", "a NULL string to register");
             return std::ptr::null();
@@ -629,7 +655,7 @@ fn register_string(d: *const c_void, text: Option<Vec<u8>>) -> *const c_void {
             misuse("too-many-strings", &format!("more than {MAX_STRINGS} strings registered: later ones are refused"));
             return std::ptr::null();
         }
-        let name = recording::region_name("NVTX", text.as_deref(), dom.map_or("", |d| d.push.as_str()));
+        let name = recording::region_name("NVTX", text.as_deref(), "");
         Box::leak(Box::new(Registered { tag: STRING_TAG, name })) as *const Registered as *const c_void
     })
     .unwrap_or(std::ptr::null())

@@ -1,8 +1,10 @@
 /* A program annotated with NVTX only (plus regions of its own with -DWITH_SP), run with the
  * library as its NVTX injection: push/pop on two threads (A, W and Ex forms), a domain with a
- * registered string, start/end ranges that end on another thread, marks, a thread name, and
- * misuse (a pop without a push, an end of an unknown range, NULL and malformed messages).
- * `nvtx_app N` runs the loop N times. */
+ * registered string, start/end ranges (started on the main thread and ended on the worker
+ * inside a push range of its own, started on the worker in a domain and ended on the main
+ * thread, and overlapping ranges of one name on one thread), marks, a thread name, and misuse
+ * (a pop without a push, an end of an unknown range, an end twice, a range never ended, NULL
+ * and malformed messages). `nvtx_app N` runs the loop N times. */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,7 +23,9 @@
 #endif
 
 static int n = 3;
-static nvtxRangeId_t handed[64];
+static nvtxRangeId_t handed[64], back[64];
+static nvtxDomainHandle_t dom;
+static nvtxEventAttributes_t ascii;
 
 static void *worker(void *arg) {
   (void)arg;
@@ -30,9 +34,12 @@ static void *worker(void *arg) {
     nvtxRangePushA("nv_worker");
     nvtxRangePushW(L"nv_w\u00e9de");
     nvtxRangePop();
-    nvtxRangePop();
-    /* The ranges the main thread started end here. */
+    /* The ranges the main thread started end here, inside a push range of this thread's:
+     * they enclose it in time, but nest in nothing. */
     nvtxRangeEnd(handed[i]);
+    nvtxRangePop();
+    /* Ranges of the domain that the main thread ends. */
+    back[i] = nvtxDomainRangeStartEx(dom, &ascii);
   }
   return NULL;
 }
@@ -40,7 +47,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
   if (argc > 1) n = atoi(argv[1]);
   if (n > 64) n = 64;
-  nvtxDomainHandle_t dom = nvtxDomainCreateA("nv_domain");
+  dom = nvtxDomainCreateA("nv_domain");
   nvtxStringHandle_t reg = nvtxDomainRegisterStringA(dom, "nv_registered");
   nvtxEventAttributes_t ex;
   memset(&ex, 0, sizeof ex);
@@ -50,7 +57,7 @@ int main(int argc, char **argv) {
   ex.color = 0xff00ff00;
   ex.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
   ex.message.registered = reg;
-  nvtxEventAttributes_t ascii = ex;
+  ascii = ex;
   ascii.messageType = NVTX_MESSAGE_TYPE_ASCII;
   ascii.message.ascii = "nv_ex";
   for (int i = 0; i < n; i++) handed[i] = nvtxRangeStartA("nv_handed");
@@ -64,14 +71,25 @@ int main(int argc, char **argv) {
     SP_STOP("sp_mine");
     nvtxMarkA("nv_mark");
     nvtxDomainMarkEx(dom, &ascii);
+    /* Two ranges of one name on this thread, overlapping without nesting. */
+    nvtxRangeId_t a = nvtxRangeStartA("nv_overlap");
+    nvtxRangeId_t b = nvtxRangeStartA("nv_overlap");
+    nvtxRangeEnd(a);
+    nvtxRangeEnd(b);
     nvtxRangePop();
   }
   pthread_t t;
   pthread_create(&t, NULL, worker, NULL);
   pthread_join(t, NULL);
+  nvtxRangePushA("nv_after");
+  for (int i = 0; i < n; i++) nvtxDomainRangeEnd(dom, back[i]);
+  nvtxRangePop();
+  /* A range never ended: open at the end of the run. */
+  nvtxRangeStartA("nv_left_open");
   /* Misuse: each said once and ignored. */
   nvtxRangePop();
   nvtxRangeEnd(123456789);
+  nvtxRangeEnd(handed[0]);
   nvtxRangePushA(NULL);
   nvtxRangePop();
   nvtxEventAttributes_t bad = ascii;

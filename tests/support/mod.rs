@@ -2,6 +2,7 @@
 //! library and the committed header, running them, and finding the Python oracle.
 #![allow(dead_code)]
 
+pub mod adapters;
 pub mod programs;
 
 use std::path::{Path, PathBuf};
