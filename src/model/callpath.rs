@@ -1,7 +1,7 @@
 //! Call paths: the regions as a tree by their nesting on each thread, with calls, inclusive
 //! and exclusive time per path (`CallPaths`, stored as `rank<N>/call_paths/`, docs/layouts.md),
 //! and the builder that folds calls into it (`PathTree`), fed by the recorder (statistics-only
-//! layout) or by the recorded calls at finalize.
+//! layout) or by the recorded calls at finalize (`Sweeper`: `sweep`, the rule, made fast).
 //!
 //! Recursion is folded: a call of a region that is already on the path of its enclosing call
 //! (directly, `r > r`, or through others, `a > b > a`) is counted on that ancestor's node, so a
@@ -271,7 +271,7 @@ pub fn sweep(calls: impl Iterator<Item = (i64, i64, u32)>, tree: &mut PathTree) 
         }
     };
     for (start, end, region) in calls {
-        while stack.last().is_some_and(|top| end > top.end || (start >= top.end && start > top.end - top.duration)) {
+        while stack.last().is_some_and(|top| end > top.end || (start >= top.end && start > top.end.wrapping_sub(top.duration))) {
             close(&mut stack, tree);
         }
         let parent = stack.last().map_or(NO_NODE, |o| o.node);
@@ -280,6 +280,222 @@ pub fn sweep(calls: impl Iterator<Item = (i64, i64, u32)>, tree: &mut PathTree) 
     }
     while !stack.is_empty() {
         close(&mut stack, tree);
+    }
+}
+
+/// Per node slot of a `Sweeper` (slot 0: the top level).
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    calls: u64,
+    inclusive: i64,
+    exclusive: i64,
+}
+
+/// An open call of a `Sweeper`.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    end: i64,
+    start: i64,
+    slot: u32,
+}
+
+/// A slot that is a fold (a call counted on an ancestor of its region).
+const FOLD: u32 = 1 << 31;
+/// No slot known yet (a `Sweeper`'s child table).
+const UNKNOWN: u32 = u32::MAX;
+/// A slot's last child before any: no region has this id (the registry's ids are below it; a
+/// call that had it would land on the top-level slot, which is not part of the tree).
+const NOTHING_YET: (u32, u32) = (u32::MAX, FOLD);
+/// Entries of a `Sweeper`'s dense child table at most (1 MiB per tree being built); the nodes
+/// beyond find their children through the tree's map.
+const DENSE_MAX: usize = 1 << 18;
+
+/// `sweep` fed a block of calls at a time, built for speed (finalize builds the call paths of
+/// every recorded call with it), giving the same tree node for node (`same_tree_as_sweep`).
+///
+/// The tree's nodes are slots here (slot = node + 1, slot 0 the top level), so that the top
+/// level needs no test. A call adds its duration to its node's inclusive time (unless folded)
+/// and exclusive time, and subtracts it from the exclusive time of its parent's node (which is
+/// `sweep`'s duration minus the direct children's durations, summed the other way round): so
+/// each call needs only its node and its parent's, nothing when it closes but a pop.
+///
+/// Most regions sit on one path of a thread: a region's *home* is the node of its first call
+/// (with the parent slot that leads there). A call whose parent is its region's home parent
+/// adds nothing per call: the region's totals (`totals`, summed by the caller as it decodes)
+/// less the calls that went elsewhere are added to the home at the end. So the common call is a
+/// comparison that the CPU predicts, with no chain of loads or of additions to the same node
+/// from one call to the next, and calls overlap in the CPU. A call elsewhere finds its node by
+/// the last child entered under its parent, else a dense table per (parent, region), else the
+/// tree's map (`PathTree::enter_slow`), and adds to it. The innermost open call stays in
+/// registers while a block is swept, and no open call is stored twice.
+pub struct Sweeper<'t> {
+    tree: &'t mut PathTree,
+    /// The open calls, outermost first, after the top level's frame.
+    stack: Vec<Frame>,
+    acc: Vec<Acc>,
+    /// Per region: its home (parent slot, slot), `NO_HOME` until its first call.
+    home: Vec<(u32, u32)>,
+    /// Per region: its calls elsewhere than at home, and their durations; its totals.
+    away: Vec<(u64, i64)>,
+    totals: Vec<(u64, i64)>,
+    /// Per slot: the last child entered under it (region, slot | `FOLD`).
+    last: Vec<(u32, u32)>,
+    /// Per slot and region (`slot * regions + region`): slot | `FOLD`, or `UNKNOWN`.
+    dense: Vec<u32>,
+    dense_regions: usize,
+}
+
+/// The top level as a frame: never closed (nothing ends after `i64::MAX`; see `Sweeper::block`).
+const TOP: Frame = Frame { end: i64::MAX, start: i64::MIN, slot: 0 };
+/// A region without a home (before its first call, or its first call was folded): no parent
+/// slot is `u32::MAX`.
+const NO_HOME: (u32, u32) = (u32::MAX, 0);
+
+impl<'t> Sweeper<'t> {
+    /// A sweep adding to `tree`, for calls of regions below `regions` (a call of a larger id
+    /// takes the slow way, always).
+    pub fn new(tree: &'t mut PathTree, regions: usize) -> Sweeper<'t> {
+        let slots = tree.nodes.len() + 1;
+        let dense_regions = if slots.saturating_mul(regions) <= DENSE_MAX { regions } else { 0 };
+        Sweeper {
+            tree,
+            stack: {
+                let mut v = Vec::with_capacity(64);
+                v.push(TOP);
+                v
+            },
+            acc: vec![Acc::default(); slots],
+            home: vec![NO_HOME; regions],
+            away: vec![(0, 0); regions],
+            totals: vec![(0, 0); regions],
+            last: vec![NOTHING_YET; slots],
+            dense: vec![UNKNOWN; slots * dense_regions],
+            dense_regions,
+        }
+    }
+
+    /// The next call in start order (ties: the longer first), its totals included.
+    pub fn push(&mut self, start: i64, end: i64, region: u32) {
+        self.block(&[start], &[end], &[region]);
+        self.totals(region, 1, end.wrapping_sub(start));
+    }
+
+    /// The calls of `region` given to `block` (or to come) number `calls` more, with `duration`
+    /// more in all: every call swept must be counted here once.
+    pub fn totals(&mut self, region: u32, calls: u64, duration: i64) {
+        if let Some(t) = self.totals.get_mut(region as usize) {
+            t.0 += calls;
+            t.1 = t.1.wrapping_add(duration);
+        }
+    }
+
+    /// The next calls in start order (ties: the longer first): `starts[i]`, `ends[i]`,
+    /// `regions[i]` (as many as the shortest of the three), counted in `totals` too.
+    #[inline(never)]
+    pub fn block(&mut self, starts: &[i64], ends: &[i64], regions: &[u32]) {
+        let n = starts.len().min(ends.len()).min(regions.len());
+        // The open calls, the top level first (never closed), the innermost also in `top`:
+        // a frame is stored once when it opens and only read after, so that no frame goes
+        // from memory to memory from one call to the next (a chain of store forwarding).
+        let mut stack = std::mem::take(&mut self.stack);
+        let mut top = *stack.last().unwrap_or(&TOP);
+        for ((&start, &end), &region) in starts[..n].iter().zip(&ends[..n]).zip(&regions[..n]) {
+            // Close the calls this one is not inside (`sweep`'s test).
+            while stack.len() > 1 && (end > top.end || (start >= top.end && start > top.start)) {
+                stack.pop();
+                top = *stack.last().unwrap_or(&TOP);
+            }
+            let (home_parent, home) = self.home.get(region as usize).copied().unwrap_or(NO_HOME);
+            let slot = if home_parent == top.slot { home } else { self.away(top.slot, region, end.wrapping_sub(start)) };
+            top = Frame { end, start, slot };
+            stack.push(top);
+        }
+        self.stack = stack;
+    }
+
+    /// A call of `region` under `parent` that is not at its region's home (or the region's
+    /// first): its node, with its time added there; its slot.
+    #[inline(never)]
+    fn away(&mut self, parent: u32, region: u32, duration: i64) -> u32 {
+        let r = region as usize;
+        let at = parent as usize;
+        let last = self.last.get(at).copied().unwrap_or(NOTHING_YET);
+        let hit = if last.0 == region { last.1 } else { self.miss(at, region) };
+        if let Some(l) = self.last.get_mut(at) {
+            *l = (region, hit);
+        }
+        // A region beyond `new`'s count has neither a home nor totals: each call adds itself.
+        let counted = r < self.home.len();
+        if counted && self.home[r] == NO_HOME && hit & FOLD == 0 {
+            // The region's first call not folded: its home, counted at the end with the others
+            // there (the calls before it were counted where they went).
+            self.home[r] = (parent, hit);
+            return hit;
+        }
+        let slot = hit & !FOLD;
+        let inclusive = if hit & FOLD != 0 { 0 } else { duration };
+        if let Some(a) = self.acc.get_mut(slot as usize) {
+            a.calls += 1;
+            a.inclusive = a.inclusive.wrapping_add(inclusive);
+            a.exclusive = a.exclusive.wrapping_add(duration);
+        }
+        if let Some(p) = self.acc.get_mut(at) {
+            p.exclusive = p.exclusive.wrapping_sub(duration);
+        }
+        if let Some(away) = self.away.get_mut(r) {
+            away.0 += 1;
+            away.1 = away.1.wrapping_add(duration);
+        }
+        slot
+    }
+
+    /// A child not entered last under `parent`: the dense table, else the tree.
+    fn miss(&mut self, parent: usize, region: u32) -> u32 {
+        let cell = parent.checked_mul(self.dense_regions).map(|b| b + region as usize).filter(|_| (region as usize) < self.dense_regions);
+        let known = cell.and_then(|c| self.dense.get(c)).copied().unwrap_or(UNKNOWN);
+        if known != UNKNOWN {
+            return known;
+        }
+        let from = if parent == 0 { NO_NODE } else { parent as u32 - 1 };
+        let before = self.tree.nodes.len();
+        let (node, folded) = self.tree.enter_slow(from, region);
+        for _ in before..self.tree.nodes.len() {
+            self.acc.push(Acc::default());
+            self.last.push(NOTHING_YET);
+            if self.acc.len().saturating_mul(self.dense_regions) <= DENSE_MAX {
+                self.dense.resize(self.acc.len() * self.dense_regions, UNKNOWN);
+            }
+        }
+        let hit = (node + 1) | if folded { FOLD } else { 0 };
+        if let Some(d) = cell.and_then(|c| self.dense.get_mut(c)) {
+            *d = hit;
+        }
+        hit
+    }
+
+    /// Add what was swept to the tree's nodes (the calls still open need nothing more): each
+    /// region's calls at home are its totals less those elsewhere.
+    pub fn finish(mut self) {
+        for r in 0..self.home.len() {
+            let (parent, home) = self.home[r];
+            if (parent, home) == NO_HOME {
+                continue;
+            }
+            let (calls, duration) = (self.totals[r].0.wrapping_sub(self.away[r].0), self.totals[r].1.wrapping_sub(self.away[r].1));
+            if let Some(a) = self.acc.get_mut(home as usize) {
+                a.calls = a.calls.wrapping_add(calls);
+                a.inclusive = a.inclusive.wrapping_add(duration);
+                a.exclusive = a.exclusive.wrapping_add(duration);
+            }
+            if let Some(p) = self.acc.get_mut(parent as usize) {
+                p.exclusive = p.exclusive.wrapping_sub(duration);
+            }
+        }
+        for (n, a) in self.tree.nodes.iter_mut().zip(&self.acc[1..]) {
+            n.calls += a.calls;
+            n.inclusive = n.inclusive.wrapping_add(a.inclusive);
+            n.exclusive = n.exclusive.wrapping_add(a.exclusive);
+        }
     }
 }
 
@@ -324,6 +540,49 @@ mod tests {
         let total_excl: i64 = p.nodes.iter().map(|n| n.exclusive_ns).sum();
         assert_eq!(total_excl, 100);
         assert_eq!(p.inclusive_by_region()["a"], 100);
+    }
+
+    /// `Sweeper` gives `sweep`'s tree for any calls in the sweep's order, also ones that
+    /// overlap without nesting, end before they start, or sit at the clock's extremes (what a
+    /// damaged log may hold), and adds to a tree that has nodes already.
+    #[test]
+    fn same_tree_as_sweep() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..300 {
+            let (regions, len) = (1 + next(6) as u32, 1 + next(400) as usize);
+            let mut calls: Vec<(i64, i64, u32)> = (0..len)
+                .map(|_| {
+                    let s = next(200) as i64;
+                    let e = match next(20) {
+                        0 => s - 1 - next(5) as i64,
+                        1 => i64::MAX,
+                        _ => s + next(60) as i64,
+                    };
+                    (if next(50) == 0 { i64::MIN } else { s }, e, next(regions as u64) as u32)
+                })
+                .collect();
+            calls.sort_by_key(|&(s, e, r)| (s, std::cmp::Reverse(e), r));
+            let (half, rest) = calls.split_at(len / 2);
+            let (mut want, mut got) = (PathTree::default(), PathTree::default());
+            sweep(half.iter().copied(), &mut want);
+            sweep(half.iter().copied(), &mut got);
+            sweep(rest.iter().copied(), &mut want);
+            let mut sw = Sweeper::new(&mut got, if round % 2 == 0 { regions as usize } else { 0 });
+            rest.iter().for_each(|&(s, e, r)| sw.push(s, e, r));
+            sw.finish();
+            let paths = |t: &PathTree| {
+                let mut p = CallPaths::default();
+                t.append_to(&mut p, 0, |r| r, |t| t);
+                p
+            };
+            assert_eq!(paths(&got), paths(&want), "round {round}: {calls:?}");
+        }
     }
 
     #[test]
