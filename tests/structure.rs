@@ -219,6 +219,18 @@ fn the_reading_finds_circles() {
 /// adapter, each entering the recording through the folder's interface (`adapters/mod.rs`),
 /// never through the profiler, the recorder or the registry directly; and nothing of the
 /// library's own pipeline imports an adapter.
+/// The profiler's own file keeps to setup, finalize and the session: what the adapters'
+/// interface and the C API record through lives in `profiler/recording.rs`, the write after
+/// a signal in `profiler/signal_write.rs`, so that a new adapter or a new signal stage does not
+/// make the file that holds the session grow (it had grown to 1,700 lines).
+#[test]
+fn the_profilers_session_file_stays_small() {
+    let main = src().join("profiler").join("mod.rs");
+    let lines = std::fs::read_to_string(&main).unwrap().lines().count();
+    assert!(lines <= 1_150, "{} has {lines} lines: put recording entry points in profiler/recording.rs, signal stages in profiler/signal_write.rs", main.display());
+    assert!(!src().join("profiler.rs").exists(), "src/profiler.rs is back: the profiler lives in src/profiler/");
+}
+
 #[test]
 fn the_adapters_enter_the_recording_through_one_interface() {
     let dir = src().join("adapters");
