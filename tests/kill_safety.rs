@@ -493,6 +493,20 @@ fn stage_of(file: &Path) -> String {
     str_attr(&hdf5::File::open(file).unwrap().group("metadata").unwrap(), "signal_write_stage")
 }
 
+/// The flight loop with 2 threads unpaced (about a million calls, whose write takes far
+/// longer than the polling of the tests), sent SIGTERM once every thread records: the child
+/// and what it had completed then.
+fn unpaced_loop_terminated(exe: &Path, dir: &Path) -> (std::process::Child, BTreeMap<String, u64>) {
+    let mut cmd = Command::new(exe);
+    cmd.arg(dir.join("out.h5")).arg(dir.join("side")).args(["2", "plain", "0"]).current_dir(dir);
+    no_settings(&mut cmd).env("FLIGHT_LOOP_BATCH", "20000");
+    let child = programs::spawn(&mut cmd);
+    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
+    let before = parse_side(&side_text(&dir.join("side")));
+    kill(&child, libc::SIGTERM);
+    (child, before)
+}
+
 /// The write after a signal is staged: the statistics and metadata are in place (under the
 /// profile's name) before any call is written. A SIGKILL after that (a launcher's deadline)
 /// keeps that file: its statistics count every call completed before the signal, it says it
@@ -504,13 +518,7 @@ fn sigkill_while_the_calls_are_written_keeps_the_statistics() {
     let dir = scratch("kill_staged_sigkill");
     let exe = build(&dir, &[]);
     // Unpaced: about a million calls, whose write takes far longer than the polling below.
-    let mut cmd = Command::new(&exe);
-    cmd.arg(dir.join("out.h5")).arg(dir.join("side")).args(["2", "plain", "0"]).current_dir(&dir);
-    no_settings(&mut cmd).env("FLIGHT_LOOP_BATCH", "20000");
-    let child = programs::spawn(&mut cmd);
-    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
-    let before = parse_side(&side_text(&dir.join("side")));
-    kill(&child, libc::SIGTERM);
+    let (child, before) = unpaced_loop_terminated(&exe, &dir);
     let file = dir.join("out.h5");
     poll_until("the statistics to be in place", || file.exists());
     kill(&child, libc::SIGKILL);
@@ -763,13 +771,7 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
 fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
     let dir = scratch("kill_dump_cut");
     let exe = build(&dir, &[]);
-    let mut cmd = Command::new(&exe);
-    cmd.arg(dir.join("out.h5")).arg(dir.join("side")).args(["2", "plain", "0"]).current_dir(&dir);
-    no_settings(&mut cmd).env("FLIGHT_LOOP_BATCH", "20000");
-    let child = programs::spawn(&mut cmd);
-    wait_running(&dir.join("side"), &["work0", "work1", "slow"]);
-    let before = parse_side(&side_text(&dir.join("side")));
-    kill(&child, libc::SIGTERM);
+    let (child, before) = unpaced_loop_terminated(&exe, &dir);
     // Once the dump is complete (before the call paths and the layout, which take far longer).
     poll_until("the raw dump to be complete", || complete_dump(&dir, None).is_some());
     kill(&child, libc::SIGKILL);
