@@ -191,9 +191,12 @@ fn check_structure(file: &Path, r: usize, layout: &str) {
             (&["step", "refine"], 12 * 50_000),
             (&["step", "a"], 3 * 50_000),
         ];
+        // Spun by CLOCK_MONOTONIC, recorded by the TSC converted at the calibrated rate: within
+        // the conversion's error, not to the nanosecond (seen: 299,632 ns recorded for 300,000
+        // spun, 0.12 % short, on a VM); 1 % is allowed.
         for (path, min) in spins {
             let v = got[&(t, p(path))];
-            assert!(v[2] >= min, "{layout} rank {r} thread {t} {path:?}: exclusive {} < {min} spun", v[2]);
+            assert!(v[2] * 100 >= min * 99, "{layout} rank {r} thread {t} {path:?}: exclusive {} < {min} spun (less 1 %)", v[2]);
         }
         // Without recursion: inclusive = exclusive + the children's inclusive (ns rounding).
         for path in [p(&["step"]), p(&["step", "solve"]), p(&["step", "io"])] {
