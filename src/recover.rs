@@ -85,21 +85,30 @@ const UNFINISHED_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 /// The private directories (`.<name>.<random>.tmpdir`) of writes of `target` or its rank
 /// files that were cut short (a SIGKILL during the write, a process that ended before its
 /// deadline): a half-written HDF5 file is not a profile, so they are removed, once no process
-/// has a file open in them and nothing in them changed for a few seconds. Only the user's own
-/// real directories, not writable by others. Returns those removed.
+/// has a file open in them and nothing in them changed for a few seconds. So are run
+/// directories whose removal was cut short (`spill::remove_run_dir`: their calls are in the
+/// profile). Only the user's own real directories, not writable by others. Returns those
+/// removed.
 pub fn remove_unfinished_writes(target: &Path) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let stem = target.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     if stem.is_empty() {
         return Vec::new();
     }
-    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let (single, ranks) = (format!(".{stem}.h5."), format!(".{stem}.rank"));
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let mut parents = vec![dir];
+    let spill = spill_parent(target);
+    if !parents.contains(&spill) {
+        parents.push(spill);
+    }
+    let entries = parents.iter().filter_map(|p| std::fs::read_dir(p).ok()).flatten();
+    let (single, ranks, runs) = (format!(".{stem}.h5."), format!(".{stem}.rank"), dir_prefix(target));
     let mut candidates = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !name.ends_with(".tmpdir") || !(name.starts_with(&single) || name.starts_with(&ranks)) {
+        let write = name.ends_with(".tmpdir") && (name.starts_with(&single) || name.starts_with(&ranks));
+        let removal = name.ends_with(crate::spill::REMOVING) && name.starts_with(&runs);
+        if !write && !removal {
             continue;
         }
         let path = e.path();
@@ -1091,7 +1100,7 @@ pub fn scan_runs(target: &Path) -> (Vec<PathBuf>, Vec<String>) {
         let Ok(rd) = std::fs::read_dir(&parent) else { continue };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(&prefix) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            if !name.starts_with(&prefix) || name.ends_with(crate::spill::REMOVING) || !e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
             match RunDir::open(&e.path()) {

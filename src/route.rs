@@ -376,17 +376,21 @@ fn dump_calls(
     }
 }
 
-/// Profiles with more calls than this get their statistics and a raw dump of their calls
-/// before their call paths are built (`write_early_after_signal`); below it, the call paths
-/// (built from the calls: about 10-50 ns a call in a release build) come with the statistics.
+/// Profiles with more calls than this get their statistics in place before their call paths
+/// are built (`write_early_after_signal`), and their calls in a raw dump once the statistics
+/// with the call paths are in place; below it, the call paths (built from the calls: about
+/// 10-50 ns a call in a release build) come with the statistics.
 pub const PATHS_LATER_FROM_CALLS: usize = if cfg!(debug_assertions) { 1 << 15 } else { 1 << 20 };
 
-/// The write after a signal of a large profile, before its call paths are built (they take
-/// time in proportion to the calls): its statistics, metadata and counters moved into place
-/// under the file's name (`signal_write_stage` "statistics", `call_paths_kept` 0), then, with
-/// `dump`, every call of `records` in a raw dump at the speed the page cache takes it. Returns
-/// the dump, which `write_after_signal` removes once the profile is in place in its layout.
-/// Nothing for a profile of at most `PATHS_LATER_FROM_CALLS` calls, or one without calls.
+/// The write after a signal of a large profile, most valuable first, called twice as the
+/// profile is collected. Before its call paths are built (they take time in proportion to
+/// the calls): its statistics, metadata and counters moved into place under the file's name
+/// (`signal_write_stage` "statistics", `call_paths_kept` 0). Once they are built
+/// (`profile.call_paths`): the same with the call paths (`call_paths_kept` 1), then, with
+/// `dump`, every call of `records` in a raw dump at the speed the page cache takes it.
+/// Returns the dump, which `write_after_signal` removes once the profile is in place in its
+/// layout. Nothing for a profile of at most `PATHS_LATER_FROM_CALLS` calls, or one without
+/// calls.
 pub fn write_early_after_signal(
     run: RunContext<'_>,
     rank: Option<(i64, i64)>,
@@ -403,6 +407,7 @@ pub fn write_early_after_signal(
     }
     let meta = signal_metadata(run, rank, extra);
     statistics_stage(run, rank, profile, meta.clone(), calls, staged);
+    profile.call_paths.as_ref()?;
     let plan = dump?;
     let mut m = meta;
     m.push(("signal_write_stage".into(), AttrValue::Str("calls".into())));
@@ -426,11 +431,11 @@ pub fn write_early_after_signal(
 ///
 /// Staged, most valuable first, since the launcher may kill the process at any moment (Open
 /// MPI's mpirun one second after its SIGTERM), each stage told to `staged` when done. A large
-/// profile went through `write_early_after_signal` first (statistics, then the raw dump of
-/// its calls, `dumped`). Then:
-/// 1. when the profile keeps calls, the statistics, call paths, metadata and counters (the
-///    aggregate layout, `signal_write_stage` "statistics", `calls_kept` 0) are moved into
-///    place under the file's name;
+/// profile went through `write_early_after_signal` first (statistics, then statistics with
+/// call paths, then the raw dump of its calls, `dumped`). Then:
+/// 1. when the profile keeps calls and has no dump, the statistics, call paths, metadata and
+///    counters (the aggregate layout, `signal_write_stage` "statistics", `calls_kept` 0) are
+///    moved into place under the file's name (with a dump they are there already);
 /// 2. the whole profile in the run's layout replaces that file (`signal_write_stage`
 ///    "complete"), and the dump is removed.
 ///
@@ -448,7 +453,7 @@ pub fn write_after_signal(
     std::mem::forget(mpi);
     let mut meta = signal_metadata(run, rank, extra);
     let calls: usize = profile.regions.iter().map(|r| r.calls()).sum();
-    if run.config.layout != Layout::Aggregate && calls > 0 {
+    if run.config.layout != Layout::Aggregate && calls > 0 && dumped.is_none() {
         statistics_stage(run, rank, &profile, meta.clone(), calls, staged);
     }
     meta.push(("signal_write_stage".into(), AttrValue::Str("complete".into())));

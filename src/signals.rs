@@ -343,6 +343,7 @@ pub fn finished() {
         WAKE.fetch_or(CMD_QUIT, Ordering::AcqRel);
         futex_wake(&WAKE);
         stop_writer();
+        join_helpers();
     }
 }
 
@@ -354,6 +355,7 @@ pub fn restore() {
     WAKE.fetch_or(CMD_QUIT, Ordering::AcqRel);
     futex_wake(&WAKE);
     stop_writer();
+    join_helpers();
 }
 
 /// Is a write after a signal under way (the process ends when it is done)?
@@ -519,11 +521,15 @@ fn libc_pthread_create() -> PthreadCreate {
     }
 }
 
-/// A detached thread running `main`, named `name`, with every signal blocked, created
-/// through libc's own `pthread_create` (at setup only).
-fn start_thread(main: extern "C" fn(*mut c_void) -> *mut c_void, name: &std::ffi::CStr, stack: usize) -> Result<(), String> {
+/// The watcher's and the writer's pthread ids (0: none), joined when they are told to end
+/// (`join_helpers`).
+static HELPERS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// A joinable thread running `main` (its id in `HELPERS[slot]`), named `name`, with every
+/// signal blocked, created through libc's own `pthread_create` (at setup only).
+fn start_thread(main: extern "C" fn(*mut c_void) -> *mut c_void, name: &std::ffi::CStr, stack: usize, slot: usize) -> Result<(), String> {
     let create = libc_pthread_create();
-    // SAFETY: creating a detached thread with every signal blocked (it inherits this mask).
+    // SAFETY: creating a joinable thread with every signal blocked (it inherits this mask).
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut prev: libc::sigset_t = std::mem::zeroed();
@@ -531,7 +537,6 @@ fn start_thread(main: extern "C" fn(*mut c_void) -> *mut c_void, name: &std::ffi
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut prev);
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         if stack > 0 {
             libc::pthread_attr_setstacksize(&mut attr, stack);
         }
@@ -543,17 +548,48 @@ fn start_thread(main: extern "C" fn(*mut c_void) -> *mut c_void, name: &std::ffi
             return Err(std::io::Error::from_raw_os_error(rc).to_string());
         }
         libc::pthread_setname_np(t, name.as_ptr());
+        HELPERS[slot].store(t as u64, Ordering::Release);
     }
     Ok(())
 }
 
+/// Wait (at most 2 s each) until the watcher and the writer, told to end, have ended: once the
+/// library is unloaded (`dlclose`) no thread may still run its code, and a joined thread leaves
+/// no stack behind. Safe inside `dlclose`: an ending thread takes no loader lock. A helper that
+/// is the calling thread (the write at exit on the watcher) is detached instead; in a forked
+/// child, which has no such threads, nothing is done.
+fn join_helpers() {
+    // SAFETY: joining or detaching threads this library created joinable, each once (the slot
+    // is taken); a join is bounded by its deadline.
+    unsafe {
+        let me = libc::pthread_self();
+        let ours = PID.load(Ordering::Acquire) == std::process::id() as i32;
+        for slot in &HELPERS {
+            let t = slot.swap(0, Ordering::AcqRel) as libc::pthread_t;
+            if t == 0 || !ours {
+                continue;
+            }
+            if libc::pthread_equal(t, me) != 0 {
+                libc::pthread_detach(t);
+                continue;
+            }
+            let mut until: libc::timespec = std::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_REALTIME, &mut until);
+            until.tv_sec += 2;
+            if libc::pthread_timedjoin_np(t, std::ptr::null_mut(), &until) != 0 {
+                libc::pthread_detach(t);
+            }
+        }
+    }
+}
+
 fn start_watcher() -> Result<(), String> {
-    start_thread(watcher_main, c"sp-signals", 0)?;
+    start_thread(watcher_main, c"sp-signals", 0, 0)?;
     WATCHER_UP.store(1, Ordering::Release);
     // The write after a signal runs here, so that the watcher can end the process at the
     // deadline whatever the write waits for. Without it, the watcher writes (unbounded).
     WRITER_UP.store(1, Ordering::Release);
-    if start_thread(writer_main, c"sp-signal-write", 8 << 20).is_err() {
+    if start_thread(writer_main, c"sp-signal-write", 8 << 20, 1).is_err() {
         WRITER_UP.store(0, Ordering::Release);
     }
     Ok(())

@@ -171,6 +171,20 @@ pub fn dir_prefix(target: &Path) -> String {
     format!(".{stem}.spill.")
 }
 
+/// The suffix of a run directory being removed (renamed first, see `remove_run_dir`).
+pub const REMOVING: &str = ".removing";
+
+/// Remove a run directory whose calls are in the profile now: renamed first (one atomic step),
+/// so that a kill during the removal leaves a directory that no reader takes for calls and
+/// that `sptool recover` removes (`recover::remove_unfinished_writes`).
+pub fn remove_run_dir(dir: &Path) {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(REMOVING);
+    let gone = dir.with_file_name(name);
+    let dir = if std::fs::rename(dir, &gone).is_ok() { gone.as_path() } else { dir };
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Where run directories of `target` are created and searched.
 pub fn spill_parent(target: &Path) -> PathBuf {
     match std::env::var_os(env::SPILL_DIR).filter(|d| !d.is_empty()) {
@@ -387,7 +401,7 @@ pub fn finish(remove: bool) {
     close_reader();
     if let Some(s) = lock().take() {
         if remove {
-            let _ = std::fs::remove_dir_all(&s.dir);
+            remove_run_dir(&s.dir);
         }
     }
 }
@@ -510,7 +524,7 @@ impl Dump {
 
     /// Remove the dump (the profile in its layout holds everything now, or it is not wanted).
     pub fn remove(self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        remove_run_dir(&self.dir);
     }
 }
 

@@ -482,6 +482,8 @@ fn dlclose_with_two_busy_threads_writes_without_starting_threads() {
     assert!(text(&r.stdout).contains("unloaded"), "{}", text(&r.stdout));
     let (calls, _) = read_back(&out);
     assert_eq!(calls.get("thread_work").copied(), Some(600_000), "{calls:?}");
+    // The same with every core busy: tests/unload_under_load.rs (a binary of its own, so that
+    // its load slows no other test).
 }
 
 /// The private directories of unfinished writes in `dir`.
@@ -671,6 +673,38 @@ fn mpirun_default_attempt(attempt: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A run directory whose removal a kill cut short (renamed `.removing` first, its calls in the
+/// profile) is never taken for calls: `sptool recover` removes it and says so.
+#[test]
+fn a_removal_cut_short_is_cleaned_up_by_recovery() {
+    let dir = scratch("kill_removal_cut");
+    let gone = dir.join(".out.spill.r1.0123456789abcdef.removing");
+    std::fs::create_dir_all(&gone).unwrap();
+    std::fs::write(gone.join("calls.spill"), vec![7u8; 4096]).unwrap();
+    // Untouched for a second: abandoned.
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = scope_profiler::recover::recover(&dir.join("out.h5"));
+    let said = match &r {
+        Ok(r) => r.message.clone(),
+        Err(e) => e.clone(),
+    };
+    assert!(!gone.exists(), "{said}");
+    assert!(said.contains(&gone.display().to_string()), "{said}");
+}
+
+/// Calls per region name on the call paths of a file in the aggregate or columnar layout
+/// (`/call_paths/`, every rank and thread).
+fn path_calls(h5: &hdf5::File) -> BTreeMap<String, u64> {
+    let names: Vec<hdf5::types::VarLenUnicode> = h5.dataset("region_table/names").unwrap().read_raw().unwrap();
+    let regions: Vec<u32> = h5.dataset("call_paths/regions").unwrap().read_raw().unwrap();
+    let calls: Vec<u64> = h5.dataset("call_paths/calls").unwrap().read_raw().unwrap();
+    let mut out = BTreeMap::new();
+    for (r, c) in regions.iter().zip(&calls) {
+        *out.entry(names[*r as usize].as_str().to_string()).or_insert(0) += c;
+    }
+    out
+}
+
 /// The raw dump of rank `r`'s calls after a signal (`.out.spill.r<r>.*`; of a single process
 /// without a rank), if one was written
 /// to its end: its `calls.spill` as long as its header says it was begun for.
@@ -691,8 +725,9 @@ fn spill_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// A profile too big for the write after a signal as it was (it built the call paths from
 /// millions of calls before anything was in place, and lost rank 0 under mpirun's defaults):
-/// each rank's statistics are in place within the second mpirun gives (every call completed
-/// before the signal counted), and its calls follow as a raw dump at memory speed, which
+/// each rank's statistics and then its call paths are in place within the second mpirun
+/// gives (every call completed before the signal counted in both), and its calls follow as a
+/// raw dump at memory speed, which
 /// `sptool recover` turns into the profile with every rank and every call. Runs with the
 /// library's verbosity 2, whose timing line of each rank is what BENCHMARKS.md reports.
 #[test]
@@ -703,8 +738,11 @@ fn mpirun_default_timeout_keeps_a_big_profiles_statistics_and_its_calls_in_a_raw
 fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
     let dir = scratch(&format!("kill_mpirun_big{attempt}"));
     let np = 2;
-    // Unpaced within batches of 20000: millions of calls per rank in a few seconds.
-    let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=20000", "FLIGHT_LOOP_PACE_US=40000", "FLIGHT_LOOP_VERBOSITY=2"]);
+    // Unpaced within batches of 5000: about half a million calls per rank in a second or two,
+    // well above the size from which the call paths come after the statistics (32,768 calls in
+    // this debug build), and few enough for this debug build to build their call paths within
+    // the second (the release library's figures for 30-40 M calls: BENCHMARKS.md section 21).
+    let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=5000", "FLIGHT_LOOP_PACE_US=40000", "FLIGHT_LOOP_VERBOSITY=2"]);
     std::thread::sleep(Duration::from_millis(1000));
     let before: Vec<BTreeMap<String, u64>> = (0..np).map(|r| side_of_rank(&dir, r)).collect();
     kill(&child, libc::SIGTERM);
@@ -722,7 +760,16 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
         let meta = h5.group("metadata").unwrap();
         let recorded = int_attr(&meta, "calls_recorded") as u64;
         assert!(recorded >= work(b) + b["slow"], "rank {r}: {recorded} calls recorded, {} completed before the signal", work(b) + b["slow"]);
+        assert!(recorded as usize > scope_profiler::route::PATHS_LATER_FROM_CALLS, "rank {r}: {recorded} calls: not a large profile");
         assert_eq!(int_list_attr(&meta, "calls_recorded_per_thread").iter().sum::<i64>() as u64, recorded, "rank {r}");
+        // The call paths come before any call: in place within the launcher's second, and
+        // counting every call completed before the signal.
+        if int_attr(&meta, "call_paths_kept") != 1 {
+            return Err(format!("attempt {attempt}: rank {r} ({stage}) kept its statistics but not its call paths:\n{stderr}"));
+        }
+        let on_paths = path_calls(&h5);
+        assert!(on_paths.get("work").copied().unwrap_or(0) >= work(b), "rank {r}: {on_paths:?} on the call paths, {} work calls completed before the signal", work(b));
+        assert!(on_paths.get("slow").copied().unwrap_or(0) >= b["slow"], "rank {r}: {on_paths:?}");
         drop((meta, h5));
         // The statistics as the PyPI reader sees them count every call completed before the signal.
         let v = python_view(&f);
@@ -731,12 +778,15 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
         assert!(calls("slow") >= b["slow"], "rank {r}: {} < {}", calls("slow"), b["slow"]);
         stages.push(stage);
     }
-    // A big profile gets its raw dump before its call paths are built: a rank whose file is not
-    // complete left one (begun at least: the kill may have cut it short).
+    // A rank whose file is complete removed its raw dump (renamed first: a kill during the
+    // removal leaves a `.removing` directory, which recovery removes).
     for (r, stage) in stages.iter().enumerate() {
-        let has = spill_dirs(&dir).iter().any(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!(".out.spill.r{r}.")));
+        let live = |p: &PathBuf| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(&format!(".out.spill.r{r}.")) && !n.ends_with(".removing")
+        };
         if stage == "complete" {
-            assert!(!has, "rank {r} is complete: its dump is removed");
+            assert!(!spill_dirs(&dir).iter().any(live), "rank {r} is complete: its dump is removed: {:?}", spill_dirs(&dir));
         }
     }
     let whole = (0..np).all(|r| stages[r] == "complete" || complete_dump(&dir, Some(r)).is_some());
@@ -746,6 +796,7 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(1200));
     let rec = run(Command::new(lib_dir().join("sptool")).arg("recover").arg(dir.join("out.h5")).current_dir(&dir));
     let said = format!("{}{}", text(&rec.stdout), text(&rec.stderr));
+    assert!(!spill_dirs(&dir).iter().any(|p| p.to_string_lossy().ends_with(".removing")), "recovery removes what a cut removal left: {:?}", spill_dirs(&dir));
     if !whole {
         // Cut short: what recovery could not account for is said.
         assert!(!rec.status.success() || said.contains("dropped") || said.contains("missing"), "{said}");
@@ -772,7 +823,7 @@ fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
     let dir = scratch("kill_dump_cut");
     let exe = build(&dir, &[]);
     let (child, before) = unpaced_loop_terminated(&exe, &dir);
-    // Once the dump is complete (before the call paths and the layout, which take far longer).
+    // Once the dump is complete (after the call paths, before the layout, which takes far longer).
     poll_until("the raw dump to be complete", || complete_dump(&dir, None).is_some());
     kill(&child, libc::SIGKILL);
     let out = wait_bounded(child, 60);

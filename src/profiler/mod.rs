@@ -109,10 +109,13 @@ fn new_thread_buffer() -> &'static ThreadBuffer {
     let tb = Arc::new(ThreadBuffer::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed), KEEP_CALLS.load(Ordering::Relaxed)));
     let p = Arc::as_ptr(&tb);
     THREADS.lock().push(tb);
-    // SAFETY: writes this thread's own TLS slot.
-    unsafe { scope_profiler_tls_set(p.cast()) };
     // Sampled from now on while sampling runs (and its sampler goes when the thread ends).
     crate::sampling::thread_started();
+    // Published last: until then a signal handler's call on this thread finds no buffer and is
+    // refused (`with_new_thread`: the thread is busy), never records into a buffer while the
+    // interrupted code holds the allocator's lock (sampling's setup above allocates).
+    // SAFETY: writes this thread's own TLS slot.
+    unsafe { scope_profiler_tls_set(p.cast()) };
     // SAFETY: THREADS keeps the Arc alive for the rest of the process.
     unsafe { &*p }
 }
@@ -866,13 +869,15 @@ fn take_local_profile(info: RankInfo, clock_choice: &clock::ClockChoice, tell_op
     take_local_profile_with(info, clock_choice, tell_open, None)
 }
 
-/// What `take_local_profile_with` hands over before the call paths are built: the profile
-/// without call paths and calls, the threads' records holding the calls, the timebase.
+/// What `take_local_profile_with` hands over before the calls are attached: the profile
+/// without calls (and first without its call paths), the threads' records holding the calls,
+/// the timebase.
 type Early<'a> = &'a mut dyn FnMut(&RankProfile, &[ThreadRecord], &clock::Timebase);
 
-/// `take_local_profile`; `early` gets the profile as soon as everything but its call paths
-/// (built from the calls, the part that grows with them) is there (the write after a signal).
-fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool, early: Option<Early<'_>>) -> RankProfile {
+/// `take_local_profile`; `early` gets the profile twice (the write after a signal): as soon as
+/// everything but its call paths (built from the calls, the part that grows with them) is
+/// there, and again once the call paths are built, before the calls are attached.
+fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool, mut early: Option<Early<'_>>) -> RankProfile {
     // Before the threads' data is taken: the sampling handler reads their open calls.
     crate::sampling::stop_for_finalize();
     crate::mpi_calls::stop();
@@ -975,13 +980,16 @@ fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice
     let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
     let samples = crate::sampling::collect(&names, &info.thread_os_ids);
     let mut profile = RankProfile { info, regions, likwid, counters, mpi, samples, call_paths: None };
-    if let Some(f) = early {
+    if let Some(f) = early.as_mut() {
         f(&profile, &records, &timebase);
     }
     let mut call_paths = crate::callpath::collect(&names, &records, &timebase, wall_ns);
     call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
-    crate::profile::attach_calls(&names, &mut profile.regions, records, &timebase);
     profile.call_paths = Some(call_paths);
+    if let Some(f) = early {
+        f(&profile, &records, &timebase);
+    }
+    crate::profile::attach_calls(&names, &mut profile.regions, records, &timebase);
     profile
 }
 

@@ -1,6 +1,6 @@
 //! The write after a termination signal (on the writer thread started at setup): the
-//! statistics and metadata first, then every call in a raw dump, then the call paths and
-//! the profile in its layout (see `route::write_after_signal` and docs/signals.md).
+//! statistics and metadata first, then the same with the call paths, then every call in a
+//! raw dump, then the profile in its layout (see `route::write_after_signal` and docs/signals.md).
 
 use super::*;
 
@@ -118,7 +118,7 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
             target.display(),
             pattern.display()
         );
-        line.push_str("; each file gets its statistics and metadata first (signal_write_stage \"statistics\"), then its calls and call paths");
+        line.push_str("; each file gets its statistics and metadata first (signal_write_stage \"statistics\"), then its call paths, then its calls");
         let data = if spill.is_some() { "its flight-recorder data" } else { "a raw dump of its calls (when that was done)" };
         line.push_str(&format!(
             "; a rank killed before its file is complete leaves {data} in {}/{}r<N>.*, and `sptool recover {}` writes the whole job",
@@ -146,12 +146,23 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
     let mut staged = |stage: route::Stage, path: &std::path::Path| match stage {
         route::Stage::Statistics { call_paths } => {
             STAGED.lock().replace(path.to_path_buf());
-            if staged_ms.get().is_none() {
+            let again = staged_ms.get().is_some();
+            if !again {
                 staged_ms.set(Some(since()));
             }
             STAGED_PATHS.store(call_paths, Ordering::Release);
             if call_paths {
-                paths_ms.set(Some(since()));
+                let t = since();
+                paths_ms.set(Some(t));
+                if session.config.verbosity >= 2 && again {
+                    // Now: a launcher's SIGKILL may come before the line at the end.
+                    warn::always(&format!(
+                        "{}: statistics in place after {:.1} ms, with the call paths (built in {:.1} ms) after {t:.1} ms",
+                        note.name,
+                        staged_ms.get().unwrap_or(t),
+                        crate::callpath::LAST_BUILD_NS.load(Ordering::Relaxed) as f64 / 1e6
+                    ));
+                }
             }
         }
         route::Stage::Dumping => {
@@ -168,9 +179,10 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
                 // Now: a launcher's SIGKILL may come before the line at the end.
                 let from = dump_started.get().unwrap_or(t);
                 warn::always(&format!(
-                    "{}: statistics in place after {}, every call in the raw dump {} after {t:.1} ms ({:.1} MB in {:.1} ms, {:.2} GB/s)",
+                    "{}: statistics in place after {}, with the call paths after {}, every call in the raw dump {} after {t:.1} ms ({:.1} MB in {:.1} ms, {:.2} GB/s)",
                     note.name,
                     staged_ms.get().map_or("-".to_string(), |s| format!("{s:.1} ms")),
+                    paths_ms.get().map_or("-".to_string(), |s| format!("{s:.1} ms")),
                     path.display(),
                     bytes as f64 / 1e6,
                     t - from,
@@ -187,14 +199,19 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
     let mut collected_early = None;
     let mut profile = {
         let mut plan = dump_plan(&session, &session.info, rank);
+        // Called before the call paths are built and again after (`take_local_profile_with`).
         let mut early = |p: &RankProfile, records: &[ThreadRecord], timebase: &clock::Timebase| {
-            collected_early = Some(since());
+            if collected_early.is_none() {
+                collected_early = Some(since());
+            }
             let mut p_info = p.info.clone();
             p_info.extra.extend(signal_attrs());
             // The first stage's profile: this one with the signal's attributes.
-            let first = RankProfile { info: p_info.clone(), likwid: p.likwid.clone(), counters: p.counters.clone(), mpi: p.mpi.clone(), samples: p.samples.clone(), call_paths: None, regions: Vec::new() };
+            let first = RankProfile { info: p_info.clone(), likwid: p.likwid.clone(), counters: p.counters.clone(), mpi: p.mpi.clone(), samples: p.samples.clone(), call_paths: p.call_paths.clone(), regions: Vec::new() };
             let first = RankProfile { regions: p.regions.iter().map(|r| crate::model::RegionData { name: r.name.clone(), stats: r.stats.clone(), open_calls: r.open_calls, dropped_calls: r.dropped_calls, source: r.source.clone(), throttled: r.throttled, ..Default::default() }).collect(), ..first };
-            let plan = plan.take().map(|mut d| {
+            // The calls are dumped once the call paths are in place.
+            let plan = if p.call_paths.is_some() { plan.take() } else { None };
+            let plan = plan.map(|mut d| {
                 d.meta.info = p_info;
                 // The regions named at finalize (OpenMP constructs, instrumented functions)
                 // have their names by now.
@@ -202,7 +219,9 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
                 d.threads = records.iter().map(|r| (r.index, r.os_tid)).collect();
                 d
             });
-            dumped = route::write_early_after_signal(run, rank, &first, records, timebase, signal_attrs(), plan, &mut staged);
+            if let Some(d) = route::write_early_after_signal(run, rank, &first, records, timebase, signal_attrs(), plan, &mut staged) {
+                dumped = Some(d);
+            }
         };
         take_local_profile_with(session.info.clone(), &session.clock, false, Some(&mut early as Early<'_>))
     };
