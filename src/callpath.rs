@@ -22,6 +22,8 @@ pub fn collect(names: &[String], threads: &[ThreadRecord], timebase: &Timebase, 
 
 /// How long the last `collect` took (ns), for the finalize note.
 pub static LAST_BUILD_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// On how many threads the last `collect` built the trees.
+pub static LAST_BUILD_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 fn collect_inner(names: &[String], threads: &[ThreadRecord], timebase: &Timebase, wall_ns: i64) -> CallPaths {
     let mut out = CallPaths { wall_ns, ..Default::default() };
@@ -64,36 +66,45 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
     let calls = |l: &[CallLog]| l.iter().map(CallLog::len).sum::<usize>();
     let big = logs.iter().filter(|l| calls(l) >= PARALLEL_CALLS).count();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(big);
-    // At unload, at exit and after a signal no thread may be started (see
-    // `model::helper_threads_allowed`): the calling thread builds them all.
-    if workers < 2 || !crate::model::helper_threads_allowed() {
+    let on = |n: usize| LAST_BUILD_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
+    on(1);
+    if workers < 2 {
         return logs.iter().map(|l| from_logs(l)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut out: Vec<PathTree> = (0..logs.len()).map(|_| PathTree::default()).collect();
-    let results = parking_lot::Mutex::new(Vec::new());
+    // Each tree in a slot of its own (no lock: see below).
+    let results: Vec<std::sync::OnceLock<PathTree>> = (0..logs.len()).map(|_| std::sync::OnceLock::new()).collect();
     let work = || {
         loop {
             let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(l) = logs.get(k) else { break };
-            let tree = from_logs(l);
-            results.lock().push((k, tree));
+            let _ = results[k].set(from_logs(l));
         }
     };
+    let taken = |results: Vec<std::sync::OnceLock<PathTree>>| results.into_iter().map(|r| r.into_inner().unwrap_or_default()).collect();
+    // At unload, at exit and after a signal no thread may be started (see
+    // `model::helper_threads_allowed`): the calling thread builds them, after a signal with the
+    // signal watcher (started at setup), which takes trees too while it waits for the write.
+    // Nothing the work does may park on a lock: a parking thread's first park registers a
+    // thread-local destructor, which takes the dynamic loader's lock.
+    if !crate::model::helper_threads_allowed() {
+        on(crate::signals::lend(&work));
+        return taken(results);
+    }
     std::thread::scope(|s| {
         // Helpers where threads can be made (a failed spawn is no error: fewer helpers); the
         // calling thread works too.
+        let mut n = 1;
         for _ in 1..workers {
             if std::thread::Builder::new().name("sp-callpaths".into()).spawn_scoped(s, work).is_err() {
                 break;
             }
+            n += 1;
         }
+        on(n);
         work();
     });
-    for (k, tree) in results.into_inner() {
-        out[k] = tree;
-    }
-    out
+    taken(results)
 }
 
 /// A track's tree from its logs: every call at the top, inside nothing.

@@ -43,7 +43,7 @@
 use std::ffi::{c_int, c_void};
 use std::path::Path;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// `SCOPE_PROFILER_SIGNALS`: `none`, `default`, or a comma list of signal names.
@@ -631,6 +631,7 @@ fn after_signal() {
     let note = SignalNote { signo: sig, name: signal_name(sig), time_ns: SIG_TIME.load(Ordering::Acquire) };
     let mut deadline = Instant::now() + timeout();
     let seen = DONE.load(Ordering::Acquire);
+    WATCHER_WAITS.store(WRITER_UP.load(Ordering::Acquire) != 0, Ordering::Release);
     // On the writer started at setup, so that the deadline holds whatever the write waits for
     // (no thread is started now: see `model::helper_threads_allowed`); without it, here.
     if WRITER_UP.load(Ordering::Acquire) != 0 {
@@ -652,9 +653,12 @@ fn after_signal() {
         if now >= deadline {
             break;
         }
-        // Woken by the write's end, by a second signal (WAKE) or at the deadline.
+        // A part of the write lent to this thread (`lend`): done, then back to watching.
+        run_lent();
+        // Woken by the write's end, by a second signal (WAKE), by a job lent, or at the deadline.
         futex_wait(&DONE, seen, Some((deadline - now).min(Duration::from_millis(50))));
     }
+    WATCHER_WAITS.store(false, Ordering::Release);
     let said = SAID.lock().take();
     match said {
         Some(s) if !s.is_empty() => crate::warn::always(&s),
@@ -674,6 +678,72 @@ fn after_signal() {
         }
     }
     end_as_signal(sig);
+}
+
+/// A job lent to the watcher (`lend`): the address of the lender's `&(dyn Fn() + Sync)`.
+static LENT: std::sync::atomic::AtomicPtr<c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// `LENT`'s state, a futex word: none, offered, taken by the watcher, done by it.
+static LENT_STATE: AtomicU32 = AtomicU32::new(LENT_NONE);
+const LENT_NONE: u32 = 0;
+const LENT_OFFERED: u32 = 1;
+const LENT_TAKEN: u32 = 2;
+const LENT_DONE: u32 = 3;
+/// Whether the watcher waits for the write after a signal (and so may take a job).
+static WATCHER_WAITS: AtomicBool = AtomicBool::new(false);
+
+/// Run `job` on the calling thread and, while the watcher waits for the write after a signal
+/// (no thread may be started then), on the watcher too: a job that shares its work out (each
+/// call takes parts until none is left) gets a second CPU. Returns when both calls have
+/// returned. Elsewhere (no write after a signal under way, or called off the writer) `job`
+/// runs here alone. The watcher watches the deadline again after its call, so a lent job's
+/// parts must be short (a thread's call paths). Returns how many threads called `job` (1, 2).
+pub fn lend(job: &(dyn Fn() + Sync)) -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    let on_writer = HELPERS[1].load(Ordering::Acquire) == unsafe { libc::pthread_self() } as u64;
+    let offered = on_writer && WATCHER_WAITS.load(Ordering::Acquire) && writing_after_signal() && LENT_STATE.load(Ordering::Acquire) == LENT_NONE && {
+        // Only the writer lends: no other lender can be between this store and the exchange.
+        LENT.store(&job as *const &(dyn Fn() + Sync) as *mut c_void, Ordering::Release);
+        LENT_STATE.compare_exchange(LENT_NONE, LENT_OFFERED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    };
+    if offered {
+        // The watcher waits on DONE: woken, it sees the job.
+        futex_wake(&DONE);
+    }
+    job();
+    if !offered {
+        return 1;
+    }
+    // Taken back if the watcher has not begun it; else wait until its call returned (the job
+    // borrows from this frame).
+    if LENT_STATE.compare_exchange(LENT_OFFERED, LENT_NONE, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        loop {
+            let st = LENT_STATE.load(Ordering::Acquire);
+            if st == LENT_DONE {
+                break;
+            }
+            futex_wait(&LENT_STATE, st, Some(Duration::from_millis(10)));
+        }
+        LENT.store(std::ptr::null_mut(), Ordering::Release);
+        LENT_STATE.store(LENT_NONE, Ordering::Release);
+        return 2;
+    }
+    1
+}
+
+/// On the watcher: run the job lent, if one is offered (see `lend`).
+fn run_lent() {
+    if LENT_STATE.compare_exchange(LENT_OFFERED, LENT_TAKEN, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    let p = LENT.load(Ordering::Acquire) as *const &(dyn Fn() + Sync);
+    if !p.is_null() {
+        // SAFETY: `lend` stored the address of its `job` argument before offering it, and does
+        // not return (so the job and what it borrows live) until this sets LENT_DONE.
+        let job = unsafe { *p };
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+    }
+    LENT_STATE.store(LENT_DONE, Ordering::Release);
+    futex_wake(&LENT_STATE);
 }
 
 /// The write after the first signal (on the writer thread, or on the watcher without one).

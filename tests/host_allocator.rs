@@ -77,4 +77,6 @@ fn the_hosts_arrays_are_mapped_alike_with_and_without_profiling() {
         assert_eq!(phases, plain, "{layout}: the host's arrays are mapped differently with the library");
         assert_eq!((mmaps, munmaps), (plain_mmaps, plain_munmaps), "{layout}: mmap/munmap of the host's arrays (strace)");
     }
+    // Its files are large: gone once checked.
+    let _ = std::fs::remove_dir_all(&dir);
 }

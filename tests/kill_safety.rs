@@ -280,6 +280,8 @@ fn mpirun_sigterm_leaves_rank_files_and_one_line_to_merge_them() {
         assert!(calls("work") >= b["work0"], "rank {rank}: {} < {}", calls("work"), b["work0"]);
         assert!(calls("slow") >= b["slow"], "rank {rank}: {} < {}", calls("slow"), b["slow"]);
     }
+    // Its files are large (a 20-s run of three ranks): gone once checked.
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A host handler installed before sp_setup runs after the profile is written, on the thread
@@ -692,15 +694,24 @@ fn a_removal_cut_short_is_cleaned_up_by_recovery() {
     assert!(said.contains(&gone.display().to_string()), "{said}");
 }
 
-/// Calls per region name on the call paths of a file in the aggregate or columnar layout
-/// (`/call_paths/`, every rank and thread).
+/// Calls per region name on the call paths of a file: in the aggregate or columnar layout
+/// (`/call_paths/`, every rank and thread), or in the regions layout (`rank<N>/call_paths/`).
 fn path_calls(h5: &hdf5::File) -> BTreeMap<String, u64> {
-    let names: Vec<hdf5::types::VarLenUnicode> = h5.dataset("region_table/names").unwrap().read_raw().unwrap();
-    let regions: Vec<u32> = h5.dataset("call_paths/regions").unwrap().read_raw().unwrap();
-    let calls: Vec<u64> = h5.dataset("call_paths/calls").unwrap().read_raw().unwrap();
     let mut out = BTreeMap::new();
-    for (r, c) in regions.iter().zip(&calls) {
-        *out.entry(names[*r as usize].as_str().to_string()).or_insert(0) += c;
+    let mut add = |names: Vec<hdf5::types::VarLenUnicode>, regions: Vec<u64>, calls: Vec<u64>| {
+        for (r, c) in regions.iter().zip(&calls) {
+            *out.entry(names[*r as usize].as_str().to_string()).or_insert(0) += c;
+        }
+    };
+    if h5.link_exists("call_paths") {
+        let regions: Vec<u32> = h5.dataset("call_paths/regions").unwrap().read_raw().unwrap();
+        add(h5.dataset("region_table/names").unwrap().read_raw().unwrap(), regions.into_iter().map(u64::from).collect(), h5.dataset("call_paths/calls").unwrap().read_raw().unwrap());
+    }
+    for g in h5.member_names().unwrap().iter().filter(|n| n.starts_with("rank") && h5.link_exists(&format!("{n}/call_paths"))) {
+        let p = h5.group(&format!("{g}/call_paths")).unwrap();
+        let regions: Vec<i64> = p.dataset("region").unwrap().read_raw().unwrap();
+        let calls: Vec<i64> = p.dataset("calls").unwrap().read_raw().unwrap();
+        add(p.dataset("names").unwrap().read_raw().unwrap(), regions.into_iter().map(|r| r as u64).collect(), calls.into_iter().map(|c| c as u64).collect());
     }
     out
 }
@@ -738,11 +749,13 @@ fn mpirun_default_timeout_keeps_a_big_profiles_statistics_and_its_calls_in_a_raw
 fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
     let dir = scratch(&format!("kill_mpirun_big{attempt}"));
     let np = 2;
-    // Unpaced within batches of 5000: about half a million calls per rank in a second or two,
+    // Unpaced within batches of 7000: close to a million calls per rank in a second or two,
     // well above the size from which the call paths come after the statistics (32,768 calls in
-    // this debug build), and few enough for this debug build to build their call paths within
-    // the second (the release library's figures for 30-40 M calls: BENCHMARKS.md section 21).
-    let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=5000", "FLIGHT_LOOP_PACE_US=40000", "FLIGHT_LOOP_VERBOSITY=2"]);
+    // this debug build), more than 2^18 calls on each worker thread (so that the signal
+    // watcher builds one thread's call paths while the writer builds the other's), and few
+    // enough for this debug build to build them within the second (the release library's
+    // figures for 30-50 M calls: BENCHMARKS.md section 21).
+    let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=7000", "FLIGHT_LOOP_PACE_US=40000", "FLIGHT_LOOP_VERBOSITY=2"]);
     std::thread::sleep(Duration::from_millis(1000));
     let before: Vec<BTreeMap<String, u64>> = (0..np).map(|r| side_of_rank(&dir, r)).collect();
     kill(&child, libc::SIGTERM);
@@ -790,6 +803,12 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
         }
     }
     let whole = (0..np).all(|r| stages[r] == "complete" || complete_dump(&dir, Some(r)).is_some());
+    // Each rank built its call paths on two threads: the writer and the watcher.
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("with the call paths (built in")).collect();
+    assert_eq!(lines.len(), np, "{stderr}");
+    if let Some(l) = lines.iter().find(|l| !l.contains("on 2 thread(s)")) {
+        return Err(format!("attempt {attempt}: call paths not built on two threads: {l}"));
+    }
     // `sptool recover`, as the line of rank 0 says.
     let line = stderr.lines().find(|l| l.contains("each of the 2 ranks writes its own file")).unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("sptool recover ") && line.contains(".out.spill."), "{line}");
