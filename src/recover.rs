@@ -65,12 +65,20 @@ pub fn recover(target: &Path) -> Result<Recovery, String> {
         said.push_str(&format!("; passed over {}", passed.join("; ")));
     }
     if !removed.is_empty() {
-        let names: Vec<String> = removed.iter().map(|d| d.display().to_string()).collect();
-        said.push_str(&format!(
-            "; removed {} half-written file(s) that an earlier write cut short left behind ({}): what they held is in the spill data or in the file written before them",
-            removed.len(),
-            names.join(", ")
-        ));
+        // A run directory whose removal was cut short held calls that are in the profile; a
+        // write's private directory, a half-written file.
+        let (removals, writes): (Vec<&PathBuf>, Vec<&PathBuf>) = removed.iter().partition(|d| d.to_string_lossy().ends_with(crate::spill::REMOVING));
+        let list = |v: &[&PathBuf]| v.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+        if !writes.is_empty() {
+            said.push_str(&format!(
+                "; removed {} half-written file(s) that an earlier write cut short left behind ({}): what they held is in the spill data or in the file written before them",
+                writes.len(),
+                list(&writes)
+            ));
+        }
+        if !removals.is_empty() {
+            said.push_str(&format!("; removed {} directory(ies) of calls whose removal was cut short after their profile was written ({})", removals.len(), list(&removals)));
+        }
     }
     match &mut r {
         Ok(r) => r.message.push_str(&said),

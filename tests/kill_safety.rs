@@ -691,7 +691,7 @@ fn a_removal_cut_short_is_cleaned_up_by_recovery() {
         Err(e) => e.clone(),
     };
     assert!(!gone.exists(), "{said}");
-    assert!(said.contains(&gone.display().to_string()), "{said}");
+    assert!(said.contains(&gone.display().to_string()) && said.contains("whose removal was cut short") && !said.contains("half-written"), "{said}");
 }
 
 /// Calls per region name on the call paths of a file: in the aggregate or columnar layout
