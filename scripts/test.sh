@@ -13,6 +13,20 @@ lk=0; ./scripts/likwid55.sh >/dev/null || lk=$?
 # The suite needs 2 CPUs (LIKWID on CPUs 0 and 1, likwid-mpirun with 2 ranks); any count above works.
 cpus=$(nproc)
 [ "$cpus" -ge 2 ] || echo "[test] this process may use $cpus CPU: the tests that need 2 CPUs will fail, each saying so in one line" >&2
+# Some tests run programs as the unprivileged user nobody (file safety, no threads): nobody
+# must reach the build, so each directory above the checkout must be searchable by others
+# (a checkout inside `mktemp -d` is not). Ours are made so (o+x: searchable, not listable).
+d="$PWD"
+while [ "$d" != / ]; do
+    if [ "$(( $(stat -c '%a' "$d" | sed 's/.*\(.\)$/\1/') & 1 ))" -eq 0 ]; then
+        if [ "$(stat -c '%u' "$d")" -eq "$(id -u)" ] && chmod o+x "$d"; then
+            echo "[test] made $d searchable by others (o+x): tests run programs as nobody from the build below it" >&2
+        else
+            echo "[test] $d is not searchable by others: the tests run as nobody will fail" >&2
+        fi
+    fi
+    d=$(dirname "$d")
+done
 export SCOPE_PROFILER_PYTHON="$PWD/.venv/bin/python"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cargo build --workspace --all-targets --locked
