@@ -890,9 +890,11 @@ fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice
     let buffers: Vec<Arc<ThreadBuffer>> = THREADS.lock().clone();
     let mut records = Vec::with_capacity(buffers.len());
     let mut busy = 0;
-    let run_end = clock::now();
     for tb in &buffers {
         if tb.seq.wait_idle(deadline) {
+            // Read once the thread is idle: after every start it recorded (a thread that began
+            // a barrier as another called exit() had its start after a time read before).
+            let run_end = clock::now();
             // SAFETY: the owner is outside any call and will see FINALIZED on its next entry.
             let mut data = std::mem::take(unsafe { tb.data() });
             // A worker's part of an OpenMP parallel region that ended, not reported yet (and
