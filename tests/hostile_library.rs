@@ -225,7 +225,7 @@ fn mkfifo(path: &Path) {
 
 /// A dataset declared with 2^40 elements (chunked, nothing stored), millions of tiny names,
 /// indexes beyond their tables, thread ids of 2^32-1, rows that claim more events than exist,
-/// an empty region name, and invalid UTF-8 in names: each refused in one line (or merged,
+/// an empty region name, rank-table lists cut by descending offsets, and invalid UTF-8 in names: each refused in one line (or merged,
 /// with the bytes shown replaced), never an abort, a panic or an allocation sized by the file.
 #[test]
 fn crafted_rank_files_are_refused_or_merged_never_crash_the_merge() {
@@ -243,6 +243,7 @@ fn crafted_rank_files_are_refused_or_merged_never_crash_the_merge() {
         ("stats_thread.h5", "t = f['scope_profiler_threads/threads']\nv = t[()]\nv[0] = 1 << 40\nt[...] = v", Some(&["thread id 1099511627776"])),
         ("offsets.h5", "o = f['rank_region_index/event_offsets']\nv = o[()]\nv[0] = 1 << 62\no[...] = v", Some(&["claims events 4611686018427387904"])),
         ("overlap.h5", "i = f['rank_region_index']\nn = f['events/durations'].shape[0]\nrows = i['event_counts'].shape[0]\ni['event_offsets'][...] = np.zeros(rows, dtype='i8')\ni['event_counts'][...] = np.full(rows, n, dtype='i8')", Some(&["but the event columns hold"])),
+        ("rank_lists.h5", "o = f['scope_profiler_ranks/cpus_offsets']\nv = o[()]\nv[0] = 1 << 63\no[...] = v", Some(&["rank_lists.h5", "cpus_offsets does not cut"])),
         ("durations.h5", "d = f['events/durations']\nv = d[()]\nv[:] = 1 << 62\nd[...] = v", Some(&["out of range"])),
         ("empty_name.h5", "n = f['region_table/names']\nv = n[()]\nv[0] = b''\nn[...] = v", Some(&["empty name"])),
         ("rows.h5", "r = f['scope_profiler_threads/rows']\nv = r[()]\nv[0] = 1 << 50\nr[...] = v", Some(&["belongs to row"])),

@@ -128,7 +128,7 @@ pub fn read_ranks(file: &Group) -> Result<BTreeMap<usize, RankInfo>> {
         };
         if let Some(o) = &offsets {
             let sorted = o.windows(2).all(|w| w[0] <= w[1]);
-            let long = o.windows(2).any(|w| (w[1] - w[0]) as usize > MAX_LIST);
+            let long = o.windows(2).any(|w| w[1].saturating_sub(w[0]) > MAX_LIST as u64);
             if o.len() != ranks.len() + 1 || !sorted || long || o.last().is_some_and(|&l| l as usize > n) {
                 return Err(damaged(format_args!("{RANKS}/{offsets_name} does not cut {RANKS}/{name} into one list per rank")));
             }
