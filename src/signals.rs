@@ -363,6 +363,63 @@ pub fn writing_after_signal() -> bool {
     STAGE.load(Ordering::Acquire) == WRITING && PID.load(Ordering::Acquire) == std::process::id() as i32
 }
 
+/// Until when (CLOCK_MONOTONIC ns) a program thread whose call was refused waits for the write
+/// after a signal (`hold_if_ending`); 0: it does not wait. Set by the watcher when the signal's
+/// action ends the process.
+static HOLD_UNTIL_NS: AtomicI64 = AtomicI64::new(0);
+/// Program threads waiting in `hold_if_ending` now (for the tests and the message).
+static HELD: AtomicU32 = AtomicU32::new(0);
+
+/// Program threads held in `hold_if_ending` at the moment.
+pub fn held_threads() -> u32 {
+    HELD.load(Ordering::Acquire)
+}
+
+/// For a program thread whose call the library refused because recording stopped, outside
+/// every lock and window of the library: while the profile is written after a signal whose
+/// action ends the process (the host left it at its default), wait until the process ends or
+/// the write's deadline passes. Without the library the process would have ended at the
+/// signal, so nothing the thread would do meanwhile would have happened; the write gets the
+/// CPUs the thread would take from it under a launcher's deadline. With a handler of the
+/// host's for the signal, the thread goes on (the handler may need it). errno is kept.
+#[inline(always)]
+pub fn hold_if_ending() {
+    if HOLD_UNTIL_NS.load(Ordering::Relaxed) != 0 {
+        hold();
+    }
+}
+
+/// The watcher's and the writer's thread ids: never held (the write may call into the
+/// library's own entry points).
+static OWN_TIDS: [AtomicI32; 2] = [AtomicI32::new(0), AtomicI32::new(0)];
+
+#[cold]
+#[inline(never)]
+fn hold() {
+    if !writing_after_signal() {
+        return;
+    }
+    let tid = gettid();
+    if OWN_TIDS.iter().any(|t| t.load(Ordering::Acquire) == tid) {
+        return;
+    }
+    // SAFETY: this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    HELD.fetch_add(1, Ordering::AcqRel);
+    loop {
+        let seen = DONE.load(Ordering::Acquire);
+        let until = HOLD_UNTIL_NS.load(Ordering::Acquire);
+        let now = monotonic_ns();
+        if until == 0 || now >= until || !writing_after_signal() {
+            break;
+        }
+        futex_wait(&DONE, seen, Some(Duration::from_nanos((until - now).min(100_000_000) as u64)));
+    }
+    HELD.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
 /// Wait (bounded by the timeout) until the write after a signal is done: an exit meanwhile
 /// must not end the process under it.
 pub fn wait_for_signal_write() {
@@ -596,6 +653,7 @@ fn start_watcher() -> Result<(), String> {
 }
 
 extern "C" fn watcher_main(_: *mut c_void) -> *mut c_void {
+    OWN_TIDS[0].store(gettid(), Ordering::Release);
     let _ = std::panic::catch_unwind(watch);
     WATCHER_UP.store(0, Ordering::Release);
     std::ptr::null_mut()
@@ -629,8 +687,14 @@ fn watch() {
 fn after_signal() {
     let sig = SIGNO.load(Ordering::Acquire);
     let note = SignalNote { signo: sig, name: signal_name(sig), time_ns: SIG_TIME.load(Ordering::Acquire) };
-    let mut deadline = Instant::now() + timeout();
+    let allowed = timeout();
+    let mut deadline = Instant::now() + allowed;
     let seen = DONE.load(Ordering::Acquire);
+    // The program's threads that call the library from now on wait for the write when the
+    // process ends with it (`hold_if_ending`).
+    if old_action(sig).is_some_and(|a| a.sa_sigaction == libc::SIG_DFL) {
+        HOLD_UNTIL_NS.store(monotonic_ns().saturating_add(allowed.as_nanos().min(i64::MAX as u128) as i64), Ordering::Release);
+    }
     WATCHER_WAITS.store(WRITER_UP.load(Ordering::Acquire) != 0, Ordering::Release);
     // On the writer started at setup, so that the deadline holds whatever the write waits for
     // (no thread is started now: see `model::helper_threads_allowed`); without it, here.
@@ -648,6 +712,9 @@ fn after_signal() {
         if !second_seen && SECOND.load(Ordering::Acquire) > 0 {
             second_seen = true;
             deadline = deadline.min(Instant::now() + SECOND_SIGNAL_GRACE);
+            if HOLD_UNTIL_NS.load(Ordering::Acquire) != 0 {
+                HOLD_UNTIL_NS.fetch_min(monotonic_ns().saturating_add(SECOND_SIGNAL_GRACE.as_nanos() as i64).max(1), Ordering::AcqRel);
+            }
         }
         let now = Instant::now();
         if now >= deadline {
@@ -766,6 +833,7 @@ const REQ_QUIT: u32 = 2;
 static WRITER_UP: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn writer_main(_: *mut c_void) -> *mut c_void {
+    OWN_TIDS[1].store(gettid(), Ordering::Release);
     let _ = std::panic::catch_unwind(|| {
         loop {
             match WRITE_REQ.load(Ordering::Acquire) {

@@ -160,9 +160,23 @@ fn signal_writes_the_profile(name: &str, sig: i32, signame: &str, extra: &[&str]
     assert_eq!(stderr.matches(&format!("{signame}: profile written to")).count(), 1, "{stderr}");
     assert!(stderr.lines().count() <= 2, "a line or two, not a flood:\n{stderr}");
     let file = dir.join("out.h5");
-    check_complete(&file, &before);
+    let (calls, _) = check_complete(&file, &before);
     check_signal_attrs(&file, signame);
     no_spill(&dir);
+    // The signal ends the process: each thread that called after recording stopped waited
+    // for the write at its first refused call (one per thread: 2 workers, the slow thread),
+    // and no worker completed a batch after the stop.
+    let refused = refused_after_stop(&stderr);
+    assert!(refused <= 3, "{refused} calls refused: the program's threads went on calling during the write\n{stderr}");
+    let after = parse_side(&side_text(&dir.join("side")));
+    assert!(work(&after) <= calls["work"], "the workers completed {} calls, {} are in the file: they went on after the stop", work(&after), calls["work"]);
+}
+
+/// The calls refused after recording stopped, from the line after a signal write.
+fn refused_after_stop(stderr: &str) -> u64 {
+    let line = stderr.lines().find(|l| l.contains("after that were not recorded")).unwrap_or_else(|| panic!("no line on refused calls:\n{stderr}"));
+    let before = line.split(" start/stop call(s) after that").next().unwrap();
+    before.rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{line}"))
 }
 
 #[test]
@@ -336,6 +350,11 @@ fn host_handler_that_lets_the_program_go_on_decides() {
     assert!(side.contains("DONE 2"), "sp_finalize returned SP_ALREADY_FINALIZED:\n{side}");
     check_complete(&dir.join("out.h5"), &before);
     check_signal_attrs(&dir.join("out.h5"), "SIGTERM");
+    // The host handles the signal: its threads went on during the write (not held), their
+    // calls refused and counted.
+    let stderr = text(&out.stderr);
+    let refused = refused_after_stop(&stderr);
+    assert!(refused > 3, "{refused} calls refused during the write: the program's threads were held\n{stderr}");
 }
 
 /// A host that ignores SIGTERM keeps ignoring it: no write, no exit. SIGINT still works.

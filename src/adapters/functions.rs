@@ -78,6 +78,7 @@ fn exit(this_fn: *mut c_void, end: i64) {
 #[inline(never)]
 fn not_active(this_fn: *mut c_void) {
     if TRIED.load(Ordering::Relaxed) || !recording::not_set_up() {
+        recording::stopped_hook();
         return;
     }
     if TRIED.swap(true, Ordering::AcqRel) {

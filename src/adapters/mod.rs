@@ -181,6 +181,13 @@ pub fn on_running_thread<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R> {
     profiler::with_running_thread(f)
 }
 
+/// A hook whose source stopped recording: a program thread's wait while the profile is
+/// written after a signal that ends the process (`signals::hold_if_ending`).
+#[inline(always)]
+pub fn stopped_hook() {
+    profiler::stopped_hook()
+}
+
 /// Whether nothing has set profiling up yet.
 #[inline(always)]
 pub fn not_set_up() -> bool {

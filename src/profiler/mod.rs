@@ -170,7 +170,7 @@ fn with_buffer<R: Default>(p: *const ThreadBuffer, f: impl FnOnce(&mut ThreadDat
         // SAFETY: owner thread, inside enter/leave.
         f(unsafe { tb.data() }, None)
     } else {
-        with_thread_not_plain(state, tb, f)
+        return with_thread_not_plain(state, tb, seq, f);
     };
     tb.seq.leave(seq);
     result
@@ -181,7 +181,9 @@ fn with_buffer<R: Default>(p: *const ThreadBuffer, f: impl FnOnce(&mut ThreadDat
 fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>) -> Result<R>) -> Result<R> {
     let state = STATE.load(Ordering::Acquire);
     if !is_running(state) {
-        return inactive(state).map(|_| R::default());
+        let r = inactive(state).map(|_| R::default());
+        after_refusal(state);
+        return r;
     }
     // A new buffer locks and allocates: not inside a handler that interrupted the library,
     // and a handler interrupting this is refused.
@@ -196,17 +198,32 @@ fn with_new_thread<R: Default>(f: impl FnOnce(&mut ThreadData, Option<&Counters>
 }
 
 /// Inside the window but not plainly running: counter sources on, or stopped.
+/// Leaves the window `seq` entered.
 #[cold]
 fn with_thread_not_plain<R: Default>(
     state: u8,
     tb: &ThreadBuffer,
+    seq: u64,
     f: impl FnOnce(&mut ThreadData, Option<&Counters>) -> Result<R>,
 ) -> Result<R> {
-    match (state, counter_sources()) {
+    let result = match (state, counter_sources()) {
         // SAFETY: owner thread, inside enter/leave.
         (RUNNING_COUNTERS, Some(c)) => f(unsafe { tb.data() }, Some(c)),
         (RUNNING_COUNTERS, None) => f(unsafe { tb.data() }, None),
         _ => inactive(state).map(|_| R::default()),
+    };
+    tb.seq.leave(seq);
+    after_refusal(state);
+    result
+}
+
+/// After a call refused because recording stopped, outside the thread's window: the wait of
+/// a program thread while the profile is written after a signal that ends the process
+/// (`signals::hold_if_ending`).
+#[inline(always)]
+fn after_refusal(state: u8) {
+    if state == FINALIZED {
+        crate::signals::hold_if_ending();
     }
 }
 

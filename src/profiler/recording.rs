@@ -123,10 +123,19 @@ pub fn with_running_thread<R>(f: impl FnOnce(&mut ThreadData) -> R) -> Option<R>
         Some(f(unsafe { tb.data() }))
     } else {
         let _ = inactive(state);
-        None
+        tb.seq.leave(seq);
+        after_refusal(state);
+        return None;
     };
     tb.seq.leave(seq);
     r
+}
+
+/// For a hook that found its source stopped: a program thread's wait while the profile is
+/// written after a signal that ends the process (`signals::hold_if_ending`).
+#[inline(always)]
+pub fn stopped_hook() {
+    after_refusal(STATE.load(Ordering::Relaxed));
 }
 
 /// `with_running_thread` on a thread's first call: its buffer, if the profiler runs (as
@@ -136,6 +145,7 @@ fn running_thread_new() -> Option<*const ThreadBuffer> {
     let state = STATE.load(Ordering::Acquire);
     if !is_running(state) {
         let _ = inactive(state);
+        after_refusal(state);
         return None;
     }
     if crate::reentry::busy() {
