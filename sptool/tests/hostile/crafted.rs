@@ -540,4 +540,19 @@ fn sums_of_numbers_near_the_integer_limits_never_overflow() {
         let o = sane(&dir, &args);
         assert_eq!(o.code, Some(0), "{}", o.describe());
     }
+    // Rows of one region and rank whose call counts add up past 2^63 (pooled, they saturate
+    // at 2^64 - 1): the Caliper export's calls column says the most it can, never a negative
+    // count.
+    craft(
+        &dir,
+        "perf_aggregate.h5",
+        "agg_calls.h5",
+        &format!("del f['call_paths']\ni = f['rank_region_index']\nn = i['ranks'].shape[0]\ni['aggregate_counts'][...] = np.full(n, {MAX})\ni['region_ids'][...] = np.zeros(n)\ni['ranks'][...] = np.zeros(n)"),
+    );
+    let o = sane(&dir, &["export", "agg_calls.h5", "--format", "caliper-json", "-o", "out.json"]);
+    assert_eq!(o.code, Some(0), "{}", o.describe());
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("out.json")).unwrap()).unwrap();
+    let calls = doc["columns"].as_array().unwrap().iter().position(|c| c == "calls").unwrap();
+    let rows = doc["data"].as_array().unwrap();
+    assert!(!rows.is_empty() && rows.iter().all(|r| r[calls].as_i64() == Some(i64::MAX)), "{doc}");
 }
