@@ -1065,8 +1065,11 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     } else {
         (Timebase::monotonic(), false)
     };
-    // The killed run's wall time is not known.
+    // The killed run's wall time is not known. The logs' chunks are read through the reader's
+    // mapping of the spill file (without it they read as empty: no call paths).
+    crate::spill::open_reader_of(&file);
     let mut call_paths = crate::callpath::collect(&names, &records, &timebase, 0);
+    crate::spill::close_reader();
     let (regions, kept) = crate::profile::merge(&names, records, &timebase);
     call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
     let mut info = meta.info.clone();

@@ -572,6 +572,87 @@ fn calls_whose_durations_overflow_the_sums_are_recovered_without_a_panic() {
     assert_eq!(said as u64, written, "{}", r.describe());
 }
 
+/// Calls on the call paths of a recovered columnar file, in all.
+fn calls_on_paths(file: &Path) -> u64 {
+    let h5 = hdf5::File::open(file).unwrap();
+    if !h5.link_exists("call_paths/calls") {
+        return 0;
+    }
+    h5.dataset("call_paths/calls").unwrap().read_raw::<u64>().unwrap().iter().sum()
+}
+
+/// A recovered run keeps the call paths of its calls: every recovered call is on a path
+/// (they were built before the spill file was mapped for reading: recovered files had none,
+/// while saying `call_paths_kept` 1).
+#[test]
+fn a_recovered_run_keeps_the_call_paths_of_its_calls() {
+    let base = scratch("hostile_lib_recovered_paths");
+    killed_run_in(&base, "columnar");
+    let r = recover(&base);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    let counted = recovered_count(&base.join("out.h5"));
+    assert!(counted > 0, "{}", r.describe());
+    assert_eq!(calls_on_paths(&base.join("out.h5")), counted as u64, "{}", r.describe());
+}
+
+/// `recovered_calls` of a recovered file.
+fn recovered_count(file: &Path) -> i64 {
+    let h5 = hdf5::File::open(file).unwrap();
+    support::int_attr(&h5.group("metadata").unwrap(), "recovered_calls")
+}
+
+/// Two threads' call paths of one region whose inclusive times each come near 2^63 ns (two
+/// calls of 2^62 ticks overlapping without nesting, on the monotonic clock): recovered, the
+/// per-region totals of the summary saturating (adding them up over the threads made recovery
+/// panic with an overflow).
+#[test]
+fn call_paths_whose_times_add_up_past_2_63_are_recovered_without_a_panic() {
+    let base = scratch("hostile_lib_long_paths");
+    let run_dir = killed_run_in(&base, "columnar");
+    let meta = std::fs::read_to_string(run_dir.join("meta.json")).unwrap();
+    std::fs::write(run_dir.join("meta.json"), meta.replacen("\"clock\": \"tsc\"", "\"clock\": \"monotonic\"", 1)).unwrap();
+    // The id of region "work" (records: id u32, length u32, the name).
+    let names = std::fs::read(run_dir.join("names")).unwrap();
+    let (mut at, mut work) = (0, None);
+    while at + 8 <= names.len() {
+        let id = u32::from_le_bytes(names[at..at + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(names[at + 4..at + 8].try_into().unwrap()) as usize;
+        if &names[at + 8..at + 8 + len] == b"work" {
+            work = Some(id);
+        }
+        at += 8 + len;
+    }
+    let work = work.expect("region work in the names");
+    // A chunk of "work" of each of two threads: two escaped calls [1, 2^62 - 3] and
+    // [2, 2^62 - 1], all the chunk holds.
+    let mut b = std::fs::read(run_dir.join("calls.spill")).unwrap();
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let mut threads: Vec<u32> = Vec::new();
+    for c in chunk_headers(&b) {
+        let (region, fill, thread) = ((word(&b, c) >> 32) as u32, word(&b, c + 8), word(&b, c + 16) as u32);
+        if region != work || fill < 6 || threads.contains(&thread) {
+            continue;
+        }
+        set_u64(&mut b, c + 8, 6);
+        for (k, (start, end)) in [(1u64, (1u64 << 62) - 3), (2, (1 << 62) - 1)].into_iter().enumerate() {
+            set_u64(&mut b, c + 32 + k * 24, 0xFFFF_FFFF);
+            set_u64(&mut b, c + 32 + k * 24 + 8, start);
+            set_u64(&mut b, c + 32 + k * 24 + 16, end);
+        }
+        threads.push(thread);
+        if threads.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(threads.len(), 2, "chunks of region work of two threads");
+    std::fs::write(run_dir.join("calls.spill"), b).unwrap();
+    let r = recover(&base);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert!(r.stdout().starts_with("recovered"), "{}", r.describe());
+    let counted = recovered_count(&base.join("out.h5"));
+    assert_eq!(calls_on_paths(&base.join("out.h5")), counted as u64, "{}", r.describe());
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
