@@ -1065,8 +1065,18 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     } else {
         (Timebase::monotonic(), false)
     };
-    // The killed run's wall time is not known.
+    // The killed run's wall time is not known. The logs' chunks are read through the reader's
+    // mapping of the spill file (without it they read as empty: no call paths).
+    crate::spill::open_reader_of(&file);
     let mut call_paths = crate::callpath::collect(&names, &records, &timebase, 0);
+    crate::spill::close_reader();
+    // The calls of a damaged spill file can add up to path times no run has (in range each,
+    // their sums wrap): kept within what a profile holds, so that the rank files of a
+    // recovered job merge (`writer::read3` refuses such times as damage).
+    for n in &mut call_paths.nodes {
+        n.inclusive_ns = n.inclusive_ns.clamp(0, crate::writer::read3::TIME_LIMIT - 1);
+        n.exclusive_ns = n.exclusive_ns.clamp(0, crate::writer::read3::TIME_LIMIT - 1);
+    }
     let (regions, kept) = crate::profile::merge(&names, records, &timebase);
     call_paths.renumber_threads(|index| kept.iter().position(|k| k.0 as i64 == index).map(|p| p as i64));
     let mut info = meta.info.clone();

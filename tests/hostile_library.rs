@@ -572,6 +572,118 @@ fn calls_whose_durations_overflow_the_sums_are_recovered_without_a_panic() {
     assert_eq!(said as u64, written, "{}", r.describe());
 }
 
+/// Calls on the call paths of a recovered columnar file, in all.
+fn calls_on_paths(file: &Path) -> u64 {
+    let h5 = hdf5::File::open(file).unwrap();
+    if !h5.link_exists("call_paths/calls") {
+        return 0;
+    }
+    h5.dataset("call_paths/calls").unwrap().read_raw::<u64>().unwrap().iter().sum()
+}
+
+/// A recovered run keeps the call paths of its calls: every recovered call is on a path
+/// (they were built before the spill file was mapped for reading: recovered files had none,
+/// while saying `call_paths_kept` 1).
+#[test]
+fn a_recovered_run_keeps_the_call_paths_of_its_calls() {
+    let base = scratch("hostile_lib_recovered_paths");
+    killed_run_in(&base, "columnar");
+    let r = recover(&base);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    let counted = recovered_count(&base.join("out.h5"));
+    assert!(counted > 0, "{}", r.describe());
+    assert_eq!(calls_on_paths(&base.join("out.h5")), counted as u64, "{}", r.describe());
+}
+
+/// `recovered_calls` of a recovered file.
+fn recovered_count(file: &Path) -> i64 {
+    let h5 = hdf5::File::open(file).unwrap();
+    support::int_attr(&h5.group("metadata").unwrap(), "recovered_calls")
+}
+
+/// The id of region `name` in a run directory's `names` (records: id u32, length u32, name).
+fn region_id(run_dir: &Path, name: &str) -> u32 {
+    let names = std::fs::read(run_dir.join("names")).unwrap();
+    let (mut at, mut found) = (0, None);
+    while at + 8 <= names.len() {
+        let id = u32::from_le_bytes(names[at..at + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(names[at + 4..at + 8].try_into().unwrap()) as usize;
+        if &names[at + 8..at + 8 + len] == name.as_bytes() {
+            found = Some(id);
+        }
+        at += 8 + len;
+    }
+    found.unwrap_or_else(|| panic!("region {name} in the names of {}", run_dir.display()))
+}
+
+/// Make one chunk of region "work" of each of `threads` threads hold exactly `calls`
+/// (escaped, ticks), on the monotonic clock (ticks are ns).
+fn plant_calls(run_dir: &Path, threads: usize, calls: &[(u64, u64)]) {
+    let meta = std::fs::read_to_string(run_dir.join("meta.json")).unwrap();
+    std::fs::write(run_dir.join("meta.json"), meta.replacen("\"clock\": \"tsc\"", "\"clock\": \"monotonic\"", 1)).unwrap();
+    let work = region_id(run_dir, "work");
+    let mut b = std::fs::read(run_dir.join("calls.spill")).unwrap();
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let mut done: Vec<u32> = Vec::new();
+    for c in chunk_headers(&b) {
+        let (region, fill, thread) = ((word(&b, c) >> 32) as u32, word(&b, c + 8), word(&b, c + 16) as u32);
+        if region != work || fill < 3 * calls.len() as u64 || done.contains(&thread) {
+            continue;
+        }
+        set_u64(&mut b, c + 8, 3 * calls.len() as u64);
+        for (k, &(start, end)) in calls.iter().enumerate() {
+            set_u64(&mut b, c + 32 + k * 24, 0xFFFF_FFFF);
+            set_u64(&mut b, c + 32 + k * 24 + 8, start);
+            set_u64(&mut b, c + 32 + k * 24 + 16, end);
+        }
+        done.push(thread);
+        if done.len() == threads {
+            break;
+        }
+    }
+    assert_eq!(done.len(), threads, "chunks of region work with room for {} calls on {threads} thread(s)", calls.len());
+    std::fs::write(run_dir.join("calls.spill"), b).unwrap();
+}
+
+/// Two threads' call paths of one region whose inclusive times each come near 2^63 ns (two
+/// calls of 2^62 ticks overlapping without nesting): recovered, the per-region totals of the
+/// summary saturating (adding them up over the threads made recovery panic with an overflow).
+#[test]
+fn call_paths_whose_times_add_up_past_2_63_are_recovered_without_a_panic() {
+    let base = scratch("hostile_lib_long_paths");
+    let run_dir = killed_run_in(&base, "columnar");
+    plant_calls(&run_dir, 2, &[(1, (1 << 62) - 3), (2, (1 << 62) - 1)]);
+    let r = recover(&base);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert!(r.stdout().starts_with("recovered"), "{}", r.describe());
+    let counted = recovered_count(&base.join("out.h5"));
+    assert_eq!(calls_on_paths(&base.join("out.h5")), counted as u64, "{}", r.describe());
+}
+
+/// A job of two ranks, one of whose spills holds 256 calls of 2^54 ticks that overlap without
+/// nesting (each in range, their statistics too, but their call path's time 2^62 ns): the
+/// ranks' files merge, the path's time kept below what the merge refuses as damage.
+#[test]
+fn a_recovered_job_whose_path_times_pass_2_62_is_merged() {
+    let base = scratch("hostile_lib_long_job");
+    let run_dir = killed_run_in(&base.join("run"), "columnar");
+    let job = base.join("job");
+    std::fs::create_dir_all(&job).unwrap();
+    for rank in 0..2 {
+        let to = job.join(format!(".out.spill.r{rank}.planted"));
+        copy_dir(&run_dir, &to);
+        let meta = std::fs::read_to_string(to.join("meta.json")).unwrap();
+        let meta = meta.replacen("\"rank\": null", &format!("\"rank\": {rank}"), 1).replacen("\"size\": null", "\"size\": 2", 1);
+        std::fs::write(to.join("meta.json"), meta).unwrap();
+    }
+    let calls: Vec<(u64, u64)> = (1..=256).map(|k| (k, (1 << 54) + k)).collect();
+    plant_calls(&job.join(".out.spill.r1.planted"), 1, &calls);
+    let r = recover(&job);
+    assert_eq!(r.code(), Some(0), "{}", r.describe());
+    assert!(r.stdout().starts_with("recovered") && r.stdout().contains("of 2 rank(s)"), "{}", r.describe());
+    assert_eq!(calls_on_paths(&job.join("out.h5")), recovered_count(&job.join("out.h5")) as u64, "{}", r.describe());
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {

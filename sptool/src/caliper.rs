@@ -123,7 +123,8 @@ pub fn rank_trees(profile: &Profile, filter: &Filter) -> Result<(Vec<RankTree>, 
         let Some(rank) = rank else { continue };
         let incl = i64::try_from(s.total_ns).unwrap_or(i64::MAX);
         let e = excl.get(&(rank, name.as_str())).copied().unwrap_or(incl);
-        by_rank.entry(rank).or_default().push((vec![name], [s.count as i64, incl, e]));
+        let calls = i64::try_from(s.count).unwrap_or(i64::MAX);
+        by_rank.entry(rank).or_default().push((vec![name], [calls, incl, e]));
     }
     Ok((by_rank.into_iter().map(|(rank, paths)| RankTree { rank, paths, threads: Vec::new() }).collect(), false))
 }

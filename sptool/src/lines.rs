@@ -293,7 +293,7 @@ fn render_lines(out: &mut String, lines: &[Line], o: &Options, sources: &mut Sou
         }
         t.render(out);
         if rows.len() > o.top {
-            let rest: i64 = rows.iter().skip(o.top).map(|r| r.1.0).sum();
+            let rest: i64 = rows.iter().skip(o.top).map(|r| r.1.0).fold(0, i64::saturating_add);
             out.push_str(&format!("  ... {} more line(s), {} of the region's samples (--top)\n", rows.len() - o.top, pct(rest, total)));
         }
         out.push('\n');

@@ -438,7 +438,7 @@ pub fn render(path: &Path, ranks: &[RankMpi], o: &Options) -> String {
         }
     }
     if !pairs.is_empty() {
-        pairs.sort_by(|a, b| (b.3 + b.5).cmp(&(a.3 + a.5)).then((a.0, a.1).cmp(&(b.0, b.1))));
+        pairs.sort_by(|a, b| b.3.saturating_add(b.5).cmp(&a.3.saturating_add(a.5)).then((a.0, a.1).cmp(&(b.0, b.1))));
         out.push_str("Point-to-point and one-sided traffic: the busiest pairs (peers as ranks of MPI_COMM_WORLD)\n");
         let mut t = Table::new(["rank", "peer", "messages sent", "bytes sent", "messages received", "bytes received"]);
         for (r, w, ms, bs, mr, br) in pairs.into_iter().take(o.top) {

@@ -315,7 +315,7 @@ pub fn render(file: &Path, ranks: &[RankPaths], options: &Options) -> Result<Str
     // The shares: of each rank's wall time, averaged over the ranks; without the wall times
     // (another writer, a recovered run), of the time of the top-level paths.
     let all_walls = units.iter().all(|r| r.wall_ns > 0);
-    let top: i64 = rows.iter().filter(|r| r.path.len() == 1).map(|r| r.incl_sum).sum();
+    let top: i64 = rows.iter().filter(|r| r.path.len() == 1).map(|r| r.incl_sum).fold(0, i64::saturating_add);
     let of = if all_walls { "wall time" } else { "top-level time" };
     let known = all_walls || top > 0;
     let share = |r: &Row| match (all_walls, top > 0) {

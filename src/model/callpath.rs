@@ -103,7 +103,8 @@ impl CallPaths {
         let mut out: HashMap<String, i64> = HashMap::new();
         for n in &self.nodes {
             if let Some(name) = self.names.get(n.region as usize) {
-                *out.entry(name.clone()).or_default() += n.exclusive_ns;
+                let t = out.entry(name.clone()).or_default();
+                *t = t.saturating_add(n.exclusive_ns);
             }
         }
         out
@@ -115,7 +116,8 @@ impl CallPaths {
         let mut out: HashMap<String, i64> = HashMap::new();
         for n in &self.nodes {
             if let Some(name) = self.names.get(n.region as usize) {
-                *out.entry(name.clone()).or_default() += n.inclusive_ns;
+                let t = out.entry(name.clone()).or_default();
+                *t = t.saturating_add(n.inclusive_ns);
             }
         }
         out
@@ -705,5 +707,16 @@ mod tests {
         assert_eq!(p.nodes[1].parent, 0);
         assert_eq!(p.nodes[1].inclusive_ns, 2);
         assert_eq!(p.path_of(1).unwrap(), vec!["b".to_string(), "c".to_string()]);
+    }
+
+    /// The nodes of one region on several threads (or paths) whose times add up past 2^63 ns
+    /// (a recovered run's calls come from a spill file that may be damaged): the per-region
+    /// totals saturate, never overflow.
+    #[test]
+    fn per_region_totals_saturate() {
+        let node = |thread: i64| PathNode { thread, parent: -1, region: 0, calls: 1, inclusive_ns: (1 << 62) + 1, exclusive_ns: (1 << 62) + 1 };
+        let p = CallPaths { names: vec!["a".into()], nodes: vec![node(0), node(1), node(2)], wall_ns: 0 };
+        assert_eq!(p.inclusive_by_region()["a"], i64::MAX);
+        assert_eq!(p.exclusive_by_region()["a"], i64::MAX);
     }
 }

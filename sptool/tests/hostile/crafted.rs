@@ -508,3 +508,51 @@ fn damaged_newer_tables_are_refused_in_one_line_by_every_command() {
         }
     }
 }
+
+/// Counts and times each in range but whose sums pass 2^63 (two top-level call paths of
+/// 2^63 - 1 ns, the traffic of two peers, the samples of lines beyond `--top`): every report
+/// is written (sums saturate), never an overflow panic.
+#[test]
+fn sums_of_numbers_near_the_integer_limits_never_overflow() {
+    let dir = scratch("crafted_limits");
+    const MAX: &str = "2**63 - 1";
+    craft(
+        &dir,
+        "threads_regions.h5",
+        "tree_top.h5",
+        &format!("g = f['rank0/call_paths']\nfor k in ['parent', 'region', 'inclusive_ns']: del g[k]\ng['parent'] = np.full(2, -1, dtype='i8')\ng['region'] = np.arange(2, dtype='i8')\ng['inclusive_ns'] = np.full(2, {MAX}, dtype='i8')\nfor k in ['calls', 'exclusive_ns', 'thread']:\n    v = g[k][:2]; del g[k]; g[k] = v"),
+    );
+    let mpi = format!(
+        "m = f.create_group('rank0/mpi')\n\
+         m.attrs['mode'] = 'summary'; m.attrs['family'] = 'openmpi'; m.attrs['app_time_ns'] = 10**10; m.attrs['mpi_time_ns'] = 10**9\n\
+         p = m.create_group('peers')\n\
+         p['world_rank'] = np.array([1, 2]); p['messages_sent'] = np.array([1, 1]); p['messages_received'] = np.array([1, 1])\n\
+         p['bytes_sent'] = np.array([{MAX}, 5], dtype='i8'); p['bytes_received'] = np.array([1, {MAX}], dtype='i8')"
+    );
+    craft(&dir, "threads_regions.h5", "mpi_pairs.h5", &mpi);
+    craft(
+        &dir,
+        "sampled.h5",
+        "lines_rest.h5",
+        &format!("g = f['rank0/line_profile/0']\nfor k in ['line_numbers', 'hits', 'times']: del g[k]\ng['line_numbers'] = np.array([1, 2, 3], dtype='i8')\ng['hits'] = np.full(3, {MAX}, dtype='i8')\ng['times'] = np.ones(3)"),
+    );
+    for args in [vec!["tree", "tree_top.h5"], vec!["mpi", "mpi_pairs.h5"], vec!["lines", "lines_rest.h5", "--top", "1", "--no-source"]] {
+        let o = sane(&dir, &args);
+        assert_eq!(o.code, Some(0), "{}", o.describe());
+    }
+    // Rows of one region and rank whose call counts add up past 2^63 (pooled, they saturate
+    // at 2^64 - 1): the Caliper export's calls column says the most it can, never a negative
+    // count.
+    craft(
+        &dir,
+        "perf_aggregate.h5",
+        "agg_calls.h5",
+        &format!("del f['call_paths']\ni = f['rank_region_index']\nn = i['ranks'].shape[0]\ni['aggregate_counts'][...] = np.full(n, {MAX})\ni['region_ids'][...] = np.zeros(n)\ni['ranks'][...] = np.zeros(n)"),
+    );
+    let o = sane(&dir, &["export", "agg_calls.h5", "--format", "caliper-json", "-o", "out.json"]);
+    assert_eq!(o.code, Some(0), "{}", o.describe());
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("out.json")).unwrap()).unwrap();
+    let calls = doc["columns"].as_array().unwrap().iter().position(|c| c == "calls").unwrap();
+    let rows = doc["data"].as_array().unwrap();
+    assert!(!rows.is_empty() && rows.iter().all(|r| r[calls].as_i64() == Some(i64::MAX)), "{doc}");
+}
