@@ -377,19 +377,17 @@ fn dump_calls(
 }
 
 /// Profiles with more calls than this get their statistics in place before their call paths
-/// are in place (`write_early_after_signal`; the recorder keeps them, so they come with the
-/// statistics, unless some are built from calls read back), and their calls in a raw dump once
-/// the statistics with the call paths are in place; below it, the whole profile follows at
-/// once.
+/// are built (`write_early_after_signal`), and their calls in a raw dump once the statistics
+/// with the call paths are in place; below it, the call paths (built from the calls: about
+/// 10-50 ns a call in a release build) come with the statistics.
 pub const PATHS_LATER_FROM_CALLS: usize = if cfg!(debug_assertions) { 1 << 15 } else { 1 << 20 };
 
-/// The write after a signal of a large profile, most valuable first, called as the profile is
-/// collected: where call paths are built from calls (they take time in proportion to them),
-/// first before they are, with its statistics, metadata and counters moved into place under
-/// the file's name (`signal_write_stage` "statistics", `call_paths_kept` 0); once they are
-/// there (`profile.call_paths`, at once where the recorder kept them): the same with the call
-/// paths (`call_paths_kept` 1), then, with `dump`, every call of `records` in a raw dump at the
-/// speed the page cache takes it.
+/// The write after a signal of a large profile, most valuable first, called twice as the
+/// profile is collected. Before its call paths are built (they take time in proportion to
+/// the calls): its statistics, metadata and counters moved into place under the file's name
+/// (`signal_write_stage` "statistics", `call_paths_kept` 0). Once they are built
+/// (`profile.call_paths`): the same with the call paths (`call_paths_kept` 1), then, with
+/// `dump`, every call of `records` in a raw dump at the speed the page cache takes it.
 /// Returns the dump, which `write_after_signal` removes once the profile is in place in its
 /// layout. Nothing for a profile of at most `PATHS_LATER_FROM_CALLS` calls, or one without
 /// calls.

@@ -891,9 +891,9 @@ fn take_local_profile(info: RankInfo, clock_choice: &clock::ClockChoice, tell_op
 /// the timebase.
 type Early<'a> = &'a mut dyn FnMut(&RankProfile, &[ThreadRecord], &clock::Timebase);
 
-/// `take_local_profile`; `early` gets the profile (the write after a signal) once the call
-/// paths are there, before the calls are attached, and, where some are built from the calls
-/// (the part that grows with them), also first without them.
+/// `take_local_profile`; `early` gets the profile twice (the write after a signal): as soon as
+/// everything but its call paths (built from the calls, the part that grows with them) is
+/// there, and again once the call paths are built, before the calls are attached.
 fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice, tell_open: bool, mut early: Option<Early<'_>>) -> RankProfile {
     // Before the threads' data is taken: the sampling handler reads their open calls.
     crate::sampling::stop_for_finalize();
@@ -999,10 +999,7 @@ fn take_local_profile_with(mut info: RankInfo, clock_choice: &clock::ClockChoice
     let mpi = crate::mpi_calls::collect(mpi_threads, &timebase);
     let samples = crate::sampling::collect(&names, &info.thread_os_ids);
     let mut profile = RankProfile { info, regions, likwid, counters, mpi, samples, call_paths: None };
-    // Without them first only where they take time: built from calls read back, or after an
-    // outer stop dropped inner calls (`ThreadData::live_paths`); the recorder kept the others.
-    let built_from_calls = records.iter().any(|r| r.data.keep_calls && !r.data.track && !r.data.live_paths);
-    if let Some(f) = early.as_mut().filter(|_| built_from_calls) {
+    if let Some(f) = early.as_mut() {
         f(&profile, &records, &timebase);
     }
     let mut call_paths = crate::callpath::collect(&names, &records, &timebase, wall_ns);

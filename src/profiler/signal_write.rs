@@ -154,7 +154,7 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
             if call_paths {
                 let t = since();
                 paths_ms.set(Some(t));
-                if session.config.verbosity >= 2 {
+                if session.config.verbosity >= 2 && again {
                     // Now: a launcher's SIGKILL may come before the line at the end.
                     warn::always(&format!(
                         "{}: statistics in place after {:.1} ms, with the call paths (built in {:.1} ms on {} thread(s)) after {t:.1} ms",
