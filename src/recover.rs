@@ -1045,8 +1045,6 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
             let os_tid = os_tids.get(&index).copied().unwrap_or(0);
             // The track of asynchronous ranges: its calls nest in nothing.
             data.track = os_tid == crate::recorder::TRACK_OS_TID;
-            // Calls read back, not recorded here: their paths are built from them.
-            data.live_paths = false;
             ThreadRecord { index, os_tid, data }
         })
         .collect();
