@@ -1,8 +1,7 @@
-//! Call paths of one process at finalize (the model's `CallPaths`): each thread's tree as the
-//! recorder kept it (`ThreadData::call_paths`), or, for calls read back from a spill or a raw
-//! dump (`sptool recover`), from the calls (one pass over them in start order, merged over the
-//! thread's regions while they are decoded, so nothing is copied but a recursing region's
-//! calls).
+//! Call paths of one process at finalize (the model's `CallPaths`): each thread's tree from
+//! its recorded calls (one pass over them in start order, merged over the thread's regions
+//! while they are decoded, so nothing is copied but a recursing region's calls), or, where
+//! calls are not kept (the aggregate layout), the tree the recorder kept.
 
 use crate::calllog::{CallLog, Cursor};
 use crate::clock::Timebase;
@@ -31,20 +30,16 @@ fn collect_inner(names: &[String], threads: &[ThreadRecord], timebase: &Timebase
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut order: Vec<&ThreadRecord> = threads.iter().collect();
     order.sort_by_key(|t| t.index);
-    // The recorder kept each thread's call paths as it recorded (`ThreadData::call_paths`).
-    // The threads whose calls were read back instead (from a spill or a dump) have them built
-    // from their calls, side by side. A track's calls nest in nothing (`ThreadData::track`):
-    // each is at the top.
-    let swept = |t: &ThreadRecord| t.data.keep_calls && !t.data.track && !t.data.live_paths;
+    // The threads that kept their calls: their trees are built side by side. A track's calls
+    // nest in nothing (`ThreadData::track`): each is at the top.
+    let swept = |t: &ThreadRecord| t.data.keep_calls && !t.data.track;
     let logs: Vec<&[CallLog]> = order.iter().map(|t| if swept(t) { t.data.logs() } else { &[][..] }).collect();
     let mut built = build_all(&logs);
     for (k, t) in order.iter().enumerate() {
         if t.data.track && t.data.keep_calls {
             built[k] = flat_from_logs(t.data.logs());
-        } else if !swept(t) {
-            built[k] = t.data.call_paths();
         }
-        let tree = &built[k];
+        let tree = if t.data.keep_calls { &built[k] } else { &t.data.paths };
         if tree.is_empty() {
             continue;
         }

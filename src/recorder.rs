@@ -5,7 +5,7 @@
 
 use crate::calllog::CallLog;
 use crate::model::Call;
-use crate::model::callpath::{LIVE_AWAY, LIVE_SLOT, LivePaths, PathTree};
+use crate::model::callpath::{NO_NODE, PathTree};
 use crate::quiesce::CallSeq;
 use crate::stats::{Cell, Table};
 use rustc_hash::FxHashMap;
@@ -24,11 +24,15 @@ pub struct OpenCall {
     pub start: i64,
     /// Time spent in the recorded calls directly inside this one (for its exclusive time).
     pub child: i64,
-    /// Its tag in the thread's call paths (`LivePaths::enter`): its slot, and whether it is
-    /// folded or away from its region's home.
+    /// Its node in the thread's call-path tree (statistics-only layout): `UNRESOLVED` until
+    /// needed, `FOLDED` set when recursion folded it into an ancestor's node.
     pub node: u32,
 }
 
+/// `OpenCall::node` not looked up yet.
+pub const UNRESOLVED: u32 = u32::MAX;
+/// Bit of `OpenCall::node`: the call is folded into an ancestor's node (recursion).
+const FOLDED: u32 = 1 << 31;
 
 /// How a stop went when it did not match the innermost open call.
 #[derive(Debug, PartialEq, Eq)]
@@ -105,11 +109,9 @@ pub struct ThreadData {
     /// The thread's side of the regions named at finalize (OpenMP constructs, instrumented
     /// functions): none until its first such region.
     pub late: Option<Box<crate::late::ThreadLate>>,
-    /// Call paths of the completed calls, kept as they are recorded (in every layout).
-    live: LivePaths,
-    /// Whether `live` holds the call paths of every call in `logs` (recorded here, not read
-    /// back from a spill: then they are built from the calls, `callpath.rs`).
-    pub live_paths: bool,
+    /// Call paths of the completed calls, kept here when the calls are not (`keep_calls`
+    /// false); otherwise built from the calls at finalize (`callpath.rs`).
+    pub paths: PathTree,
     /// The regions adapters pushed on this thread whose pops name none (NVTX's push/pop
     /// ranges, a stack per domain): (the adapter's stack key, region id or `NOT_PUSHED`, the
     /// push's level on its stack), innermost last; pushes beyond `MAX_DEPTH` only counted.
@@ -138,8 +140,7 @@ impl Default for ThreadData {
             thread: 0,
             mpi: None,
             late: None,
-            live: LivePaths::default(),
-            live_paths: false,
+            paths: PathTree::default(),
             pushed: Vec::new(),
             pushed_beyond: 0,
             track: false,
@@ -174,17 +175,7 @@ impl ThreadData {
     /// Push an open call; `has_room` said yes.
     #[inline(always)]
     pub fn push_open(&mut self, id: u32, start: i64) {
-        let node = self.live.enter(self.parent_slot(), id);
-        self.open.push(OpenCall { id, start, child: 0, node });
-    }
-
-    /// The call-path slot of the innermost open call (0: none open).
-    #[inline(always)]
-    fn parent_slot(&self) -> u32 {
-        match self.open.last() {
-            Some(c) => c.node & LIVE_SLOT,
-            None => 0,
-        }
+        self.open.push(OpenCall { id, start, child: 0, node: UNRESOLVED });
     }
 
     /// Open a call of `id` that started at `start`. False if nesting is too deep.
@@ -233,10 +224,6 @@ impl ThreadData {
         if let Some(parent) = self.open.last_mut() {
             parent.child = parent.child.wrapping_add(duration);
         }
-        if call.node & LIVE_AWAY != 0 {
-            let parent = self.parent_slot();
-            self.live.away_done(call.node, parent, id, duration);
-        }
         // SAFETY: `grow` keeps `cells` as long as `logs` (> i); the cell lives in `self.stats`.
         let cell = unsafe { &**self.cells.get_unchecked(i) };
         if self.keep_calls {
@@ -245,16 +232,37 @@ impl ThreadData {
             unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
         } else {
             cell.record_with_histogram(duration, exclusive);
+            let node = if call.node != UNRESOLVED { call.node } else { self.path_node(id) };
+            self.paths.add(node & !FOLDED, node & FOLDED != 0, duration, exclusive);
         }
     }
 
-    /// The call paths of the calls recorded so far (`LivePaths::tree`, each region's totals
-    /// from the thread's statistics).
-    pub fn call_paths(&self) -> PathTree {
-        self.live.tree(|r| self.cells.get(r).map_or((0, 0), |&c| {
-            // SAFETY: the cells live in `self.stats`, which this struct holds.
-            unsafe { &*c }.count_and_total()
-        }))
+    /// The call-path node of a call of `id` inside the open calls: one cached look-up when
+    /// the enclosing call's node is known (or there is none).
+    #[inline(always)]
+    fn path_node(&mut self, id: u32) -> u32 {
+        let parent = match self.open.last() {
+            None => NO_NODE,
+            Some(p) if p.node != UNRESOLVED => p.node & !FOLDED,
+            Some(_) => return self.path_node_resolving(id),
+        };
+        let (n, folded) = self.paths.enter(parent, id);
+        n | if folded { FOLDED } else { 0 }
+    }
+
+    /// `path_node`, resolving the open calls' nodes first (the resolved ones are always the
+    /// outermost: a call is resolved once).
+    #[inline(never)]
+    fn path_node_resolving(&mut self, id: u32) -> u32 {
+        let first = self.open.iter().rposition(|c| c.node != UNRESOLVED).map_or(0, |p| p + 1);
+        let mut parent = if first == 0 { NO_NODE } else { self.open[first - 1].node & !FOLDED };
+        let tag = |(n, folded): (u32, bool)| n | if folded { FOLDED } else { 0 };
+        for k in first..self.open.len() {
+            let (n, folded) = self.paths.enter(parent, self.open[k].id);
+            self.open[k].node = tag((n, folded));
+            parent = n;
+        }
+        tag(self.paths.enter(parent, id))
     }
 
     /// Record a call of `id` from `start` to `end` inside the innermost open call, with nothing
@@ -262,8 +270,7 @@ impl ThreadData {
     /// program's MPI calls).
     #[inline]
     pub fn record_closed(&mut self, id: u32, start: i64, end: i64) {
-        let node = self.live.enter(self.parent_slot(), id);
-        self.record(id, OpenCall { id, start, child: 0, node }, end);
+        self.record(id, OpenCall { id, start, child: 0, node: UNRESOLVED }, end);
     }
 
     /// Push `id` (or `NOT_PUSHED`) on the stack `key` of an adapter's pushes: its level on that
@@ -309,8 +316,7 @@ impl ThreadData {
             self.count_dropped(id);
             return false;
         }
-        // (Its tag is taken when it ends: a track's calls are at the top, inside nothing.)
-        self.open.push(OpenCall { id, start, child: 0, node: 0 });
+        self.open.push(OpenCall { id, start, child: 0, node: UNRESOLVED });
         true
     }
 
@@ -320,8 +326,7 @@ impl ThreadData {
         let Some(pos) = self.open.iter().rposition(|c| c.id == id && c.start == start) else { return false };
         let mut open = std::mem::take(&mut self.open);
         open.swap_remove(pos);
-        let node = self.live.enter(0, id);
-        self.record(id, OpenCall { id, start, child: 0, node }, end);
+        self.record(id, OpenCall { id, start, child: 0, node: UNRESOLVED }, end);
         self.open = open;
         true
     }
@@ -337,7 +342,7 @@ impl ThreadData {
 
     /// A thread's data before its first call.
     pub fn for_thread(thread: u32, keep_calls: bool) -> ThreadData {
-        ThreadData { open: Vec::with_capacity(64), keep_calls, thread, live_paths: true, ..ThreadData::default() }
+        ThreadData { open: Vec::with_capacity(64), keep_calls, thread, ..ThreadData::default() }
     }
 
     /// The completed-call logs, indexed by region id.
@@ -400,15 +405,7 @@ impl ThreadData {
         for &d in &inner {
             self.count_dropped(d);
         }
-        // The calls recorded inside a dropped one are on its path, which no recorded call
-        // has: the paths of the calls kept are built from them instead (where they are kept).
-        if !inner.is_empty() && self.keep_calls {
-            self.live_paths = false;
-        }
-        let call = match self.open.pop() {
-            Some(c) => c,
-            None => OpenCall { id, start: end, child: 0, node: self.live.enter(0, id) },
-        };
+        let call = self.open.pop().unwrap_or(OpenCall { id, start: end, child: 0, node: UNRESOLVED });
         self.record(id, call, end);
         Mismatch::ClosedInner(inner)
     }
@@ -642,7 +639,7 @@ mod tests {
         }
         let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let mut p = crate::model::CallPaths { names: names.clone(), ..Default::default() };
-        d.call_paths().append_to(&mut p, 0, |r| r, |t| t);
+        d.paths.append_to(&mut p, 0, |r| r, |t| t);
         let row = |p: &crate::model::CallPaths, path: &[&str]| {
             let want: Vec<String> = path.iter().map(|s| s.to_string()).collect();
             p.pooled().into_iter().find(|(k, _)| *k == want).map(|x| (x.1.calls, x.1.inclusive_ns, x.1.exclusive_ns))
@@ -661,78 +658,6 @@ mod tests {
         a.sort_by(|x, y| x.0.cmp(&y.0));
         b.sort_by(|x, y| x.0.cmp(&y.0));
         assert_eq!(a, b);
-    }
-
-    /// The call paths the recorder keeps are the sweep's over the same calls, node for node:
-    /// random nesting with recursion, calls timed elsewhere (`record_closed`), stops of an
-    /// outer call (`close_out_of_order`: the calls it drops are not in the logs, so the paths
-    /// are then built from the logs), in both layouts, with many regions.
-    #[test]
-    fn kept_call_paths_are_the_sweeps_of_the_calls() {
-        let next = |seed: &mut u64, n: u64| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            *seed % n
-        };
-        for round in 0..40 {
-            let mut seed = 0x2545_F491_4F6C_DD1Du64 ^ (round as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let regions = [3u64, 8, 70][round % 3];
-            let mut live = ThreadData { keep_calls: round % 4 != 3, live_paths: true, ..ThreadData::default() };
-            let mut kept = ThreadData { live_paths: false, ..ThreadData::default() };
-            let mut t = 0i64;
-            for _ in 0..3000 {
-                let last = t;
-                t += 1 + next(&mut seed, 3) as i64;
-                let id = next(&mut seed, regions) as u32;
-                match next(&mut seed, 10) {
-                    0..=3 if live.open.len() < 40 => {
-                        for x in [&mut live, &mut kept] {
-                            assert!(x.open(id, t));
-                        }
-                    }
-                    4 => {
-                        // Timed from after the thread's previous event (nothing else was recorded
-                        // on the thread while it ran; a real clock never reads one tick twice).
-                        let start = last + 1;
-                        for x in [&mut live, &mut kept] {
-                            x.record_closed(id, start, t);
-                        }
-                    }
-                    5 if live.open.len() > 2 && live.keep_calls => {
-                        let outer = live.open[live.open.len() - 3].id;
-                        for x in [&mut live, &mut kept] {
-                            if !x.close(outer, t) {
-                                let _ = x.close_out_of_order(outer, t);
-                            }
-                        }
-                    }
-                    _ => {
-                        if let Some(top) = live.open.last().map(|c| c.id) {
-                            for x in [&mut live, &mut kept] {
-                                assert!(x.close(top, t));
-                            }
-                        }
-                    }
-                }
-            }
-            while let Some(top) = live.open.last().map(|c| c.id) {
-                t += 1;
-                for x in [&mut live, &mut kept] {
-                    assert!(x.close(top, t));
-                }
-            }
-            let names: Vec<String> = (0..regions).map(|r| format!("r{r}")).collect();
-            let paths = |data| crate::callpath::collect(&names, &[crate::profile::ThreadRecord { index: 0, os_tid: 1, data }], &crate::clock::Timebase::monotonic(), 0);
-            let (a, b) = (paths(live), paths(kept));
-            let (mut a, mut b) = (a.pooled(), b.pooled());
-            a.sort_by(|x, y| x.0.cmp(&y.0));
-            b.sort_by(|x, y| x.0.cmp(&y.0));
-            assert!(!a.is_empty());
-            if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
-                panic!("round {round}: {} and {} paths; first difference at {i}: {:?} vs {:?}", a.len(), b.len(), a.get(i), b.get(i));
-            }
-        }
     }
 
     #[test]
@@ -802,7 +727,7 @@ mod tests {
         assert!(d.close_on_track(0, 0, 9));
         let names: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
         let mut p = crate::model::CallPaths { names, ..Default::default() };
-        d.call_paths().append_to(&mut p, 0, |r| r, |t| t);
+        d.paths.append_to(&mut p, 0, |r| r, |t| t);
         let mut rows: Vec<(Vec<String>, u64)> = p.pooled().into_iter().map(|(k, v)| (k, v.calls)).collect();
         rows.sort();
         assert_eq!(rows, vec![(vec!["a".to_string()], 1), (vec!["b".to_string()], 1)]);

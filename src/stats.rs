@@ -67,11 +67,6 @@ impl Cell {
         h.store(h.load(Relaxed) + 1, Relaxed);
     }
 
-    /// The calls and their durations in all (owner thread, or after quiescence).
-    pub fn count_and_total(&self) -> (u64, i64) {
-        (self.count.load(Relaxed), self.total.load(Relaxed))
-    }
-
     fn snapshot(&self) -> Stats {
         let count = self.count.load(Relaxed);
         let min = self.min.load(Relaxed);

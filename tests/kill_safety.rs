@@ -829,9 +829,12 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
         }
     }
     let whole = (0..np).all(|r| stages[r] == "complete" || complete_dump(&dir, Some(r)).is_some());
-    // Each rank said when its call paths were in place (kept by the recorder: nothing to build).
+    // Each rank built its call paths on two threads: the writer and the watcher.
     let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("with the call paths (built in")).collect();
     assert_eq!(lines.len(), np, "{stderr}");
+    if let Some(l) = lines.iter().find(|l| !l.contains("on 2 thread(s)")) {
+        return Err(format!("attempt {attempt}: call paths not built on two threads: {l}"));
+    }
     // `sptool recover`, as the line of rank 0 says.
     let line = stderr.lines().find(|l| l.contains("each of the 2 ranks writes its own file")).unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("sptool recover ") && line.contains(".out.spill."), "{line}");

@@ -152,7 +152,7 @@ struct TreeNode {
 const NO_HIT: (u32, (u32, bool)) = (u32::MAX, (NO_NODE, false));
 
 /// One thread's tree while calls are added, in the recorder's units (ticks or ns).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct PathTree {
     nodes: Vec<TreeNode>,
     /// `TreeNode::last` of the top level.
@@ -334,196 +334,17 @@ pub struct Sweeper<'t> {
     tree: &'t mut PathTree,
     /// The open calls, outermost first, after the top level's frame.
     stack: Vec<Frame>,
-    slots: Slots,
-    /// Per region: its calls, and their durations in all.
-    totals: Vec<(u64, i64)>,
-}
-
-/// What a `Sweeper` (and the recorder's `LivePaths`) keeps per slot and per region.
-#[derive(Debug, Clone, Default)]
-struct Slots {
     acc: Vec<Acc>,
     /// Per region: its home (parent slot, slot), `NO_HOME` until its first call.
     home: Vec<(u32, u32)>,
-    /// Per region: its calls elsewhere than at home, and their durations.
+    /// Per region: its calls elsewhere than at home, and their durations; its totals.
     away: Vec<(u64, i64)>,
+    totals: Vec<(u64, i64)>,
     /// Per slot: the last child entered under it (region, slot | `FOLD`).
     last: Vec<(u32, u32)>,
     /// Per slot and region (`slot * regions + region`): slot | `FOLD`, or `UNKNOWN`.
     dense: Vec<u32>,
     dense_regions: usize,
-}
-
-impl Slots {
-    fn new(slots: usize, regions: usize, dense_regions: usize) -> Slots {
-        Slots {
-            acc: vec![Acc::default(); slots],
-            home: vec![NO_HOME; regions],
-            away: vec![(0, 0); regions],
-            last: vec![NOTHING_YET; slots],
-            dense: vec![UNKNOWN; slots * dense_regions],
-            dense_regions,
-        }
-    }
-
-    /// The slot (| `FOLD`) of a call of `region` under slot `parent` that is not at its
-    /// region's home, and whether it became that home (the region's first call not folded: it
-    /// is counted at the end with the others there, through the totals).
-    fn resolve(&mut self, tree: &mut PathTree, parent: u32, region: u32) -> (u32, bool) {
-        let at = parent as usize;
-        let last = self.last.get(at).copied().unwrap_or(NOTHING_YET);
-        let hit = if last.0 == region { last.1 } else { self.miss(tree, at, region) };
-        if let Some(l) = self.last.get_mut(at) {
-            *l = (region, hit);
-        }
-        let r = region as usize;
-        if r < self.home.len() && self.home[r] == NO_HOME && hit & FOLD == 0 {
-            self.home[r] = (parent, hit);
-            return (hit, true);
-        }
-        (hit, false)
-    }
-
-    /// A call of `region` on `hit` (from `resolve`, not at home) under slot `parent` took
-    /// `duration`: added to its node and taken from its parent's exclusive time. A region
-    /// beyond the table has neither a home nor totals: each call adds itself.
-    fn add(&mut self, hit: u32, parent: u32, region: u32, duration: i64) {
-        let slot = hit & !FOLD;
-        let inclusive = if hit & FOLD != 0 { 0 } else { duration };
-        if let Some(a) = self.acc.get_mut(slot as usize) {
-            a.calls += 1;
-            a.inclusive = a.inclusive.wrapping_add(inclusive);
-            a.exclusive = a.exclusive.wrapping_add(duration);
-        }
-        if let Some(p) = self.acc.get_mut(parent as usize) {
-            p.exclusive = p.exclusive.wrapping_sub(duration);
-        }
-        if let Some(away) = self.away.get_mut(region as usize) {
-            away.0 += 1;
-            away.1 = away.1.wrapping_add(duration);
-        }
-    }
-
-    /// A child not entered last under `parent`: the dense table, else the tree.
-    fn miss(&mut self, tree: &mut PathTree, parent: usize, region: u32) -> u32 {
-        let cell = parent.checked_mul(self.dense_regions).map(|b| b + region as usize).filter(|_| (region as usize) < self.dense_regions);
-        let known = cell.and_then(|c| self.dense.get(c)).copied().unwrap_or(UNKNOWN);
-        if known != UNKNOWN {
-            return known;
-        }
-        let from = if parent == 0 { NO_NODE } else { parent as u32 - 1 };
-        let before = tree.nodes.len();
-        let (node, folded) = tree.enter_slow(from, region);
-        for _ in before..tree.nodes.len() {
-            self.acc.push(Acc::default());
-            self.last.push(NOTHING_YET);
-            if self.acc.len().saturating_mul(self.dense_regions) <= DENSE_MAX {
-                self.dense.resize(self.acc.len() * self.dense_regions, UNKNOWN);
-            }
-        }
-        let hit = (node + 1) | if folded { FOLD } else { 0 };
-        if let Some(d) = cell.and_then(|c| self.dense.get_mut(c)) {
-            *d = hit;
-        }
-        hit
-    }
-
-    /// Add what was counted to `tree`'s nodes: each region's calls at home are its totals
-    /// (`totals(region)`: its calls and their durations in all) less those elsewhere.
-    fn finish_into(&self, tree: &mut PathTree, totals: impl Fn(usize) -> (u64, i64)) {
-        let mut acc = self.acc.clone();
-        for r in 0..self.home.len() {
-            let (parent, home) = self.home[r];
-            if (parent, home) == NO_HOME {
-                continue;
-            }
-            let (all_calls, all_duration) = totals(r);
-            let (calls, duration) = (all_calls.wrapping_sub(self.away[r].0), all_duration.wrapping_sub(self.away[r].1));
-            if let Some(a) = acc.get_mut(home as usize) {
-                a.calls = a.calls.wrapping_add(calls);
-                a.inclusive = a.inclusive.wrapping_add(duration);
-                a.exclusive = a.exclusive.wrapping_add(duration);
-            }
-            if let Some(p) = acc.get_mut(parent as usize) {
-                p.exclusive = p.exclusive.wrapping_sub(duration);
-            }
-        }
-        for (n, a) in tree.nodes.iter_mut().zip(acc.iter().skip(1)) {
-            n.calls += a.calls;
-            n.inclusive = n.inclusive.wrapping_add(a.inclusive);
-            n.exclusive = n.exclusive.wrapping_add(a.exclusive);
-        }
-    }
-}
-
-/// A thread's call paths kept as its calls are recorded (the recorder's, in every layout):
-/// the `Sweeper`'s bookkeeping fed by the recorder's own stack of open calls instead of a
-/// sweep of the calls by time. A call's *tag* (kept with the open call) is its slot, with
-/// `FOLD` when recursion folded it into an ancestor's node and `LIVE_AWAY` when it is not at
-/// its region's home; its children's parent is its slot (`tag & LIVE_SLOT`), the top level's
-/// slot is 0. A call at home costs its start a comparison (`enter`) and its end a test of the
-/// tag; one elsewhere adds itself when it ends (`away_done`). The tree (`tree`) takes each
-/// region's totals from the thread's statistics (its calls and their durations): nothing is
-/// swept at finalize.
-#[derive(Debug, Default)]
-pub struct LivePaths {
-    tree: PathTree,
-    slots: Slots,
-}
-
-/// A call's tag: not at its region's home (it adds itself when it ends).
-pub const LIVE_AWAY: u32 = 1 << 30;
-/// A call's tag: its slot (its children's parent).
-pub const LIVE_SLOT: u32 = !(FOLD | LIVE_AWAY);
-
-impl LivePaths {
-    /// The tag of a call of `region` starting inside the call whose slot is `parent` (0: at
-    /// the top).
-    #[inline(always)]
-    pub fn enter(&mut self, parent: u32, region: u32) -> u32 {
-        match self.slots.home.get(region as usize) {
-            Some(&(p, home)) if p == parent => home,
-            _ => self.enter_away(parent, region),
-        }
-    }
-
-    #[inline(never)]
-    fn enter_away(&mut self, parent: u32, region: u32) -> u32 {
-        if self.slots.acc.is_empty() {
-            self.slots = Slots::new(1, 0, 0);
-        }
-        let r = region as usize;
-        if r >= self.slots.home.len() {
-            // Region ids come from the registry (below its limit); grown in steps.
-            let n = (r + 1).next_power_of_two().max(64);
-            self.slots.home.resize(n, NO_HOME);
-            self.slots.away.resize(n, (0, 0));
-        }
-        // A slot near the tag's flag bits would be misread: such a tree (a billion nodes) is
-        // out of memory first; the call goes to the top instead.
-        let parent = if parent & !LIVE_SLOT != 0 { 0 } else { parent };
-        let (hit, home) = self.slots.resolve(&mut self.tree, parent, region);
-        if hit & LIVE_AWAY != 0 {
-            return 0;
-        }
-        if home { hit } else { hit | LIVE_AWAY }
-    }
-
-    /// A call tagged `LIVE_AWAY` of `region` inside the call whose slot is `parent` ended
-    /// after `duration`.
-    #[cold]
-    #[inline(never)]
-    pub fn away_done(&mut self, tag: u32, parent: u32, region: u32, duration: i64) {
-        self.slots.add(tag & !LIVE_AWAY, parent, region, duration);
-    }
-
-    /// The tree of the calls so far, `totals(region)` giving each region's calls and their
-    /// durations in all (every completed call of the thread, as its statistics count them).
-    pub fn tree(&self, totals: impl Fn(usize) -> (u64, i64)) -> PathTree {
-        let mut tree = self.tree.clone();
-        self.slots.finish_into(&mut tree, totals);
-        tree
-    }
 }
 
 /// The top level as a frame: never closed (nothing ends after `i64::MAX`; see `Sweeper::block`).
@@ -545,8 +366,13 @@ impl<'t> Sweeper<'t> {
                 v.push(TOP);
                 v
             },
-            slots: Slots::new(slots, regions, dense_regions),
+            acc: vec![Acc::default(); slots],
+            home: vec![NO_HOME; regions],
+            away: vec![(0, 0); regions],
             totals: vec![(0, 0); regions],
+            last: vec![NOTHING_YET; slots],
+            dense: vec![UNKNOWN; slots * dense_regions],
+            dense_regions,
         }
     }
 
@@ -581,7 +407,7 @@ impl<'t> Sweeper<'t> {
                 stack.pop();
                 top = *stack.last().unwrap_or(&TOP);
             }
-            let (home_parent, home) = self.slots.home.get(region as usize).copied().unwrap_or(NO_HOME);
+            let (home_parent, home) = self.home.get(region as usize).copied().unwrap_or(NO_HOME);
             let slot = if home_parent == top.slot { home } else { self.away(top.slot, region, end.wrapping_sub(start)) };
             top = Frame { end, start, slot };
             stack.push(top);
@@ -593,19 +419,85 @@ impl<'t> Sweeper<'t> {
     /// first): its node, with its time added there; its slot.
     #[inline(never)]
     fn away(&mut self, parent: u32, region: u32, duration: i64) -> u32 {
-        let (hit, home) = self.slots.resolve(self.tree, parent, region);
-        if home {
+        let r = region as usize;
+        let at = parent as usize;
+        let last = self.last.get(at).copied().unwrap_or(NOTHING_YET);
+        let hit = if last.0 == region { last.1 } else { self.miss(at, region) };
+        if let Some(l) = self.last.get_mut(at) {
+            *l = (region, hit);
+        }
+        // A region beyond `new`'s count has neither a home nor totals: each call adds itself.
+        let counted = r < self.home.len();
+        if counted && self.home[r] == NO_HOME && hit & FOLD == 0 {
+            // The region's first call not folded: its home, counted at the end with the others
+            // there (the calls before it were counted where they went).
+            self.home[r] = (parent, hit);
             return hit;
         }
-        self.slots.add(hit, parent, region, duration);
-        hit & !FOLD
+        let slot = hit & !FOLD;
+        let inclusive = if hit & FOLD != 0 { 0 } else { duration };
+        if let Some(a) = self.acc.get_mut(slot as usize) {
+            a.calls += 1;
+            a.inclusive = a.inclusive.wrapping_add(inclusive);
+            a.exclusive = a.exclusive.wrapping_add(duration);
+        }
+        if let Some(p) = self.acc.get_mut(at) {
+            p.exclusive = p.exclusive.wrapping_sub(duration);
+        }
+        if let Some(away) = self.away.get_mut(r) {
+            away.0 += 1;
+            away.1 = away.1.wrapping_add(duration);
+        }
+        slot
+    }
+
+    /// A child not entered last under `parent`: the dense table, else the tree.
+    fn miss(&mut self, parent: usize, region: u32) -> u32 {
+        let cell = parent.checked_mul(self.dense_regions).map(|b| b + region as usize).filter(|_| (region as usize) < self.dense_regions);
+        let known = cell.and_then(|c| self.dense.get(c)).copied().unwrap_or(UNKNOWN);
+        if known != UNKNOWN {
+            return known;
+        }
+        let from = if parent == 0 { NO_NODE } else { parent as u32 - 1 };
+        let before = self.tree.nodes.len();
+        let (node, folded) = self.tree.enter_slow(from, region);
+        for _ in before..self.tree.nodes.len() {
+            self.acc.push(Acc::default());
+            self.last.push(NOTHING_YET);
+            if self.acc.len().saturating_mul(self.dense_regions) <= DENSE_MAX {
+                self.dense.resize(self.acc.len() * self.dense_regions, UNKNOWN);
+            }
+        }
+        let hit = (node + 1) | if folded { FOLD } else { 0 };
+        if let Some(d) = cell.and_then(|c| self.dense.get_mut(c)) {
+            *d = hit;
+        }
+        hit
     }
 
     /// Add what was swept to the tree's nodes (the calls still open need nothing more): each
     /// region's calls at home are its totals less those elsewhere.
-    pub fn finish(self) {
-        let totals = &self.totals;
-        self.slots.finish_into(self.tree, |r| totals[r]);
+    pub fn finish(mut self) {
+        for r in 0..self.home.len() {
+            let (parent, home) = self.home[r];
+            if (parent, home) == NO_HOME {
+                continue;
+            }
+            let (calls, duration) = (self.totals[r].0.wrapping_sub(self.away[r].0), self.totals[r].1.wrapping_sub(self.away[r].1));
+            if let Some(a) = self.acc.get_mut(home as usize) {
+                a.calls = a.calls.wrapping_add(calls);
+                a.inclusive = a.inclusive.wrapping_add(duration);
+                a.exclusive = a.exclusive.wrapping_add(duration);
+            }
+            if let Some(p) = self.acc.get_mut(parent as usize) {
+                p.exclusive = p.exclusive.wrapping_sub(duration);
+            }
+        }
+        for (n, a) in self.tree.nodes.iter_mut().zip(&self.acc[1..]) {
+            n.calls += a.calls;
+            n.inclusive = n.inclusive.wrapping_add(a.inclusive);
+            n.exclusive = n.exclusive.wrapping_add(a.exclusive);
+        }
     }
 }
 
