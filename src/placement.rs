@@ -61,12 +61,21 @@ fn fallback_dirs() -> Vec<PathBuf> {
 fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
     safe_file::check_replaceable(dest)?;
     let dir = PrivateDir::create(dest)?;
+    // Listed as unfinished from the start, so that a write cut short removes it whatever step
+    // it is at; none is begun once the writes were abandoned (the process is ending).
+    unfinished().push(dir.path().to_path_buf());
+    if ABANDONED.load(std::sync::atomic::Ordering::SeqCst) {
+        done_with(dir.path());
+        dir.remove(&[]);
+        return Err(io::Error::other("the process is ending: no file is begun"));
+    }
     // A reading child (the merge helper) that dies here leaves it to its parent to remove.
     crate::guard::note_temp(dir.path());
     let name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| crate::config::DEFAULT_FILE.into());
     let file = match hdf5::File::create_excl(dir.path().join(&name)) {
         Ok(f) => f,
         Err(e) => {
+            done_with(dir.path());
             dir.remove(&[]);
             return Err(io::Error::other(e.to_string()));
         }
@@ -75,10 +84,10 @@ fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
     // made (not in one put in its place), then make it 0600.
     if let Err(e) = dir.set_mode(&name, 0o600) {
         drop(file);
+        done_with(dir.path());
         dir.remove(&[&name]);
         return Err(e);
     }
-    unfinished().push(dir.path().to_path_buf());
     Ok((file, dir, name))
 }
 
@@ -219,10 +228,25 @@ fn done_with(dir: &Path) {
 /// nothing half-written stays. Returns the directories removed. Never blocks on a writer
 /// that holds the list.
 pub fn abandon_unfinished() -> Vec<PathBuf> {
-    let Some(mut dirs) = UNFINISHED.try_lock() else { return Vec::new() };
+    // First: a file begun from now on removes itself (`create_in` lists it, then looks).
+    ABANDONED.store(true, std::sync::atomic::Ordering::SeqCst);
+    // The list is held only to add or take one entry: a few tries, never parking.
+    let mut dirs = None;
+    for _ in 0..200 {
+        if let Some(g) = UNFINISHED.try_lock() {
+            dirs = Some(g);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let Some(mut dirs) = dirs else { return Vec::new() };
     let out = std::mem::take(&mut *dirs);
+    drop(dirs);
     for d in &out {
         let _ = std::fs::remove_dir_all(d);
     }
     out
 }
+
+/// Set once the writes were abandoned (`abandon_unfinished`): no file is begun after it.
+static ABANDONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

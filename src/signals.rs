@@ -152,8 +152,8 @@ pub struct Hooks {
     /// The write at exit, run on the watcher when `exit()` is called from a signal handler.
     pub at_exit: fn(),
     /// The write after a signal did not finish in time: remove what it left half-written and
-    /// say what stays (empty: the message prepared at setup).
-    pub cut_short: fn() -> String,
+    /// say what stays (empty: the message prepared at setup), and whether anything was kept.
+    pub cut_short: fn() -> (String, bool),
 }
 
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
@@ -732,14 +732,18 @@ fn after_signal() {
         Some(_) => {}
         None => {
             let why = if second_seen { "a second signal arrived" } else { "the time allowed (SCOPE_PROFILER_SIGNAL_TIMEOUT) passed" };
-            let cut = HOOKS.get().map(|h| (h.cut_short)()).unwrap_or_default();
+            let (cut, kept) = HOOKS.get().map(|h| (h.cut_short)()).unwrap_or_default();
             let late = LATE.get().map_or("", |s| s.as_str());
             // The flight recorder's data is always worth naming; without it, what was missing
             // only when nothing at all was kept.
-            let what = match (cut.is_empty(), SPILL_ON.load(Ordering::Acquire)) {
-                (true, _) => late.to_string(),
-                (false, true) => format!("{cut}; {late}"),
-                (false, false) => cut,
+            let what = if cut.is_empty() {
+                late.to_string()
+            } else if SPILL_ON.load(Ordering::Acquire) {
+                format!("{cut}; {late}")
+            } else if kept {
+                cut
+            } else {
+                format!("{late}; {cut}")
             };
             crate::warn::always(&format!("{}: the profile was still being written when {why}; ending as the signal asks: {what}", note.name));
         }

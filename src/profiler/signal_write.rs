@@ -26,7 +26,7 @@ fn dumped_dir() -> Option<std::path::PathBuf> {
 
 /// The write after a signal did not finish in time (on the watcher, the writer still busy):
 /// the files still being written are removed, and the line says what stays.
-pub(super) fn signal_write_cut_short() -> String {
+pub(super) fn signal_write_cut_short() -> (String, bool) {
     let removed = crate::placement::abandon_unfinished();
     let staged = staged_file();
     let target = SIGNAL_TARGET.try_lock().and_then(|g| g.clone());
@@ -53,7 +53,9 @@ pub(super) fn signal_write_cut_short() -> String {
         let sep = if out.is_empty() { "" } else { "; " };
         out.push_str(&format!("{sep}the half-written file was removed ({})", dirs.join(", ")));
     }
-    out
+    // Whether anything was kept: the first-stage file or a raw dump (begun or complete).
+    let kept = staged.is_some() || dumped_dir().is_some() || DUMPING.try_lock().is_some_and(|g| g.is_some());
+    (out, kept)
 }
 
 /// The profile's target (for the message when the write after a signal is cut short).
