@@ -367,14 +367,6 @@ pub fn writing_after_signal() -> bool {
 /// after a signal (`hold_if_ending`); 0: it does not wait. Set by the watcher when the signal's
 /// action ends the process.
 static HOLD_UNTIL_NS: AtomicI64 = AtomicI64::new(0);
-/// Program threads waiting in `hold_if_ending` now (for the tests and the message).
-static HELD: AtomicU32 = AtomicU32::new(0);
-
-/// Program threads held in `hold_if_ending` at the moment.
-pub fn held_threads() -> u32 {
-    HELD.load(Ordering::Acquire)
-}
-
 /// For a program thread whose call the library refused because recording stopped, outside
 /// every lock and window of the library: while the profile is written after a signal whose
 /// action ends the process (the host left it at its default), wait until the process ends or
@@ -405,7 +397,6 @@ fn hold() {
     }
     // SAFETY: this thread's errno.
     let errno = unsafe { *libc::__errno_location() };
-    HELD.fetch_add(1, Ordering::AcqRel);
     loop {
         let seen = DONE.load(Ordering::Acquire);
         let until = HOLD_UNTIL_NS.load(Ordering::Acquire);
@@ -415,7 +406,6 @@ fn hold() {
         }
         futex_wait(&DONE, seen, Some(Duration::from_nanos((until - now).min(100_000_000) as u64)));
     }
-    HELD.fetch_sub(1, Ordering::AcqRel);
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
