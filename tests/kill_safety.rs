@@ -179,6 +179,32 @@ fn refused_after_stop(stderr: &str) -> u64 {
     before.rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{line}"))
 }
 
+/// Threads in instrumented functions after the stop wait for the write too (the hooks' way
+/// in, not the regions'): no batch of calls completes after the stop, every call completed
+/// before the signal is in the file.
+#[test]
+fn sigterm_holds_threads_in_instrumented_functions_until_the_write_is_done() {
+    let dir = scratch("kill_functions");
+    let exe = compile(Lang::C, "functions_loop", &["tests/c/functions_loop.c"], &dir, &["-g", "-finstrument-functions", "-lpthread"]);
+    let (file, side) = (dir.join("out.h5"), dir.join("side"));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&side).current_dir(&dir);
+    no_settings(&mut cmd).env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_THROTTLE", "off");
+    let child = programs::spawn(&mut cmd);
+    wait_running(&side, &["tick0", "tick1"]);
+    let before = parse_side(&side_text(&side));
+    kill(&child, libc::SIGTERM);
+    let out = wait_bounded(child, 120);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{stderr}");
+    let ticks = |m: &BTreeMap<String, u64>| m.iter().filter(|(k, _)| k.starts_with("tick")).map(|(_, v)| v).sum::<u64>();
+    let (calls, _) = read_back(&file);
+    let recorded = calls.get("tick").copied().unwrap_or_else(|| panic!("no region tick: {calls:?}\n{stderr}"));
+    assert!(recorded >= ticks(&before), "{recorded} calls of tick in the file, {} completed before the signal", ticks(&before));
+    let after = parse_side(&side_text(&side));
+    assert!(ticks(&after) <= recorded, "the threads completed {} calls, {recorded} are in the file: they went on after the stop\n{stderr}", ticks(&after));
+}
+
 #[test]
 fn sigterm_without_any_setting_writes_the_profile() {
     signal_writes_the_profile("kill_term", libc::SIGTERM, "SIGTERM", &[]);
