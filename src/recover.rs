@@ -416,9 +416,9 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     let written = if single {
         let (_, r) = by_rank.into_iter().next().unwrap();
         let meta = with_recovered_counts(meta, &r);
-        r.open_reader();
+        let reading = r.read();
         let result = crate::output::write_single_with(run, r.profile, meta);
-        crate::spill::close_reader();
+        drop(reading);
         result.map_err(|e| e.to_string())?;
         dirs_done.push(r.run_dir);
         target.to_path_buf()
@@ -429,9 +429,9 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
         let mut failed = None;
         for (rank, r) in by_rank {
             let meta = with_recovered_counts(meta.clone(), &r);
-            r.open_reader();
+            let reading = r.read();
             let result = crate::output::write_rank_file_with(run, rank, r.profile, None, meta);
-            crate::spill::close_reader();
+            drop(reading);
             dirs_done.push(r.run_dir);
             match result {
                 Ok(w) => {
@@ -693,7 +693,7 @@ impl RunDir {
 }
 
 /// What a run directory held, as the profile of its process; its logs' chunks stay in the
-/// spill file, read through `open_reader_of` while it is written.
+/// spill file, read through `read` while it is written.
 pub struct RecoveredRun {
     pub dir: PathBuf,
     pub run_dir: RunDir,
@@ -728,9 +728,9 @@ pub struct RecoveredRun {
 }
 
 impl RecoveredRun {
-    /// Map this run's spill file for reading its chunks (until `close_reader`).
-    pub fn open_reader(&self) {
-        crate::spill::open_reader_of(&self.file);
+    /// Map this run's spill file for reading its chunks (while the reading lives).
+    pub fn read(&self) -> crate::spill::Reading {
+        crate::spill::read_file(&self.file)
     }
 }
 
@@ -1067,9 +1067,9 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     };
     // The killed run's wall time is not known. The logs' chunks are read through the reader's
     // mapping of the spill file (without it they read as empty: no call paths).
-    crate::spill::open_reader_of(&file);
+    let reading = crate::spill::read_file(&file);
     let mut call_paths = crate::callpath::collect(&names, &records, &timebase, 0);
-    crate::spill::close_reader();
+    drop(reading);
     // The calls of a damaged spill file can add up to path times no run has (in range each,
     // their sums wrap): kept within what a profile holds, so that the rank files of a
     // recovered job merge (`writer::read3` refuses such times as damage).

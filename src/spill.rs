@@ -60,6 +60,13 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 static SPILL: Mutex<Option<Spill>> = Mutex::new(None);
 /// A read-only mapping of the spill file whose chunks are being read (finalize or recovery).
 static READER: Mutex<Option<Mapping>> = Mutex::new(None);
+/// Held from a reader's mapping to its unmapping: the mapping is one per process, so two
+/// readings at once (recoveries on several threads, a recovery beside a finalize) take turns
+/// instead of one unmapping the file the other reads.
+static READING: Mutex<()> = Mutex::new(());
+/// Finalize holds `READING` from `open_reader` to `finish` (one function to the other: the
+/// guard is let go of and the lock released by hand).
+static FINALIZE_READS: AtomicBool = AtomicBool::new(false);
 
 /// A read-only mapping of a whole spill file (null and 0 for an empty file).
 pub struct Mapping {
@@ -67,7 +74,7 @@ pub struct Mapping {
     pub len: usize,
 }
 
-// SAFETY: a read-only mapping, unmapped only by `close_reader`.
+// SAFETY: a read-only mapping, unmapped only when its reading ends (`Reading`, `finish`).
 unsafe impl Send for Mapping {}
 
 impl Drop for Mapping {
@@ -350,24 +357,49 @@ pub fn map_reader(file: &File) -> Option<Mapping> {
     (p != libc::MAP_FAILED).then_some(Mapping { base: p as *const u8, len })
 }
 
-/// Map this process's spill file for reading (finalize: after every thread stopped).
+/// Map this process's spill file for reading (finalize: after every thread stopped), until
+/// `finish`.
 pub fn open_reader() {
+    if !FINALIZE_READS.load(Ordering::Acquire) {
+        std::mem::forget(READING.lock());
+        FINALIZE_READS.store(true, Ordering::Release);
+    }
     let m = lock().as_ref().and_then(|s| map_reader(&s.calls));
     *reader() = m;
 }
 
-/// Map another spill file for reading its chunks (recovery), until `close_reader`.
-pub fn open_reader_of(file: &File) {
-    *reader() = map_reader(file);
+/// A reading of another spill file's chunks (recovery): mapped until this is dropped, and no
+/// other reading in the process meanwhile.
+#[must_use = "the file is unmapped when the reading is dropped"]
+pub struct Reading {
+    _turn: parking_lot::MutexGuard<'static, ()>,
 }
 
-/// Stop reading spilled chunks (after the write).
-pub fn close_reader() {
+impl Drop for Reading {
+    fn drop(&mut self) {
+        // Before the turn is given up (fields drop after this).
+        *reader() = None;
+    }
+}
+
+/// Map another spill file for reading its chunks (recovery), while the `Reading` lives.
+pub fn read_file(file: &File) -> Reading {
+    let turn = READING.lock();
+    *reader() = map_reader(file);
+    Reading { _turn: turn }
+}
+
+/// Finalize's reading ends (after the write).
+fn close_reader() {
     *reader() = None;
+    if FINALIZE_READS.swap(false, Ordering::AcqRel) {
+        // SAFETY: the guard taken in `open_reader` was forgotten; this gives its turn back.
+        unsafe { READING.force_unlock() };
+    }
 }
 
 /// The words of the spilled chunk at `offset` after its first `skip` (its header; `words`
-/// including them), from the reader's mapping: valid until `close_reader`. None without a
+/// including them), from the reader's mapping: valid while its reading lasts. None without a
 /// mapping or past its end.
 pub fn spilled_words<'a>(offset: u64, skip: usize, words: usize) -> Option<&'a [u64]> {
     let g = reader();
@@ -378,7 +410,8 @@ pub fn spilled_words<'a>(offset: u64, skip: usize, words: usize) -> Option<&'a [
         return None;
     }
     // SAFETY: inside the mapping, 8-byte aligned (offsets are page multiples); the mapping
-    // lives until `close_reader`, which the callers call only after the last cursor is gone.
+    // lives until its reading ends (a `Reading` dropped, or `finish`), which the callers let
+    // happen only after the last cursor is gone; no other reading replaces it meanwhile.
     Some(unsafe { std::slice::from_raw_parts(m.base.add(start) as *const u64, (end - start) / 8) })
 }
 

@@ -595,6 +595,49 @@ fn monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// Recoveries on several threads of one process at once (a Rust program, or this test binary,
+/// calling `recover` in parallel): each reads its own spill file and writes every call of it.
+/// The mapping of spill files is one per process; when each recovery opened and closed it as
+/// if alone, one unmapped the file another read (this binary died of a SIGSEGV in CI) or read
+/// the other's file in its place.
+#[test]
+fn recoveries_on_several_threads_at_once_each_keep_their_calls() {
+    let dir = scratch("flight_parallel_recover");
+    let exe = build(&dir);
+    let child = start(&exe, &dir, 2, "plain", 0, &[]);
+    wait_running(&dir, 2);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+    let (completed, _) = side(&dir);
+    assert_eq!(spill_dirs(&dir).len(), 1);
+    // Copies of the killed run, each a target with its run directory beside it.
+    let copies: Vec<PathBuf> = (0..6)
+        .map(|i| {
+            let c = dir.join(format!("copy{i}"));
+            std::fs::create_dir_all(&c).unwrap();
+            let st = Command::new("cp").arg("-a").arg(&spill_dirs(&dir)[0]).arg(&c).status().unwrap();
+            assert!(st.success(), "cp -a of the spill directory");
+            c.join("out.h5")
+        })
+        .collect();
+    let recovered: Vec<(PathBuf, Result<String, String>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = copies.iter().map(|f| s.spawn(move || (f.clone(), scope_profiler::recover::recover(f).map(|r| r.message)))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut first: Option<BTreeMap<String, usize>> = None;
+    for (file, r) in recovered {
+        let msg = r.unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(msg.starts_with("recovered") && msg.contains("nothing dropped"), "{}: {msg}", file.display());
+        let h5 = hdf5::File::open(&file).unwrap();
+        let calls: BTreeMap<String, usize> = read_regions(&h5, 0).into_iter().map(|(k, r)| (k, r.starts.len())).collect();
+        assert!(calls["work"] as u64 >= worker_total(&completed) && calls["slow"] as u64 >= completed["slow"], "{}: {calls:?}, completed {completed:?}", file.display());
+        match &first {
+            None => first = Some(calls),
+            Some(f) => assert_eq!(f, &calls, "{}: another copy of the same run recovered differently", file.display()),
+        }
+    }
+}
+
 /// Recovery goes through the normal writers, so every layout that keeps calls works; and the
 /// recovered times are `CLOCK_MONOTONIC` ns (the TSC ticks converted through the anchors the
 /// spill saved): every call lies between the program's start and its kill, for each clock.
