@@ -99,6 +99,39 @@ fn c_program_records_every_function() {
     }
 }
 
+/// Threads whose first instrumented calls come together, before anything set profiling up:
+/// the first hook sets it up while the other threads call too, and they wait for the setup
+/// instead of losing their calls (every call of every thread is in the file). Two thread
+/// counts and a few repetitions, since which thread comes first, and how far the others get
+/// meanwhile, differs from run to run.
+#[test]
+fn threads_calling_during_the_implicit_setup_lose_no_call() {
+    let dir = scratch("functions_first_calls");
+    let exe = build("gcc", "functions_first_calls", &["tests/c/functions_first_calls.c"], &dir, &["-pthread"]);
+    for (threads, calls) in [(2usize, 300_000usize), (4, 100_000), (2, 300_000), (4, 100_000)] {
+        let file = dir.join("first.h5");
+        let _ = std::fs::remove_file(&file);
+        let mut cmd = Command::new(&exe);
+        cmd.arg(threads.to_string()).arg(calls.to_string()).env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_THROTTLE", "off");
+        let out = run(&mut cmd);
+        ok(&out);
+        let regions = read_regions(&hdf5::File::open(&file).unwrap(), 0);
+        let tick = &regions["tick"];
+        assert_eq!(
+            (tick.starts.len(), tick.open_calls, tick.dropped_calls),
+            (threads * calls, 0, 0),
+            "{threads} threads x {calls} calls: {:?}\n{}",
+            cmd,
+            text(&out.stderr)
+        );
+        let mut per_thread = BTreeMap::new();
+        for t in &tick.thread_ids {
+            *per_thread.entry(*t).or_insert(0usize) += 1;
+        }
+        assert!(per_thread.len() == threads && per_thread.values().all(|&n| n == calls), "{per_thread:?}");
+    }
+}
+
 /// C++: demangled names with their parameter lists; Fortran: module::procedure and the
 /// external procedure's own name.
 #[test]

@@ -11,10 +11,16 @@ use super::{self as recording, Hook};
 use crate::{clock, functions};
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The implicit setup was tried (once per process).
-static TRIED: AtomicBool = AtomicBool::new(false);
+/// The implicit setup (once per process): not tried yet, under way on the thread this names
+/// (its `pthread_self`), or done (whatever it did).
+static FIRST: AtomicU64 = AtomicU64::new(UNTRIED);
+const UNTRIED: u64 = 0;
+const DONE: u64 = u64::MAX;
+/// How long a thread whose first hook comes while another thread's sets profiling up waits
+/// for it before going on unrecorded (a setup takes milliseconds).
+const SETUP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Entry of an instrumented function (GCC's and Clang's hook). Nothing but a check and a jump
 /// when not recording; a function this thread skips (excluded, throttled) returns after the
@@ -73,17 +79,48 @@ fn exit(this_fn: *mut c_void, end: i64) {
     let _ = catch_unwind(AssertUnwindSafe(|| recording::on_thread(|r| functions::exit(r, this_fn as u64, end))));
 }
 
-/// Not recording: the first call of a program that never set profiling up sets it up.
+/// Not recording: the first call of a program that never set profiling up sets it up. The
+/// first hooks of other threads meanwhile wait for that setup and are then recorded (threads
+/// released together into instrumented code would otherwise lose their first milliseconds of
+/// calls, uncounted); a hook inside the setup itself, on its own thread, is not recorded.
 #[cold]
 #[inline(never)]
 fn not_active(this_fn: *mut c_void) {
-    if TRIED.load(Ordering::Relaxed) || !recording::not_set_up() {
+    let mut first = FIRST.load(Ordering::Acquire);
+    if first == DONE || (first == UNTRIED && !recording::not_set_up()) {
         recording::stopped_hook();
         return;
     }
-    if TRIED.swap(true, Ordering::AcqRel) {
+    // SAFETY: no preconditions.
+    let me = unsafe { libc::pthread_self() } as u64;
+    if first == UNTRIED {
+        match FIRST.compare_exchange(UNTRIED, me, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                set_up();
+                FIRST.store(DONE, Ordering::Release);
+                if functions::active() {
+                    enter(this_fn);
+                }
+                return;
+            }
+            Err(now) => first = now,
+        }
+    }
+    if first == me {
         return;
     }
+    if first != DONE {
+        wait_for_setup();
+    }
+    if functions::active() {
+        enter(this_fn);
+    } else {
+        recording::stopped_hook();
+    }
+}
+
+/// The implicit setup, on the thread of the process's first hook.
+fn set_up() {
     let _ = catch_unwind(|| {
         if !functions::wants_implicit_setup() {
             return;
@@ -94,7 +131,22 @@ fn not_active(this_fn: *mut c_void) {
             Err(e) => crate::warn::once("implicit-setup-failed", &format!("setting profiling up for the instrumented functions failed: {e}")),
         }
     });
-    if functions::active() {
-        enter(this_fn);
+}
+
+/// Wait (sleeping) until the first hook's setup is done, at most `SETUP_WAIT`; the program's
+/// `errno` is kept.
+#[cold]
+fn wait_for_setup() {
+    // SAFETY: this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    let until = std::time::Instant::now() + SETUP_WAIT;
+    while FIRST.load(Ordering::Acquire) != DONE && !recording::switched_off() {
+        if std::time::Instant::now() >= until {
+            crate::warn::once("implicit-setup-wait", &format!("a thread waited {} s for profiling to be set up by another thread's first instrumented call, and went on: its calls before the setup ends are not recorded", SETUP_WAIT.as_secs()));
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
 }

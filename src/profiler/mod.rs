@@ -58,6 +58,8 @@ static KEEP_CALLS: AtomicBool = AtomicBool::new(true);
 static IMPLICIT: AtomicBool = AtomicBool::new(false);
 /// A setup is under way (its session lock held).
 static SETTING_UP: AtomicBool = AtomicBool::new(false);
+/// The thread (`pthread_self`) of the setup under way, while `SETTING_UP`.
+static SETTING_UP_ON: AtomicU64 = AtomicU64::new(0);
 /// What set the run up implicitly (`ImplicitOrigin as u8 + 1`; 0: the program's sp_setup).
 static IMPLICIT_ORIGIN: AtomicU8 = AtomicU8::new(0);
 /// Calls refused because the threads' recording had stopped (counted for the message after a
@@ -364,6 +366,8 @@ fn setup_with(options: &Options, attach_mpi: bool) -> Result<Status> {
         return Ok(Status::AlreadySetUp);
     }
     let mut guard = session();
+    // SAFETY: no preconditions.
+    SETTING_UP_ON.store(unsafe { libc::pthread_self() } as u64, Ordering::Relaxed);
     SETTING_UP.store(true, Ordering::Release);
     let result = setup_locked(&mut guard, options, attach_mpi);
     SETTING_UP.store(false, Ordering::Release);
@@ -529,8 +533,14 @@ pub fn setup_implicit(origin: ImplicitOrigin) -> Result<Status> {
         return Ok(Status::AlreadySetUp);
     }
     if !origin.is_mpi() && SETTING_UP.load(Ordering::Acquire) {
-        // A setup under way (on this thread: the instrumented code or OpenMP runtime it
-        // called) sets the run up.
+        // A setup under way sets the run up. On this thread (the instrumented code or OpenMP
+        // runtime it called): go on unrecorded. On another thread (a source's first call
+        // while another source sets up): wait for it, as its session lock makes an sp_setup
+        // wait, so that this call is recorded.
+        // SAFETY: no preconditions.
+        if SETTING_UP_ON.load(Ordering::Relaxed) != unsafe { libc::pthread_self() } as u64 {
+            drop(session());
+        }
         return Ok(Status::AlreadySetUp);
     }
     let options = Options { language: Some(origin.language().to_string()), ..Options::default() };
