@@ -843,15 +843,19 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
         assert!(calls("slow") >= b["slow"], "rank {r}: {} < {}", calls("slow"), b["slow"]);
         stages.push(stage);
     }
-    // A rank whose file is complete removed its raw dump (renamed first: a kill during the
-    // removal leaves a `.removing` directory, which recovery removes).
+    // A rank whose write finished removed its raw dump (renamed first: a kill during the
+    // removal leaves a `.removing` directory, which recovery removes). A rank killed between
+    // the rename of its complete file into place and the removal of its dump (mpirun's SIGKILL
+    // a second after the SIGTERM, on a busy machine) leaves both: its last line is missing,
+    // and recovery below uses the dump, with the same calls.
+    let finished = stderr.lines().filter(|l| l.contains("profile in its layout after")).count();
     for (r, stage) in stages.iter().enumerate() {
         let live = |p: &PathBuf| {
             let n = p.file_name().unwrap().to_string_lossy().into_owned();
             n.starts_with(&format!(".out.spill.r{r}.")) && !n.ends_with(".removing")
         };
-        if stage == "complete" {
-            assert!(!spill_dirs(&dir).iter().any(live), "rank {r} is complete: its dump is removed: {:?}", spill_dirs(&dir));
+        if stage == "complete" && spill_dirs(&dir).iter().any(live) {
+            assert!(finished < np, "rank {r} is complete and every rank finished its write: its dump is removed: {:?}\n{stderr}", spill_dirs(&dir));
         }
     }
     let whole = (0..np).all(|r| stages[r] == "complete" || complete_dump(&dir, Some(r)).is_some());
