@@ -19,8 +19,9 @@ static FIRST: AtomicU64 = AtomicU64::new(UNTRIED);
 const UNTRIED: u64 = 0;
 const DONE: u64 = u64::MAX;
 /// How long a thread whose first hook comes while another thread's sets profiling up waits
-/// for it before going on unrecorded (a setup takes milliseconds).
-const SETUP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// for it before going on unrecorded (a setup takes milliseconds; a wait that long means the
+/// setup waits for something this thread holds, such as the loader's lock in a constructor).
+const SETUP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Entry of an instrumented function (GCC's and Clang's hook). Nothing but a check and a jump
 /// when not recording; a function this thread skips (excluded, throttled) returns after the
