@@ -116,7 +116,8 @@ pub struct ThreadData {
     /// ranges, a stack per domain): (the adapter's stack key, region id or `NOT_PUSHED`, the
     /// push's level on its stack), innermost last; pushes beyond `MAX_DEPTH` only counted.
     pub pushed: Vec<Pushed>,
-    pub pushed_beyond: u32,
+    /// Pushes beyond `MAX_DEPTH`, counted per stack key (`push_beyond`).
+    pub pushed_beyond: Vec<(usize, u32)>,
     /// A track of its own rather than a thread's calls (the asynchronous ranges, see
     /// `ThreadBuffer::new_track`): its calls may overlap without nesting, none encloses
     /// another, and `open` holds its ranges still open, in no order.
@@ -142,7 +143,7 @@ impl Default for ThreadData {
             late: None,
             paths: PathTree::default(),
             pushed: Vec::new(),
-            pushed_beyond: 0,
+            pushed_beyond: Vec::new(),
             track: false,
         }
     }
@@ -285,17 +286,40 @@ impl ThreadData {
         if self.pushed.len() < MAX_DEPTH {
             self.pushed.push(Pushed { key, id, level });
         } else {
-            self.pushed_beyond += 1;
+            self.push_beyond(key);
         }
         level
+    }
+
+    /// A push past `MAX_DEPTH`: not kept, counted per stack so that each stack's pops of them
+    /// come first on that stack only (the stacks of keys past `BEYOND_KEYS` share one count).
+    #[cold]
+    fn push_beyond(&mut self, key: usize) {
+        const BEYOND_KEYS: usize = 1024;
+        let key = if self.pushed_beyond.len() < BEYOND_KEYS || self.pushed_beyond.iter().any(|b| b.0 == key) { key } else { usize::MAX };
+        match self.pushed_beyond.iter_mut().find(|b| b.0 == key) {
+            Some(b) => b.1 += 1,
+            None => self.pushed_beyond.push((key, 1)),
+        }
+    }
+
+    /// A pop of stack `key` taking one of its pushes past `MAX_DEPTH` (its innermost ones).
+    #[cold]
+    fn pop_beyond(&mut self, key: usize) -> bool {
+        let at = |k: usize| self.pushed_beyond.iter().position(|b| b.0 == k);
+        let Some(i) = at(key).or_else(|| at(usize::MAX)) else { return false };
+        self.pushed_beyond[i].1 -= 1;
+        if self.pushed_beyond[i].1 == 0 {
+            self.pushed_beyond.swap_remove(i);
+        }
+        true
     }
 
     /// Pop the innermost push of stack `key`: (its id or `NOT_PUSHED`, its level); None when
     /// the stack is empty.
     #[inline(always)]
     pub fn pop_pushed(&mut self, key: usize) -> Option<(u32, u32)> {
-        if self.pushed_beyond > 0 {
-            self.pushed_beyond -= 1;
+        if !self.pushed_beyond.is_empty() && self.pop_beyond(key) {
             return Some((NOT_PUSHED, MAX_DEPTH as u32));
         }
         match self.pushed.last() {
@@ -749,6 +773,25 @@ mod tests {
         }
         assert_eq!((d.pop_pushed(3), d.pop_pushed(3)), (Some((NOT_PUSHED, MAX_DEPTH as u32)), Some((NOT_PUSHED, MAX_DEPTH as u32))));
         assert_eq!(d.pop_pushed(3), Some((MAX_DEPTH as u32 - 1, MAX_DEPTH as u32 - 1)));
+    }
+
+    /// Pushes past the depth bound are counted per stack: a pop of another stack takes its own
+    /// push, not one of those (two NVTX domains, one pushed past the bound).
+    #[test]
+    fn pushes_past_the_bound_pop_on_their_own_stack() {
+        let mut d = ThreadData::default();
+        d.push_pushed(7, 70);
+        for i in 0..MAX_DEPTH as u32 + 3 {
+            d.push_pushed(8, i);
+        }
+        // Stack 7's pop: its own push, though stack 8 has 4 pushes past the bound.
+        assert_eq!(d.pop_pushed(7), Some((70, 0)));
+        assert_eq!(d.pop_pushed(7), None);
+        for _ in 0..4 {
+            assert_eq!(d.pop_pushed(8), Some((NOT_PUSHED, MAX_DEPTH as u32)));
+        }
+        assert_eq!(d.pop_pushed(8), Some((MAX_DEPTH as u32 - 2, MAX_DEPTH as u32 - 2)));
+        assert!(d.pushed_beyond.is_empty());
     }
 
     #[test]
