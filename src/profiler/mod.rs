@@ -354,13 +354,15 @@ fn register_name_at(bytes: &[u8], location: Option<crate::model::SourceLocation>
 
 /// Start profiling with `options` over environment over defaults.
 pub fn setup(options: &Options) -> Result<Status> {
-    setup_with(options, true)
+    setup_with(options, true, None)
 }
 
 /// `setup`; `attach_mpi` false leaves MPI alone (an implicit setup at an arbitrary point of
 /// the program, where a collective could meet the ranks out of step: the run then gathers at
-/// its end, or writes rank files).
-fn setup_with(options: &Options, attach_mpi: bool) -> Result<Status> {
+/// its end, or writes rank files). `implicit`: what sets the run up when the program did not
+/// (such a setup never takes over a run another source set up meanwhile, as the program's
+/// own sp_setup does).
+fn setup_with(options: &Options, attach_mpi: bool, implicit: Option<ImplicitOrigin>) -> Result<Status> {
     // Disabled (also in a forked child, where a lock may have been held at the fork): no lock.
     if STATE.load(Ordering::Acquire) == DISABLED {
         return Ok(Status::AlreadySetUp);
@@ -369,14 +371,14 @@ fn setup_with(options: &Options, attach_mpi: bool) -> Result<Status> {
     // SAFETY: no preconditions.
     SETTING_UP_ON.store(unsafe { libc::pthread_self() } as u64, Ordering::Relaxed);
     SETTING_UP.store(true, Ordering::Release);
-    let result = setup_locked(&mut guard, options, attach_mpi);
+    let result = setup_locked(&mut guard, options, attach_mpi, implicit);
     SETTING_UP.store(false, Ordering::Release);
     result
 }
 
-fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Options, attach_mpi: bool) -> Result<Status> {
+fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Options, attach_mpi: bool, implicit: Option<ImplicitOrigin>) -> Result<Status> {
     match STATE.load(Ordering::Acquire) {
-        RUNNING | RUNNING_COUNTERS if IMPLICIT.swap(false, Ordering::AcqRel) => return adopt_explicit_setup(guard, options),
+        RUNNING | RUNNING_COUNTERS if implicit.is_none() && IMPLICIT.swap(false, Ordering::AcqRel) => return adopt_explicit_setup(guard, options),
         RUNNING | RUNNING_COUNTERS | DISABLED => return Ok(Status::AlreadySetUp),
         FINALIZED => return Err(Error::new(Status::Finalized, "sp_setup after sp_finalize: profiling stays off")),
         _ => {}
@@ -429,6 +431,11 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
     ATFORK.call_once(|| unsafe {
         libc::pthread_atfork(None, None, Some(in_forked_child));
     });
+    if let Some(origin) = implicit {
+        // Inside the lock: a source that waited for this setup finds the run's origin.
+        IMPLICIT.store(true, Ordering::Release);
+        IMPLICIT_ORIGIN.store(origin as u8 + 1, Ordering::Release);
+    }
     STATE.store(running, Ordering::Release);
     crate::sampling::on_setup(&sampling);
     if !AT_EXIT_REGISTERED.swap(true, Ordering::AcqRel) {
@@ -544,10 +551,10 @@ pub fn setup_implicit(origin: ImplicitOrigin) -> Result<Status> {
         return Ok(Status::AlreadySetUp);
     }
     let options = Options { language: Some(origin.language().to_string()), ..Options::default() };
-    let status = setup_with(&options, origin.is_mpi())?;
-    if status == Status::Ok && is_running(STATE.load(Ordering::Acquire)) {
-        IMPLICIT.store(true, Ordering::Release);
-        IMPLICIT_ORIGIN.store(origin as u8 + 1, Ordering::Release);
+    let status = setup_with(&options, origin.is_mpi(), Some(origin))?;
+    if status == Status::AlreadySetUp && origin.is_mpi() {
+        // Another source set the run up while this one waited for its lock.
+        attach_after_implicit_setup(origin);
     }
     Ok(status)
 }
