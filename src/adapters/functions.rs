@@ -31,8 +31,8 @@ const SETUP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mut c_void) {
     if functions::active() {
-        if !recording::site_skipped(this_fn as u64) {
-            on_enter(this_fn)
+        if let Some(th) = recording::site_thread(this_fn as u64) {
+            on_enter(this_fn, th)
         }
     } else {
         not_active(this_fn)
@@ -43,8 +43,10 @@ pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mu
 /// the skip table), then as the entry hook.
 #[unsafe(no_mangle)]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut c_void) {
-    if functions::active() && !recording::site_skipped(this_fn as u64) {
-        on_exit(this_fn)
+    if functions::active() {
+        if let Some(th) = recording::site_thread(this_fn as u64) {
+            on_exit(this_fn, th)
+        }
     }
 }
 
@@ -52,19 +54,19 @@ pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut
 // function skipped, is the checks alone (no frame to set up for the paths below).
 
 #[inline(never)]
-extern "C" fn on_enter(this_fn: *mut c_void) {
+extern "C" fn on_enter(this_fn: *mut c_void, th: recording::HookThread) {
     let addr = this_fn as u64;
     // (Nothing in the fast path panics; the guard is there for the generic one's sake.)
-    let hook = catch_unwind(AssertUnwindSafe(|| recording::function_hook(|| (), |d, l, ()| functions::enter_fast(d, l, addr, clock::now_if_tsc))));
+    let hook = catch_unwind(AssertUnwindSafe(|| recording::function_hook(th, || (), |d, l, ()| functions::enter_fast(d, l, addr, clock::now_if_tsc))));
     if let Ok(Hook::Slow(())) = hook {
         enter(this_fn)
     }
 }
 
 #[inline(never)]
-extern "C" fn on_exit(this_fn: *mut c_void) {
+extern "C" fn on_exit(this_fn: *mut c_void, th: recording::HookThread) {
     let addr = this_fn as u64;
-    let hook = catch_unwind(AssertUnwindSafe(|| recording::function_hook(clock::now_stop, |d, l, end| functions::exit_fast(d, l, addr, end))));
+    let hook = catch_unwind(AssertUnwindSafe(|| recording::function_hook(th, clock::now_stop, |d, l, end| functions::exit_fast(d, l, addr, end))));
     if let Ok(Hook::Slow(end)) = hook {
         exit(this_fn, end)
     }

@@ -39,7 +39,7 @@ use crate::recorder::ThreadData;
 use crate::status::{Result, Status};
 use crate::{clock, profiler, run_values};
 
-pub use crate::profiler::{CallerName, Hook, ImplicitOrigin, Popped, Recorder};
+pub use crate::profiler::{CallerName, Hook, HookThread, ImplicitOrigin, Popped, Recorder};
 
 /// The id of `name` (registered at its first use; every later use gets the same id). 0 while
 /// profiling is switched off.
@@ -118,23 +118,24 @@ pub fn stop_named<'a>(token: usize, same: impl Fn(&[u8]) -> bool, read: impl FnO
     profiler::stop_named(token, same, read)
 }
 
-/// Whether the calling thread skips this call site (an excluded or throttled instrumented
-/// function): a few loads, no clock read.
+/// None when the calling thread skips this call site (an excluded or throttled instrumented
+/// function): a few loads, no clock read; otherwise the thread, for `function_hook`.
 #[inline(always)]
-pub fn site_skipped(addr: u64) -> bool {
-    profiler::site_skipped(addr)
+pub fn site_thread(addr: u64) -> Option<HookThread> {
+    profiler::site_thread(addr)
 }
 
-/// The fast path of the instrumented functions' hooks, after `site_skipped`
+/// The fast path of the instrumented functions' hooks, on the thread `site_thread` gave
 /// (`profiler::function_hook`): `f` on the thread's data and its late-named state inside the
 /// thread's recorder window, in the plain running state only; `Slow` sends the hook to its
 /// generic path (`on_thread`).
 #[inline(always)]
 pub fn function_hook<T: Copy, R>(
+    th: HookThread,
     first: impl FnOnce() -> T,
     f: impl FnOnce(&mut ThreadData, &mut crate::late::ThreadLate, T) -> Option<R>,
 ) -> Hook<T, R> {
-    profiler::function_hook(first, f)
+    profiler::function_hook(th, first, f)
 }
 
 /// The clock the recording reads (ticks), for a range timed by an adapter.

@@ -131,7 +131,7 @@ fn what() -> What {
 
 /// An instrumented function was entered. A function this thread does not record (excluded,
 /// throttled) is put in the thread's skip table, which the hooks read first
-/// (`profiler::site_skipped`): its later calls and exits return there. Excluded and skipped
+/// (`profiler::site_thread`): its later calls and exits return there. Excluded and skipped
 /// functions never touch `fn_overflow`, so that an enter and its exit agree on it whether or
 /// not the skip table caught them.
 #[inline(always)]

@@ -97,13 +97,20 @@ fn current_thread() -> *const ThreadBuffer {
     unsafe { scope_profiler_tls_get() as *const ThreadBuffer }
 }
 
-/// Whether the calling thread no longer records the instrumented function at `addr` (excluded
-/// by the filter, or throttled): a few loads, for the hooks to return before anything else.
+/// The calling thread as an instrumented function's hook found it (`site_thread`): its buffer,
+/// or none yet; handed on to `function_hook`, so that a hook reads the thread's slot once.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct HookThread(*const ThreadBuffer);
+
+/// None when the calling thread no longer records the instrumented function at `addr`
+/// (excluded by the filter, or throttled): a few loads, for the hooks to return before
+/// anything else; otherwise the thread, for the hook's fast path.
 #[inline(always)]
-pub fn site_skipped(addr: u64) -> bool {
+pub fn site_thread(addr: u64) -> Option<HookThread> {
     let p = current_thread();
     // SAFETY: a non-null slot points into THREADS, which never drops its entries.
-    !p.is_null() && unsafe { &*p }.skip.contains(addr)
+    if !p.is_null() && unsafe { &*p }.skip.contains(addr) { None } else { Some(HookThread(p)) }
 }
 
 #[cold]

@@ -164,7 +164,7 @@ pub enum Hook<T, R> {
     Slow(T),
 }
 
-/// The fast path of an instrumented function's hook (which checked `site_skipped` first), past
+/// The fast path of an instrumented function's hook (on the thread `site_thread` gave), past
 /// the generic `Recorder`: `first` runs before the recorder window (the exit hook reads the
 /// clock there); then, only in the plain running state (no counter sources) and on a thread
 /// that has its late-named state, `f` runs on the thread's data inside the quiescence window,
@@ -173,10 +173,11 @@ pub enum Hook<T, R> {
 /// path did not exist).
 #[inline(always)]
 pub fn function_hook<T: Copy, R>(
+    th: HookThread,
     first: impl FnOnce() -> T,
     f: impl FnOnce(&mut ThreadData, &mut crate::late::ThreadLate, T) -> Option<R>,
 ) -> Hook<T, R> {
-    let p = current_thread();
+    let p = th.0;
     let t = first();
     if p.is_null() {
         return Hook::Slow(t);
