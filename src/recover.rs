@@ -37,6 +37,22 @@ fn already_recovered(target: &Path, dirs: &[PathBuf]) -> bool {
     dirs.iter().all(|d| d.file_name().is_some_and(|n| have.contains(&*n.to_string_lossy())))
 }
 
+/// Is `target` a whole profile that the run of each of `dirs` wrote itself (its finalize or its
+/// write after a signal finished, and the process was killed before it removed its spill data
+/// or raw dump): the same setup time and host, every recorded call kept?
+fn written_by_their_runs(target: &Path, dirs: &[PathBuf]) -> bool {
+    let Ok((f, _)) = crate::h5read::open(target) else { return false };
+    let Ok(m) = f.group("metadata") else { return false };
+    if m.attr_string("signal_write_stage").is_some_and(|s| s != "complete") || m.attr_strings("recovered_from").is_some() {
+        return false;
+    }
+    let (Some(started), Some(host)) = (m.attr_string("timestamp"), m.attr_string("hostname")) else { return false };
+    dirs.iter().all(|d| {
+        let mut notes = Vec::new();
+        RunDir::open(d).and_then(|d| read_meta(&d, &mut notes)).is_ok_and(|meta| meta.started == started && meta.info.hostname == host)
+    })
+}
+
 /// Is `target` the first stage of a write after a signal (statistics, no calls)?
 fn statistics_only(target: &Path) -> bool {
     let Ok((f, _)) = crate::h5read::open(target) else { return false };
@@ -251,6 +267,21 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     // The first stage of a write after a signal (statistics, no calls) is replaced by what the
     // spill data or the raw dump of that write holds: every call, and statistics from them.
     if target.exists() && !overwrite && !statistics_only(target) {
+        if written_by_their_runs(target, dirs) {
+            for d in dirs {
+                if let Ok(d) = RunDir::open(d) {
+                    d.remove();
+                }
+            }
+            return Ok(Recovery {
+                message: format!(
+                    "nothing to recover: {} is the complete profile of the run that left {} spill director(y/ies) (killed after its file was in place, before it removed them); removed them",
+                    target.display(),
+                    dirs.len()
+                ),
+                written: None,
+            });
+        }
         if already_recovered(target, dirs) {
             for d in dirs {
                 if let Ok(d) = RunDir::open(d) {

@@ -888,6 +888,51 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A process killed in the instant between the rename of its complete file into place and
+/// the removal of its raw dump leaves both (made here by copying the dump while the process is
+/// stopped, and putting the copy back once it removed its own): `recover` sees that the file is
+/// that run's whole profile, leaves it as it is, and removes the dump, saying so.
+#[test]
+fn a_dump_left_beside_its_runs_complete_file_is_removed_by_recover() {
+    let dir = scratch("kill_dump_beside_complete");
+    let exe = build(&dir, &[]);
+    let (child, _) = unpaced_loop_terminated(&exe, &dir);
+    poll_until("the raw dump to be complete", || complete_dump(&dir, None).is_some());
+    kill(&child, libc::SIGSTOP);
+    let dump = complete_dump(&dir, None).unwrap();
+    let aside = dir.join("dump-copy");
+    let cp = run(Command::new("cp").arg("-a").arg(&dump).arg(&aside));
+    let other = dir.join("dump-other");
+    let cp2 = run(Command::new("cp").arg("-a").arg(&dump).arg(&other));
+    kill(&child, libc::SIGCONT);
+    assert!(cp.status.success() && cp2.status.success(), "cp -a of the dump: {}{}", text(&cp.stderr), text(&cp2.stderr));
+    let out = wait_bounded(child, 120);
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{}", text(&out.stderr));
+    let file = dir.join("out.h5");
+    assert_eq!(stage_of(&file), "complete", "{}", text(&out.stderr));
+    assert!(spill_dirs(&dir).is_empty(), "the write removed its dump: {:?}", spill_dirs(&dir));
+    std::fs::rename(&aside, &dump).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = scope_profiler::recover::recover(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.message.starts_with("nothing to recover") && r.message.contains("complete profile of the run"), "{}", r.message);
+    assert!(r.written.is_none());
+    assert!(spill_dirs(&dir).is_empty(), "recover removed the dump: {:?}", spill_dirs(&dir));
+    assert!(std::fs::read(&file).unwrap() == before, "the profile is left as it was");
+    // The dump of another run (another setup time) beside a complete profile is refused, as
+    // before: its calls are not in that file.
+    let meta_path = other.join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["started"] = serde_json::Value::String("2001-01-01T00:00:00.000000+00:00".into());
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    std::fs::rename(&other, &dump).unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let e = scope_profiler::recover::recover(&file).err().unwrap_or_else(|| panic!("another run's dump beside a complete profile was taken"));
+    assert!(e.contains("refusing to overwrite the complete profile"), "{e}");
+    assert_eq!(spill_dirs(&dir).len(), 1, "another run's dump stays where it is");
+    assert!(std::fs::read(&file).unwrap() == before);
+}
+
 /// A raw dump of the calls cut short (here: its file truncated to half, as a SIGKILL during the
 /// dump or a full disk would leave it) is no silent loss: recovery writes the calls it holds,
 /// says what it lacks, marks the file `signal_write_stage` "calls" with `calls_kept` below
