@@ -63,6 +63,49 @@ fn is_profile(target: &Path) -> bool {
     crate::h5read::open(target).is_ok_and(|(f, _)| f.has("metadata"))
 }
 
+/// An exclusive `flock` on the directory of a target being recovered, held while it is
+/// (advisory: only recoveries take it). Where the file system has no such locks, recovery goes
+/// on without.
+struct RecoveryTurn {
+    _lock: Option<std::os::fd::OwnedFd>,
+}
+
+/// How long a recovery waits for another one of the same directory before it gives up.
+const RECOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl RecoveryTurn {
+    fn take(target: &Path) -> Result<RecoveryTurn, String> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let Ok(c) = cpath(dir) else { return Ok(RecoveryTurn { _lock: None }) };
+        // SAFETY: a valid path; the descriptor is owned below.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Ok(RecoveryTurn { _lock: None });
+        }
+        // SAFETY: a descriptor we just opened.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let until = std::time::Instant::now() + RECOVERY_WAIT;
+        loop {
+            // SAFETY: our descriptor.
+            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(RecoveryTurn { _lock: Some(fd) });
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Ok(RecoveryTurn { _lock: None });
+            }
+            if std::time::Instant::now() >= until {
+                return Err(format!(
+                    "another recovery in {} has been running for {} s: nothing done (run this again once it is over)",
+                    dir.display(),
+                    RECOVERY_WAIT.as_secs()
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
 /// Recover the spill directories of `target` into `target`. A complete profile there is never
 /// touched, nor are run directories of other users (said in the message).
 pub fn recover(target: &Path) -> Result<Recovery, String> {
@@ -73,6 +116,9 @@ pub fn recover(target: &Path) -> Result<Recovery, String> {
             return Err(format!("is {}, not a regular file: not a profile to recover into", safe_file::kind_of(m)));
         }
     }
+    // One recovery of a directory's profiles at a time (two `sptool recover` at once, as two
+    // nodes' job epilogues may run them): the second finds what the first left.
+    let _turn = RecoveryTurn::take(target)?;
     let removed = remove_unfinished_writes(target);
     let (dirs, passed) = scan_runs(target);
     let mut r = recover_dirs(target, &dirs, false);

@@ -638,6 +638,36 @@ fn recoveries_on_several_threads_at_once_each_keep_their_calls() {
     }
 }
 
+/// Two `sptool recover` of the same profile at once (two nodes' job epilogues): they take
+/// turns, so one recovers every call and the other finds nothing left to do; both succeed and
+/// the profile holds every completed call once.
+#[test]
+fn two_recoveries_of_one_profile_at_once_take_turns() {
+    let dir = scratch("flight_two_recovers");
+    let exe = build(&dir);
+    let child = start(&exe, &dir, 2, "plain", 0, &[]);
+    wait_running(&dir, 2);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+    let (completed, _) = side(&dir);
+    let file = dir.join("out.h5");
+    let sptool = lib_dir().join("sptool");
+    assert!(sptool.exists(), "build the workspace first (sptool)");
+    std::thread::sleep(Duration::from_millis(1100));
+    let spawn = || Command::new(&sptool).arg("recover").arg(&file).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (a, b) = (spawn(), spawn());
+    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let said: Vec<String> = outs.iter().map(|o| format!("{}{}", text(&o.stdout), text(&o.stderr))).collect();
+    for (o, s) in outs.iter().zip(&said) {
+        assert!(o.status.success(), "{s}\n(the other: {said:?})");
+    }
+    let recovered = said.iter().filter(|s| s.starts_with("recovered ")).count();
+    let nothing = said.iter().filter(|s| s.starts_with("nothing to recover")).count();
+    assert_eq!((recovered, nothing), (1, 1), "{said:?}");
+    check_counts(&file, &completed);
+    assert!(spill_dirs(&dir).is_empty());
+}
+
 /// Recovery goes through the normal writers, so every layout that keeps calls works; and the
 /// recovered times are `CLOCK_MONOTONIC` ns (the TSC ticks converted through the anchors the
 /// spill saved): every call lies between the program's start and its kill, for each clock.
