@@ -63,9 +63,8 @@ pub fn loaded_modules() -> Vec<Module> {
     unsafe { libc::dl_iterate_phdr(Some(each), (&mut modules as *mut Vec<Module>).cast()) };
     // The first entry is the main program, with an empty name.
     let exe = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    for m in modules.iter_mut().filter(|m| m.path.is_empty()) {
-        m.path = exe.clone();
-        break;
+    if let Some(m) = modules.iter_mut().find(|m| m.path.is_empty()) {
+        m.path = exe;
     }
     // The vDSO and other modules without a file cannot be resolved; keep them listed (their
     // addresses are still attributed to a module) only when they have a path.

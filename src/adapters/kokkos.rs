@@ -111,6 +111,9 @@ pub extern "C" fn kokkosp_finalize_library() {
 }
 
 /// Newer Kokkos asks what the tool needs: no global fences.
+// Kokkos calls it with pointers its interface makes valid (or null, checked): not ours to
+// mark unsafe, since no Rust code calls it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn kokkosp_request_tool_settings(num_actions: u32, settings: *mut Kokkos_Tools_ToolSettings) {
     if settings.is_null() || num_actions == 0 {
@@ -259,6 +262,9 @@ pub extern "C" fn kokkosp_pop_profile_region() {
 }
 
 /// A profile section is created: a region of its name, whose id is the section's.
+// Kokkos calls it with pointers its interface makes valid (or null, checked): not ours to
+// mark unsafe, since no Rust code calls it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn kokkosp_create_profile_section(name: *const c_char, sec_id: *mut u32) {
     if sec_id.is_null() {
@@ -298,6 +304,9 @@ pub extern "C" fn kokkosp_stop_profile_section(sec_id: u32) {
 pub extern "C" fn kokkosp_destroy_profile_section(_sec_id: u32) {}
 
 /// `Kokkos::Profiling::markEvent(name)`: an instant event `<name> [event]`.
+// Kokkos calls it with pointers its interface makes valid (or null, checked): not ours to
+// mark unsafe, since no Rust code calls it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn kokkosp_profile_event(name: *const c_char) {
     if !on() {
@@ -313,6 +322,9 @@ pub extern "C" fn kokkosp_profile_event(name: *const c_char) {
 }
 
 /// `Kokkos::Tools::declareMetadata(key, value)`: a rank attribute `kokkos:<key>`.
+// Kokkos calls it with pointers its interface makes valid (or null, checked): not ours to
+// mark unsafe, since no Rust code calls it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn kokkosp_declare_metadata(key: *const c_char, value: *const c_char) {
     if !on() {
@@ -376,6 +388,9 @@ pub extern "C" fn kokkosp_deallocate_data(space: Kokkos_Profiling_SpaceHandle, _
 
 /// A deep copy: a region `deep_copy <dst> <- <src> [<dst space> <- <src space>]` with its
 /// bytes, on the calling thread until `kokkosp_end_deep_copy`.
+// Kokkos calls it with pointers its interface makes valid (or null, checked): not ours to
+// mark unsafe, since no Rust code calls it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[unsafe(no_mangle)]
 pub extern "C" fn kokkosp_begin_deep_copy(
     dst_space: Kokkos_Profiling_SpaceHandle,
