@@ -595,6 +595,19 @@ fn monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// A run of 2 recording threads SIGKILLed in scratch directory `name`: the directory (its
+/// spill data beside `out.h5`) and the calls the program completed.
+fn killed_run(name: &str) -> (PathBuf, BTreeMap<String, u64>) {
+    let dir = scratch(name);
+    let exe = build(&dir);
+    let child = start(&exe, &dir, 2, "plain", 0, &[]);
+    wait_running(&dir, 2);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+    let (completed, _) = side(&dir);
+    (dir, completed)
+}
+
 /// Recoveries on several threads of one process at once (a Rust program, or this test binary,
 /// calling `recover` in parallel): each reads its own spill file and writes every call of it.
 /// The mapping of spill files is one per process; when each recovery opened and closed it as
@@ -602,13 +615,7 @@ fn monotonic_ns() -> i64 {
 /// the other's file in its place.
 #[test]
 fn recoveries_on_several_threads_at_once_each_keep_their_calls() {
-    let dir = scratch("flight_parallel_recover");
-    let exe = build(&dir);
-    let child = start(&exe, &dir, 2, "plain", 0, &[]);
-    wait_running(&dir, 2);
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    wait(child);
-    let (completed, _) = side(&dir);
+    let (dir, completed) = killed_run("flight_parallel_recover");
     assert_eq!(spill_dirs(&dir).len(), 1);
     // Copies of the killed run, each a target with its run directory beside it.
     let copies: Vec<PathBuf> = (0..6)
@@ -643,13 +650,7 @@ fn recoveries_on_several_threads_at_once_each_keep_their_calls() {
 /// the profile holds every completed call once.
 #[test]
 fn two_recoveries_of_one_profile_at_once_take_turns() {
-    let dir = scratch("flight_two_recovers");
-    let exe = build(&dir);
-    let child = start(&exe, &dir, 2, "plain", 0, &[]);
-    wait_running(&dir, 2);
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    wait(child);
-    let (completed, _) = side(&dir);
+    let (dir, completed) = killed_run("flight_two_recovers");
     let file = dir.join("out.h5");
     let sptool = lib_dir().join("sptool");
     assert!(sptool.exists(), "build the workspace first (sptool)");
