@@ -174,11 +174,11 @@ unsafe extern "C" fn on_parallel_begin(
         // The team, shared with the region's threads through its data word (one reference,
         // released at the region's end).
         let (codeptr, league) = (codeptr_ra as u64, flags & PARALLEL_LEAGUE != 0);
-        let team = match openmp::in_runtime(codeptr) {
-            false => openmp::team(codeptr, league),
-            true => recording::on_thread(|r| openmp::team_inside(r, league)).unwrap_or_else(|| openmp::team(0, league)),
-        };
-        let team = Arc::new(team);
+        let team = recording::on_thread(|r| openmp::parallel_begin(r, codeptr, league)).unwrap_or_else(|| {
+            // A thread without a recorder: a team of its own (inside the runtime, no code pointer).
+            let codeptr = if openmp::in_runtime(codeptr) { 0 } else { codeptr };
+            Arc::new(Team { key: openmp::team_key(&[], codeptr, league), end: Default::default() })
+        });
         // SAFETY: the region's data word, ours to write.
         unsafe { (*parallel_data).ptr = Arc::into_raw(team) as *mut c_void };
     });

@@ -22,7 +22,7 @@
 
 pub mod thread;
 
-pub use thread::{FnState, OmpOpen, Packed, Team, ThreadLate, id_of, local_of};
+pub use thread::{FnState, OmpOpen, Packed, KEPT_TEAMS, Team, ThreadLate, id_of, local_of};
 
 use crate::model::SourceLocation;
 use crate::registry::{MAX_NAME_LEN, Registry};

@@ -85,7 +85,14 @@ pub struct ThreadLate {
     /// The code pointer of the last worksharing construct this thread began (names a barrier
     /// the runtime reports without one: the one at the end of a GCC loop).
     pub omp_last_work: u64,
+    /// The last teams this thread made as a primary thread, kept for reuse (see
+    /// `openmp::new_team`), and the slot to try first.
+    pub teams: [Option<Arc<Team>>; KEPT_TEAMS],
+    pub teams_next: usize,
 }
+
+/// Teams a primary thread keeps for reuse.
+pub const KEPT_TEAMS: usize = 4;
 
 impl Default for ThreadLate {
     fn default() -> ThreadLate {
@@ -98,6 +105,8 @@ impl Default for ThreadLate {
             throttled_seen: 0,
             omp: Vec::new(),
             omp_last_work: 0,
+            teams: Default::default(),
+            teams_next: 0,
         }
     }
 }

@@ -350,17 +350,47 @@ pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
     }
 }
 
-/// A parallel region begins (on its primary thread): its team, which the region's data word
-/// holds for its threads.
-pub fn team(codeptr: u64, league: bool) -> Team {
-    Team { key: late::key(if league { TEAMS } else { PARALLEL }, codeptr), end: Default::default() }
+/// The key of a parallel region's team, from its code pointer (one inside the runtime, see
+/// `in_runtime`: the enclosing region's body ended with the call that forks it, so the region
+/// is keyed by the enclosing one, which `omp` holds).
+pub fn team_key(omp: &[OmpOpen], codeptr: u64, league: bool) -> u64 {
+    let kind = if league { TEAMS } else { PARALLEL };
+    match in_runtime(codeptr) {
+        false => late::key(kind, codeptr),
+        true => late::key(kind | IN_PARALLEL, current_parallel(omp).1),
+    }
 }
 
-/// The team of a parallel region whose code pointer is inside the runtime (`in_runtime`: the
-/// enclosing region's body ended with the call that forks it): keyed by the enclosing one.
-pub fn team_inside<R: Recording>(rec: &mut R, league: bool) -> Team {
-    let addr = current_parallel(&rec.late().omp).1;
-    Team { key: late::key((if league { TEAMS } else { PARALLEL }) | IN_PARALLEL, addr), end: Default::default() }
+/// A parallel region begins on this (its primary) thread: its team, which the region's data
+/// word holds for its threads. One of the last teams this thread made is used again once
+/// every thread has let go of it: a worker lets go of a region's team when it is next given
+/// work (the runtime reports the end of its part then), so the team before the last is free
+/// again, and a region costs no allocation (nor a free on the worker, whose reference would
+/// otherwise be the last).
+pub fn parallel_begin<R: Recording>(rec: &mut R, codeptr: u64, league: bool) -> Arc<Team> {
+    let l = rec.late();
+    let key = team_key(&l.omp, codeptr, league);
+    new_team(l, key)
+}
+
+fn new_team(l: &mut late::ThreadLate, key: u64) -> Arc<Team> {
+    let next = l.teams_next;
+    for k in 0..late::KEPT_TEAMS {
+        let i = (next + k) % late::KEPT_TEAMS;
+        let Some(kept) = l.teams[i].as_mut() else { continue };
+        // Unique: no other thread holds it, and the check's Acquire orders their last reads
+        // of it before these writes.
+        if let Some(t) = Arc::get_mut(kept) {
+            t.key = key;
+            *t.end.get_mut() = 0;
+            l.teams_next = (i + 1) % late::KEPT_TEAMS;
+            return Arc::clone(kept);
+        }
+    }
+    let team = Arc::new(Team { key, end: Default::default() });
+    l.teams[next] = Some(Arc::clone(&team));
+    l.teams_next = (next + 1) % late::KEPT_TEAMS;
+    team
 }
 
 /// The parallel construct of the innermost implicit task open on this thread: whether it is
@@ -595,9 +625,9 @@ mod tests {
         assert_eq!(label(BARRIER_IMPLICIT + WAIT).c, "omp wait barrier (implicit)");
         assert!(label(BARRIER).c.starts_with("omp barrier") && label(BARRIER_IMPLICIT).c.starts_with("omp barrier"));
         assert!(!label(BARRIER + WAIT).c.starts_with("omp barrier"));
-        assert_eq!(kind_of(team(0x1234, false).key), PARALLEL);
-        assert_eq!(kind_of(team(0x1234, true).key), TEAMS);
-        assert!(is_task(task_key(0)) && !is_task(team(5, false).key) && !is_task(0));
+        assert_eq!(kind_of(team_key(&[], 0x1234, false)), PARALLEL);
+        assert_eq!(kind_of(team_key(&[], 0x1234, true)), TEAMS);
+        assert!(is_task(task_key(0)) && !is_task(team_key(&[], 5, false)) && !is_task(0));
         let mut l = late::ThreadLate::default();
         // A worker's implicit barrier without a code pointer: the parallel construct's.
         l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None });
@@ -610,6 +640,42 @@ mod tests {
         assert_eq!(l.omp_last_work, 0);
         assert_eq!(sync_key(&mut l, 4, 0), late::key(BARRIER_IMPLICIT, 0x500));
         assert_eq!(sync_key(&mut l, 5, 0x900), late::key(TASKWAIT, 0x900));
+    }
+
+    /// A primary thread's teams are used again once no other thread holds them, with their
+    /// end cleared; one still held is left alone (a new one is made when all are held).
+    #[test]
+    fn teams_are_reused_once_let_go_of() {
+        let mut l = late::ThreadLate::default();
+        let a = new_team(&mut l, 1);
+        a.end.store(77, Ordering::Relaxed);
+        let worker_a = Arc::clone(&a);
+        drop(a); // the region ends; its worker still holds the team
+        let b = new_team(&mut l, 2);
+        assert!(!Arc::ptr_eq(&b, &worker_a), "a team a worker holds is not reused");
+        drop(b);
+        drop(worker_a); // the worker is given its next work
+        // More regions than the thread keeps teams, each held by a worker.
+        let mut made: Vec<Arc<Team>> = (0..late::KEPT_TEAMS + 2).map(|k| new_team(&mut l, 10 + k as u64)).collect();
+        for (k, t) in made.iter().enumerate() {
+            assert_eq!(t.key, 10 + k as u64);
+            assert_eq!(t.end.load(Ordering::Relaxed), 0, "a reused team's end is cleared");
+        }
+        // All held: every one distinct, and at most KEPT_TEAMS kept by the thread.
+        for i in 0..made.len() {
+            for j in 0..i {
+                assert!(!Arc::ptr_eq(&made[i], &made[j]));
+            }
+        }
+        assert!(l.teams.iter().flatten().all(|t| Arc::strong_count(t) == 2));
+        // Held by nobody but the thread: reused in order, no new allocation.
+        let kept: Vec<*const Team> = l.teams.iter().flatten().map(Arc::as_ptr).collect();
+        made.clear();
+        for k in 0..2 * late::KEPT_TEAMS {
+            let t = new_team(&mut l, 100 + k as u64);
+            assert!(kept.contains(&Arc::as_ptr(&t)), "a free team is reused");
+            assert_eq!(t.key, 100 + k as u64);
+        }
     }
 
     #[test]
