@@ -299,11 +299,7 @@ void sp_comm_forget(void) {
     __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
 }
 
-#if defined(OPEN_MPI)
-#define HANDLE(h) ((uint64_t)(uintptr_t)(h))
-#else
-#define HANDLE(h) ((uint64_t)(uint32_t)(h))
-#endif
+#define HANDLE(h) SP_HANDLE(h)
 
 static slot_t *lookup(uint64_t key, MPI_Comm comm, MPI_Win win) {
     thread_t *t = thread_state();
@@ -420,17 +416,14 @@ static int peer(sp_mpi_event *e, int r) {
  * Bytes */
 
 /* The sizes of the predefined datatypes (never freed, so never stale), found by handle in a
- * small open-addressing table filled once after MPI_Init; any other datatype is asked. */
-#define TYPE_SLOTS 256
-static struct {
-    uint64_t handle;
-    MPI_Count size;
-} type_sizes[TYPE_SLOTS];
-static int type_sizes_state; /* 0 not filled, 1 filling, 2 filled */
-
-static unsigned type_slot(uint64_t h) {
-    return (unsigned)((h * 0x9E3779B97F4A7C15ull) >> 56) % TYPE_SLOTS;
-}
+ * small open-addressing table filled once after MPI_Init (sp_pmpi.h looks a type up at its
+ * home slot inline); any other datatype is asked. */
+sp_type_size_t sp_type_sizes[SP_TYPE_SLOTS];
+int sp_type_sizes_state; /* 0 not filled, 1 filling, 2 filled */
+#define TYPE_SLOTS SP_TYPE_SLOTS
+#define type_sizes sp_type_sizes
+#define type_sizes_state sp_type_sizes_state
+#define type_slot sp_type_slot
 
 static void fill_type_sizes(void) {
     const MPI_Datatype predefined[] = {
@@ -476,6 +469,11 @@ uint64_t sp_bytes(int64_t count, MPI_Datatype type) {
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
     MPI_Count size = type_size(type);
     return size > 0 ? (uint64_t)count * (uint64_t)size : 0;
+}
+
+/* The inline look-up's way out: any type not at its home slot of the filled table. */
+uint64_t sp_bytes_slow(int64_t count, MPI_Datatype type) {
+    return sp_bytes(count, type);
 }
 
 static int64_t element(const void *arr, int wide, int i) {
@@ -534,7 +532,7 @@ static int own_rank(sp_mpi_event *e) {
 void sp_send(sp_mpi_event *e, int64_t count, MPI_Datatype type, int dest) {
     e->flags |= SP_EV_P2P;
     if (dest == MPI_PROC_NULL) return;
-    e->sent += sp_bytes(count, type);
+    e->sent += sp_bytes_of(count, type);
     e->dest = peer(e, dest);
 }
 
@@ -558,14 +556,14 @@ static int status_source(const void *status, int fortran) {
 void sp_recv(sp_mpi_event *e, int64_t count, MPI_Datatype type, int source, const void *status, int fortran) {
     e->flags |= SP_EV_P2P;
     if (source == MPI_PROC_NULL) return;
-    e->received += sp_bytes(count, type);
+    e->received += sp_bytes_of(count, type);
     if (source == MPI_ANY_SOURCE) source = status_source(status, fortran);
     e->source = peer(e, source);
 }
 
 void sp_mrecv(sp_mpi_event *e, int64_t count, MPI_Datatype type, const void *status, int fortran) {
     e->flags |= SP_EV_P2P;
-    e->received += sp_bytes(count, type);
+    e->received += sp_bytes_of(count, type);
     e->source = SP_PEER_UNKNOWN; /* the message's communicator is not known here */
     (void)status;
     (void)fortran;
@@ -579,14 +577,14 @@ void sp_bcast(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root) {
     e->flags |= SP_EV_COLL;
     if (e->comm_kind == SP_COMM_INTER && root == MPI_PROC_NULL) return;
     if (is_root(e, root))
-        e->sent += sp_bytes(count, type);
+        e->sent += sp_bytes_of(count, type);
     else
-        e->received += sp_bytes(count, type);
+        e->received += sp_bytes_of(count, type);
 }
 
 void sp_reduce(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root) {
     e->flags |= SP_EV_COLL;
-    uint64_t b = sp_bytes(count, type);
+    uint64_t b = sp_bytes_of(count, type);
     if (e->comm_kind == SP_COMM_INTER) {
         if (root == MPI_ROOT) e->received += b;
         else if (root != MPI_PROC_NULL) e->sent += b;
@@ -596,24 +594,18 @@ void sp_reduce(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root) {
     if (is_root(e, root)) e->received += b;
 }
 
-void sp_allreduce(sp_mpi_event *e, int64_t count, MPI_Datatype type) {
-    e->flags |= SP_EV_COLL;
-    uint64_t b = sp_bytes(count, type);
-    e->sent += b;
-    e->received += b;
-}
 
 void sp_reduce_scatter(sp_mpi_event *e, const void *recvcounts, int wide, MPI_Datatype type) {
     e->flags |= SP_EV_COLL;
     int n = e->comm_kind == SP_COMM_INTER ? 0 : members(e), me = own_rank(e);
     if (!recvcounts || n <= 0) return;
-    e->sent += sp_bytes(sum(recvcounts, wide, n), type);
-    if (me >= 0 && me < n) e->received += sp_bytes(element(recvcounts, wide, me), type);
+    e->sent += sp_bytes_of(sum(recvcounts, wide, n), type);
+    if (me >= 0 && me < n) e->received += sp_bytes_of(element(recvcounts, wide, me), type);
 }
 
 void sp_reduce_scatter_block(sp_mpi_event *e, int64_t recvcount, MPI_Datatype type) {
     e->flags |= SP_EV_COLL;
-    uint64_t b = sp_bytes(recvcount, type);
+    uint64_t b = sp_bytes_of(recvcount, type);
     e->sent += b * (uint64_t)members(e);
     e->received += b;
 }
@@ -622,38 +614,38 @@ void sp_gather(sp_mpi_event *e, const void *sendbuf, int64_t sc, MPI_Datatype st
     e->flags |= SP_EV_COLL;
     if (e->comm_kind == SP_COMM_INTER && root == MPI_PROC_NULL) return;
     int r = is_root(e, root);
-    if (!(r && in_place(sendbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->sent += sp_bytes(sc, st);
-    if (r) e->received += sp_bytes(rc, rt) * (uint64_t)members(e);
+    if (!(r && in_place(sendbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->sent += sp_bytes_of(sc, st);
+    if (r) e->received += sp_bytes_of(rc, rt) * (uint64_t)members(e);
 }
 
 void sp_gatherv(sp_mpi_event *e, const void *sendbuf, int64_t sc, MPI_Datatype st, const void *rcounts, int wide, MPI_Datatype rt, int root, int fortran) {
     e->flags |= SP_EV_COLL;
     if (e->comm_kind == SP_COMM_INTER && root == MPI_PROC_NULL) return;
     int r = is_root(e, root);
-    if (!(r && in_place(sendbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->sent += sp_bytes(sc, st);
-    if (r) e->received += sp_bytes(sum(rcounts, wide, members(e)), rt);
+    if (!(r && in_place(sendbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->sent += sp_bytes_of(sc, st);
+    if (r) e->received += sp_bytes_of(sum(rcounts, wide, members(e)), rt);
 }
 
 void sp_scatter(sp_mpi_event *e, int64_t sc, MPI_Datatype st, const void *recvbuf, int64_t rc, MPI_Datatype rt, int root, int fortran) {
     e->flags |= SP_EV_COLL;
     if (e->comm_kind == SP_COMM_INTER && root == MPI_PROC_NULL) return;
     int r = is_root(e, root);
-    if (r) e->sent += sp_bytes(sc, st) * (uint64_t)members(e);
-    if (!(r && in_place(recvbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->received += sp_bytes(rc, rt);
+    if (r) e->sent += sp_bytes_of(sc, st) * (uint64_t)members(e);
+    if (!(r && in_place(recvbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->received += sp_bytes_of(rc, rt);
 }
 
 void sp_scatterv(sp_mpi_event *e, const void *scounts, int wide, MPI_Datatype st, const void *recvbuf, int64_t rc, MPI_Datatype rt, int root, int fortran) {
     e->flags |= SP_EV_COLL;
     if (e->comm_kind == SP_COMM_INTER && root == MPI_PROC_NULL) return;
     int r = is_root(e, root);
-    if (r) e->sent += sp_bytes(sum(scounts, wide, members(e)), st);
-    if (!(r && in_place(recvbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->received += sp_bytes(rc, rt);
+    if (r) e->sent += sp_bytes_of(sum(scounts, wide, members(e)), st);
+    if (!(r && in_place(recvbuf, fortran)) && !(e->comm_kind == SP_COMM_INTER && r)) e->received += sp_bytes_of(rc, rt);
 }
 
 void sp_allgather(sp_mpi_event *e, const void *sendbuf, int64_t sc, MPI_Datatype st, int64_t rc, MPI_Datatype rt, int fortran) {
     e->flags |= SP_EV_COLL;
-    uint64_t rb = sp_bytes(rc, rt);
-    e->sent += in_place(sendbuf, fortran) ? rb : sp_bytes(sc, st);
+    uint64_t rb = sp_bytes_of(rc, rt);
+    e->sent += in_place(sendbuf, fortran) ? rb : sp_bytes_of(sc, st);
     e->received += rb * (uint64_t)members(e);
 }
 
@@ -661,25 +653,25 @@ void sp_allgatherv(sp_mpi_event *e, const void *sendbuf, int64_t sc, MPI_Datatyp
     e->flags |= SP_EV_COLL;
     int n = members(e), me = own_rank(e);
     if (in_place(sendbuf, fortran)) {
-        if (rcounts && me >= 0 && me < n && e->comm_kind != SP_COMM_INTER) e->sent += sp_bytes(element(rcounts, wide, me), rt);
+        if (rcounts && me >= 0 && me < n && e->comm_kind != SP_COMM_INTER) e->sent += sp_bytes_of(element(rcounts, wide, me), rt);
     } else {
-        e->sent += sp_bytes(sc, st);
+        e->sent += sp_bytes_of(sc, st);
     }
-    e->received += sp_bytes(sum(rcounts, wide, n), rt);
+    e->received += sp_bytes_of(sum(rcounts, wide, n), rt);
 }
 
 void sp_alltoall(sp_mpi_event *e, const void *sendbuf, int64_t sc, MPI_Datatype st, int64_t rc, MPI_Datatype rt, int fortran) {
     e->flags |= SP_EV_COLL;
-    uint64_t n = (uint64_t)members(e), rb = sp_bytes(rc, rt) * n;
-    e->sent += in_place(sendbuf, fortran) ? rb : sp_bytes(sc, st) * n;
+    uint64_t n = (uint64_t)members(e), rb = sp_bytes_of(rc, rt) * n;
+    e->sent += in_place(sendbuf, fortran) ? rb : sp_bytes_of(sc, st) * n;
     e->received += rb;
 }
 
 void sp_alltoallv(sp_mpi_event *e, const void *sendbuf, const void *scounts, int wide, MPI_Datatype st, const void *rcounts, MPI_Datatype rt, int fortran) {
     e->flags |= SP_EV_COLL;
     int n = members(e);
-    uint64_t rb = sp_bytes(sum(rcounts, wide, n), rt);
-    e->sent += in_place(sendbuf, fortran) ? rb : sp_bytes(sum(scounts, wide, n), st);
+    uint64_t rb = sp_bytes_of(sum(rcounts, wide, n), rt);
+    e->sent += in_place(sendbuf, fortran) ? rb : sp_bytes_of(sum(scounts, wide, n), st);
     e->received += rb;
 }
 
@@ -687,11 +679,11 @@ void sp_alltoallw(sp_mpi_event *e, const void *sendbuf, const void *scounts, int
     e->flags |= SP_EV_COLL;
     int n = members(e);
     uint64_t sb = 0, rb = 0;
-    for (int i = 0; rcounts && rtypes && i < n; i++) rb += sp_bytes(element(rcounts, wide, i), type_at(rtypes, fortran, i));
+    for (int i = 0; rcounts && rtypes && i < n; i++) rb += sp_bytes_of(element(rcounts, wide, i), type_at(rtypes, fortran, i));
     if (in_place(sendbuf, fortran))
         sb = rb;
     else
-        for (int i = 0; scounts && stypes && i < n; i++) sb += sp_bytes(element(scounts, wide, i), type_at(stypes, fortran, i));
+        for (int i = 0; scounts && stypes && i < n; i++) sb += sp_bytes_of(element(scounts, wide, i), type_at(stypes, fortran, i));
     e->sent += sb;
     e->received += rb;
 }
@@ -719,8 +711,8 @@ void sp_neighbor(sp_mpi_event *e, int64_t sc, const void *scounts, MPI_Datatype 
     e->flags |= SP_EV_COLL;
     int in = 0, out = 0;
     degrees(event_comm(e), &in, &out);
-    e->sent += scounts ? sp_bytes(sum(scounts, wide, out), st) : sp_bytes(sc, st) * (uint64_t)out;
-    e->received += rcounts ? sp_bytes(sum(rcounts, wide, in), rt) : sp_bytes(rc, rt) * (uint64_t)in;
+    e->sent += scounts ? sp_bytes_of(sum(scounts, wide, out), st) : sp_bytes_of(sc, st) * (uint64_t)out;
+    e->received += rcounts ? sp_bytes_of(sum(rcounts, wide, in), rt) : sp_bytes_of(rc, rt) * (uint64_t)in;
 }
 
 static int win_peer(sp_mpi_event *e, int target) {
@@ -731,23 +723,23 @@ static int win_peer(sp_mpi_event *e, int target) {
 void sp_put(sp_mpi_event *e, int64_t count, MPI_Datatype type, int target) {
     e->flags |= SP_EV_RMA;
     if (target == MPI_PROC_NULL) return;
-    e->sent += sp_bytes(count, type);
+    e->sent += sp_bytes_of(count, type);
     e->dest = win_peer(e, target);
 }
 
 void sp_get(sp_mpi_event *e, int64_t count, MPI_Datatype type, int target) {
     e->flags |= SP_EV_RMA;
     if (target == MPI_PROC_NULL) return;
-    e->received += sp_bytes(count, type);
+    e->received += sp_bytes_of(count, type);
     e->source = win_peer(e, target);
 }
 
 void sp_io(sp_mpi_event *e, int64_t count, MPI_Datatype type, int write) {
     e->flags |= SP_EV_IO;
     if (write)
-        e->sent += sp_bytes(count, type);
+        e->sent += sp_bytes_of(count, type);
     else
-        e->received += sp_bytes(count, type);
+        e->received += sp_bytes_of(count, type);
 }
 
 void sp_poll(sp_mpi_event *e, const void *flag) {

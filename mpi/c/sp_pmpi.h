@@ -117,8 +117,39 @@ void sp_win(sp_mpi_event *e, MPI_Win win);
 /* Is a Fortran buffer argument MPI_IN_PLACE? */
 int sp_f_in_place(const void *buf);
 
+/* A handle as a number (Open MPI's are pointers, MPICH's integers). */
+#if defined(OPEN_MPI)
+#define SP_HANDLE(h) ((uint64_t)(uintptr_t)(h))
+#else
+#define SP_HANDLE(h) ((uint64_t)(uint32_t)(h))
+#endif
+
 /* count x the datatype's size; 0 for a non-positive count or a null datatype. */
 uint64_t sp_bytes(int64_t count, MPI_Datatype type);
+uint64_t sp_bytes_slow(int64_t count, MPI_Datatype type);
+
+/* The predefined datatypes' sizes by handle (pmpi_runtime.c): an open-addressing table, filled
+ * once (state 2) at the first look-up after MPI_Init. */
+typedef struct {
+    uint64_t handle;
+    MPI_Count size;
+} sp_type_size_t;
+#define SP_TYPE_SLOTS 256
+extern sp_type_size_t sp_type_sizes[SP_TYPE_SLOTS] __attribute__((visibility("hidden")));
+extern int sp_type_sizes_state __attribute__((visibility("hidden")));
+static inline unsigned sp_type_slot(uint64_t h) {
+    return (unsigned)((h * 0x9E3779B97F4A7C15ull) >> 56) % SP_TYPE_SLOTS;
+}
+
+/* sp_bytes, with a predefined type at its home slot of the table found inline (no call, no
+ * probing); anything else (a derived type, a collision, the table not filled yet) the full way. */
+static inline uint64_t sp_bytes_of(int64_t count, MPI_Datatype type) {
+    uint64_t h = SP_HANDLE(type);
+    const sp_type_size_t *s = &sp_type_sizes[sp_type_slot(h)];
+    if (__atomic_load_n(&sp_type_sizes_state, __ATOMIC_ACQUIRE) == 2 && s->handle == h && h != 0)
+        return count > 0 ? (uint64_t)count * (uint64_t)s->size : 0;
+    return sp_bytes_slow(count, type);
+}
 
 /* Traffic. Counts are values; count arrays are pointers with wide = 1 for MPI_Count elements;
  * `fortran` says how to read arrays of handles, statuses and MPI_IN_PLACE. */
@@ -128,7 +159,12 @@ void sp_mrecv(sp_mpi_event *e, int64_t count, MPI_Datatype type, const void *sta
 void sp_coll(sp_mpi_event *e);
 void sp_bcast(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root);
 void sp_reduce(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root);
-void sp_allreduce(sp_mpi_event *e, int64_t count, MPI_Datatype type);
+static inline void sp_allreduce(sp_mpi_event *e, int64_t count, MPI_Datatype type) {
+    e->flags |= SP_EV_COLL;
+    uint64_t b = sp_bytes_of(count, type);
+    e->sent += b;
+    e->received += b;
+}
 void sp_reduce_scatter(sp_mpi_event *e, const void *recvcounts, int wide, MPI_Datatype type);
 void sp_reduce_scatter_block(sp_mpi_event *e, int64_t recvcount, MPI_Datatype type);
 void sp_gather(sp_mpi_event *e, const void *sendbuf, int64_t sc, MPI_Datatype st, int64_t rc, MPI_Datatype rt, int root, int fortran);
