@@ -15,6 +15,8 @@ PACKAGES+=(libc6-dbg)
 # The OTF2 library sptool's OTF2 export loads, otf2-print, and Debian's Python OTF2 reader (for
 # /usr/bin/python3) that the export tests read archives with.
 PACKAGES+=(libopen-trace-format2-dev otf2-tools python3-otf2)
+# The stacks of a test program that hangs, in the test's failure report.
+PACKAGES+=(gdb)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -975,3 +975,20 @@ fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
     let (got, _) = read_back(&file);
     assert_eq!(got.values().sum::<u64>() as i64, kept, "{got:?}");
 }
+
+/// A test program that hangs is killed at the test's timeout, and the failure says where it
+/// hung: each thread's state and, with gdb, its stack (a hang seen once in CI could not be
+/// told apart from a slow machine without them).
+#[test]
+fn a_hung_program_is_reported_with_its_stacks() {
+    let mut cmd = Command::new("sleep");
+    cmd.arg("300");
+    let started = Instant::now();
+    let hung = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| programs::run_with_timeout(&mut cmd, Duration::from_secs(2))));
+    assert!(hung.is_err(), "a program past its timeout fails the test");
+    assert!(started.elapsed() < Duration::from_secs(120), "killed at the timeout, not waited for");
+    let report = programs::report();
+    assert!(report.contains("killed (SIGKILL) after the test's timeout of 2 s"), "{report}");
+    assert!(report.contains("(sleep): state S, waiting in"), "each thread's state and wait channel:\n{report}");
+    assert!(report.contains("its threads' stacks (gdb):") && report.contains("#0 "), "gdb's backtrace of the hung program:\n{report}");
+}

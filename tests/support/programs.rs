@@ -85,6 +85,34 @@ fn push(r: Ran) {
     });
 }
 
+/// Every thread's stack of a running process (a hung test program), for the failure report:
+/// gdb's backtraces where gdb is installed (at most 60 s of it), else each thread's state and
+/// kernel wait channel from /proc.
+fn stacks_of(pid: u32) -> String {
+    let mut out = String::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let dir = t.path();
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default().trim().to_string();
+            let state = read("stat").rsplit(')').next().unwrap_or("").split_whitespace().next().unwrap_or("?").to_string();
+            out += &format!("    thread {} ({}): state {state}, waiting in {}\n", t.file_name().to_string_lossy(), read("comm"), read("wchan"));
+        }
+    }
+    let gdb = Command::new("timeout")
+        .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt"])
+        .stdin(Stdio::null())
+        .output();
+    match gdb {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let frames: Vec<&str> = text.lines().filter(|l| l.starts_with('#') || l.starts_with("Thread ")).take(400).collect();
+            out += &format!("    its threads' stacks (gdb):\n      {}\n", frames.join("\n      "));
+        }
+        _ => out += "    (no stacks: gdb is not installed or could not attach)\n",
+    }
+    out
+}
+
 fn describe(status: &ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -136,6 +164,8 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
             out
         }
         Err(_) => {
+            // Where it hangs, before it is killed: every thread's stack.
+            let stacks = stacks_of(pid);
             // SAFETY: kill(2) on the pid of our own child, which has not been reaped (the
             // waiting thread has not returned).
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -145,7 +175,7 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
                 Ok(Ok(out)) => push(Ran {
                     command: line,
                     mpi_dir: None,
-                    end: format!("killed (SIGKILL) after the test's timeout of {} s, then {}", timeout.as_secs(), describe(&out.status)),
+                    end: format!("killed (SIGKILL) after the test's timeout of {} s, then {}\n{stacks}", timeout.as_secs(), describe(&out.status)),
                     pid,
                     elapsed: Some(started.elapsed()),
                     started,
@@ -155,7 +185,7 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
                 _ => push(Ran {
                     command: line,
                     mpi_dir: None,
-                    end: format!("killed (SIGKILL) after the test's timeout of {} s; its output stayed in pipes a child of it holds open", timeout.as_secs()),
+                    end: format!("killed (SIGKILL) after the test's timeout of {} s; its output stayed in pipes a child of it holds open\n{stacks}", timeout.as_secs()),
                     pid,
                     elapsed: Some(started.elapsed()),
                     started,
