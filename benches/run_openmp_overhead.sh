@@ -54,3 +54,13 @@ for t in $threads; do
     done
 done
 echo "one TSC read: $(m tsc) ns (median of the runs; range $(rg tsc))"
+# This VM's speed is bimodal from run to run; the three ways of a round run back to back, so
+# the round's own ratios are the steadier figure.
+echo "== paired by round: median (range) over the rounds of each round's tool on / floor and on - off"
+paired() { paste -d' ' <(tr ' ' '\n' <<<"${R[$1]}" | grep .) <(tr ' ' '\n' <<<"${R[$2]}" | grep .) | awk -v op="$3" '{ print (op == "/") ? $1 / $2 : $1 - $2 }' | sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f..%.2f)", m, v[1], v[NR] }'; }
+for t in $threads; do
+    for k in par bar; do
+        name=$([ $k = par ] && echo "empty parallel region" || echo "barrier")
+        printf '%-8s %-22s on/floor %-22s on-off %s ns\n' "$t" "$name" "$(paired ${k}_${t}_on ${k}_${t}_floor /)" "$(paired ${k}_${t}_on ${k}_${t}_off -)"
+    done
+done

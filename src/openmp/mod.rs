@@ -290,7 +290,7 @@ const OPEN_TASK: u8 = 5;
 
 /// Open the region of `key` and push it on the thread's stack (a region not recorded is
 /// pushed too, so that its end finds it).
-#[inline]
+#[inline(always)]
 fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<Arc<Team>>) {
     let id = id_of(late::lookup(rec, key, || What::Construct(label(kind_of(key)))));
     let id = if id != late::NOT_RECORDED && rec.start(id) { id } else { late::NOT_RECORDED };
@@ -448,13 +448,19 @@ pub fn sync_begin<R: Recording>(rec: &mut R, kind: i32, codeptr: u64) {
 /// A `single` whose end the runtime does not report (GCC's GOMP_single_start has no end)
 /// ends at the thread's next barrier, worksharing construct or the end of its implicit task
 /// (none of which a single construct's body may hold).
-#[inline]
+#[inline(always)]
 fn end_single<R: Recording>(rec: &mut R, end: Option<i64>) {
     let open_single = matches!(rec.late().omp.last(), Some(top) if top.what == OPEN_WORK && top.extra == SINGLE as u64);
     if open_single {
-        let end = end.unwrap_or_else(crate::clock::now);
-        close(rec, OPEN_WORK, end, |_| true);
+        close_single(rec, end);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn close_single<R: Recording>(rec: &mut R, end: Option<i64>) {
+    let end = end.unwrap_or_else(crate::clock::now);
+    close(rec, OPEN_WORK, end, |_| true);
 }
 
 fn sync_key(l: &mut late::ThreadLate, kind: i32, codeptr: u64) -> u64 {

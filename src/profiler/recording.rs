@@ -80,7 +80,9 @@ pub fn with_recorder<R>(f: impl FnOnce(&mut Recorder<'_>) -> R) -> Option<R> {
             None => new_late(),
         };
         let r = f(&mut Recorder { data: &mut *data, cs, late: &mut late, skip: &tb.skip });
-        data.late = Some(late);
+        // SAFETY: `data.late` is the None `take` left (`f` reaches the thread's late state only
+        // through `late`): written back without a drop of the old value.
+        unsafe { std::ptr::write(&mut data.late, Some(late)) };
         Some(r)
     } else {
         None
