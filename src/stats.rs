@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering::Relaxed};
 /// Regions per lazily allocated block of a thread's table.
 const BLOCK: usize = 64;
 const BLOCKS: usize = (crate::registry::MAX_REGIONS as usize).div_ceil(BLOCK);
+const _: () = assert!(BLOCKS > 0);
 
 /// One region's statistics on one thread.
 pub struct Cell {
@@ -93,8 +94,16 @@ impl Default for Table {
     fn default() -> Table {
         // Zeroed memory straight from the allocator (a null AtomicPtr is all zero bits): the
         // directory's pages are touched only where a block is used, not all 128 KiB per thread.
-        // SAFETY: an all-zero AtomicPtr is a valid (null) pointer.
-        Table { blocks: unsafe { Box::<[AtomicPtr<Block>]>::new_zeroed_slice(BLOCKS).assume_init() } }
+        // (`alloc_zeroed` rather than `Box::new_zeroed_slice`, which needs Rust 1.92.)
+        let layout = std::alloc::Layout::array::<AtomicPtr<Block>>(BLOCKS).expect("the directory's size fits");
+        // SAFETY: a layout of non-zero size (BLOCKS > 0).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AtomicPtr<Block>;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: BLOCKS zeroed AtomicPtrs (an all-zero AtomicPtr is a valid null pointer), from
+        // the global allocator with the layout a boxed slice of them has.
+        Table { blocks: unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, BLOCKS)) } }
     }
 }
 
