@@ -461,7 +461,8 @@ pub struct ThreadMpi {
 impl ThreadMpi {
     /// Account one finished call (its starts, completions and created request are handled by
     /// the caller, which owns the request table).
-    #[inline]
+    // Inlined into the MPI wrappers' end (the compiler stops doing so on its own as the crate grows).
+    #[inline(always)]
     pub fn record(&mut self, e: &Event, keep_site: bool) {
         self.row(e).stats.add(e, e.duration());
         if e.flags & (flags::P2P | flags::RMA) != 0 && e.flags & flags::EMPTY == 0 {

@@ -420,10 +420,6 @@ static int peer(sp_mpi_event *e, int r) {
  * home slot inline); any other datatype is asked. */
 sp_type_size_t sp_type_sizes[SP_TYPE_SLOTS];
 int sp_type_sizes_state; /* 0 not filled, 1 filling, 2 filled */
-#define TYPE_SLOTS SP_TYPE_SLOTS
-#define type_sizes sp_type_sizes
-#define type_sizes_state sp_type_sizes_state
-#define type_slot sp_type_slot
 
 static void fill_type_sizes(void) {
     const MPI_Datatype predefined[] = {
@@ -440,10 +436,10 @@ static void fill_type_sizes(void) {
         MPI_Count size = 0;
         if (t == MPI_DATATYPE_NULL || PMPI_Type_size_x(t, &size) != MPI_SUCCESS || size <= 0) continue;
         uint64_t h = HANDLE(t);
-        for (unsigned k = type_slot(h), n = 0; n < TYPE_SLOTS; k = (k + 1) % TYPE_SLOTS, n++) {
-            if (type_sizes[k].handle == 0 || type_sizes[k].handle == h) {
-                type_sizes[k].handle = h;
-                type_sizes[k].size = size;
+        for (unsigned k = sp_type_slot(h), n = 0; n < SP_TYPE_SLOTS; k = (k + 1) % SP_TYPE_SLOTS, n++) {
+            if (sp_type_sizes[k].handle == 0 || sp_type_sizes[k].handle == h) {
+                sp_type_sizes[k].handle = h;
+                sp_type_sizes[k].size = size;
                 break;
             }
         }
@@ -451,14 +447,14 @@ static void fill_type_sizes(void) {
 }
 
 static MPI_Count type_size(MPI_Datatype type) {
-    int state = __atomic_load_n(&type_sizes_state, __ATOMIC_ACQUIRE);
+    int state = __atomic_load_n(&sp_type_sizes_state, __ATOMIC_ACQUIRE);
     if (state == 2) {
         uint64_t h = HANDLE(type);
-        for (unsigned k = type_slot(h), n = 0; n < TYPE_SLOTS && type_sizes[k].handle; k = (k + 1) % TYPE_SLOTS, n++)
-            if (type_sizes[k].handle == h) return type_sizes[k].size;
-    } else if (state == 0 && __atomic_compare_exchange_n(&type_sizes_state, &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        for (unsigned k = sp_type_slot(h), n = 0; n < SP_TYPE_SLOTS && sp_type_sizes[k].handle; k = (k + 1) % SP_TYPE_SLOTS, n++)
+            if (sp_type_sizes[k].handle == h) return sp_type_sizes[k].size;
+    } else if (state == 0 && __atomic_compare_exchange_n(&sp_type_sizes_state, &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         fill_type_sizes();
-        __atomic_store_n(&type_sizes_state, 2, __ATOMIC_RELEASE);
+        __atomic_store_n(&sp_type_sizes_state, 2, __ATOMIC_RELEASE);
     }
     MPI_Count size = 0;
     if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS) return 0;
@@ -469,11 +465,6 @@ uint64_t sp_bytes(int64_t count, MPI_Datatype type) {
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
     MPI_Count size = type_size(type);
     return size > 0 ? (uint64_t)count * (uint64_t)size : 0;
-}
-
-/* The inline look-up's way out: any type not at its home slot of the filled table. */
-uint64_t sp_bytes_slow(int64_t count, MPI_Datatype type) {
-    return sp_bytes(count, type);
 }
 
 static int64_t element(const void *arr, int wide, int i) {
@@ -593,7 +584,6 @@ void sp_reduce(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root) {
     e->sent += b;
     if (is_root(e, root)) e->received += b;
 }
-
 
 void sp_reduce_scatter(sp_mpi_event *e, const void *recvcounts, int wide, MPI_Datatype type) {
     e->flags |= SP_EV_COLL;

@@ -126,7 +126,6 @@ int sp_f_in_place(const void *buf);
 
 /* count x the datatype's size; 0 for a non-positive count or a null datatype. */
 uint64_t sp_bytes(int64_t count, MPI_Datatype type);
-uint64_t sp_bytes_slow(int64_t count, MPI_Datatype type);
 
 /* The predefined datatypes' sizes by handle (pmpi_runtime.c): an open-addressing table, filled
  * once (state 2) at the first look-up after MPI_Init. */
@@ -148,7 +147,7 @@ static inline uint64_t sp_bytes_of(int64_t count, MPI_Datatype type) {
     const sp_type_size_t *s = &sp_type_sizes[sp_type_slot(h)];
     if (__atomic_load_n(&sp_type_sizes_state, __ATOMIC_ACQUIRE) == 2 && s->handle == h && h != 0)
         return count > 0 ? (uint64_t)count * (uint64_t)s->size : 0;
-    return sp_bytes_slow(count, type);
+    return sp_bytes(count, type);
 }
 
 /* Traffic. Counts are values; count arrays are pointers with wide = 1 for MPI_Count elements;
