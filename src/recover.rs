@@ -53,6 +53,15 @@ fn written_by_their_runs(target: &Path, dirs: &[PathBuf]) -> bool {
     })
 }
 
+/// Remove the spill directories (or raw dumps) whose calls a profile already holds.
+fn remove_run_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        if let Ok(d) = RunDir::open(d) {
+            d.remove();
+        }
+    }
+}
+
 /// Is `target` the first stage of a write after a signal (statistics, no calls)?
 fn statistics_only(target: &Path) -> bool {
     let Ok((f, _)) = crate::h5read::open(target) else { return false };
@@ -314,11 +323,7 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
     // spill data or the raw dump of that write holds: every call, and statistics from them.
     if target.exists() && !overwrite && !statistics_only(target) {
         if written_by_their_runs(target, dirs) {
-            for d in dirs {
-                if let Ok(d) = RunDir::open(d) {
-                    d.remove();
-                }
-            }
+            remove_run_dirs(dirs);
             return Ok(Recovery {
                 message: format!(
                     "nothing to recover: {} is the complete profile of the run that left {} spill director(y/ies) (killed after its file was in place, before it removed them); removed them",
@@ -329,11 +334,7 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
             });
         }
         if already_recovered(target, dirs) {
-            for d in dirs {
-                if let Ok(d) = RunDir::open(d) {
-                    d.remove();
-                }
-            }
+            remove_run_dirs(dirs);
             return Ok(Recovery {
                 message: format!("nothing to recover: {} already holds the calls of {} spill director(y/ies); removed them", target.display(), dirs.len()),
                 written: None,

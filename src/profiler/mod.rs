@@ -361,15 +361,15 @@ fn register_name_at(bytes: &[u8], location: Option<crate::model::SourceLocation>
 
 /// Start profiling with `options` over environment over defaults.
 pub fn setup(options: &Options) -> Result<Status> {
-    setup_with(options, true, None)
+    setup_with(options, None)
 }
 
-/// `setup`; `attach_mpi` false leaves MPI alone (an implicit setup at an arbitrary point of
-/// the program, where a collective could meet the ranks out of step: the run then gathers at
-/// its end, or writes rank files). `implicit`: what sets the run up when the program did not
-/// (such a setup never takes over a run another source set up meanwhile, as the program's
-/// own sp_setup does).
-fn setup_with(options: &Options, attach_mpi: bool, implicit: Option<ImplicitOrigin>) -> Result<Status> {
+/// `setup`; `implicit`: what sets the run up when the program did not. Such a setup never
+/// takes over a run another source set up meanwhile, as the program's own sp_setup does, and
+/// leaves MPI alone unless it is MPI_Init's (an implicit setup at an arbitrary point of the
+/// program, where a collective could meet the ranks out of step: the run then gathers at its
+/// end, or writes rank files).
+fn setup_with(options: &Options, implicit: Option<ImplicitOrigin>) -> Result<Status> {
     // Disabled (also in a forked child, where a lock may have been held at the fork): no lock.
     if STATE.load(Ordering::Acquire) == DISABLED {
         return Ok(Status::AlreadySetUp);
@@ -378,12 +378,12 @@ fn setup_with(options: &Options, attach_mpi: bool, implicit: Option<ImplicitOrig
     // SAFETY: no preconditions.
     SETTING_UP_ON.store(unsafe { libc::pthread_self() } as u64, Ordering::Relaxed);
     SETTING_UP.store(true, Ordering::Release);
-    let result = setup_locked(&mut guard, options, attach_mpi, implicit);
+    let result = setup_locked(&mut guard, options, implicit);
     SETTING_UP.store(false, Ordering::Release);
     result
 }
 
-fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Options, attach_mpi: bool, implicit: Option<ImplicitOrigin>) -> Result<Status> {
+fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Options, implicit: Option<ImplicitOrigin>) -> Result<Status> {
     match STATE.load(Ordering::Acquire) {
         RUNNING | RUNNING_COUNTERS if implicit.is_none() && IMPLICIT.swap(false, Ordering::AcqRel) => return adopt_explicit_setup(guard, options),
         RUNNING | RUNNING_COUNTERS | DISABLED => return Ok(Status::AlreadySetUp),
@@ -403,6 +403,7 @@ fn setup_locked(guard: &mut MutexGuard<'static, Option<Session>>, options: &Opti
         return Ok(Status::Ok);
     }
     // Collective when MPI is initialized: every rank calls sp_setup.
+    let attach_mpi = implicit.is_none_or(|o| o.is_mpi());
     let mpi = if attach_mpi { crate::mpi_comm::attach(config.mpi_comm)? } else { None };
     if mpi.is_some() {
         crate::mpi_comm::install_finalize_hook(finalize_inside_mpi_finalize);
@@ -558,7 +559,7 @@ pub fn setup_implicit(origin: ImplicitOrigin) -> Result<Status> {
         return Ok(Status::AlreadySetUp);
     }
     let options = Options { language: Some(origin.language().to_string()), ..Options::default() };
-    let status = setup_with(&options, origin.is_mpi(), Some(origin))?;
+    let status = setup_with(&options, Some(origin))?;
     if status == Status::AlreadySetUp && origin.is_mpi() {
         // Another source set the run up while this one waited for its lock.
         attach_after_implicit_setup(origin);
