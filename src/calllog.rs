@@ -64,10 +64,19 @@ struct Chunk {
     used: usize,
 }
 
+/// `CallLog::parent` before the log's first call (and in logs read back from a file).
+pub const PARENT_UNSET: u32 = u32::MAX;
+/// `CallLog::parent` of calls made inside no other call.
+pub const PARENT_TOP: u32 = u32::MAX - 1;
+
 #[derive(Debug)]
 pub struct CallLog {
     /// First data word of the current chunk (null before the first call).
     data: *mut u64,
+    /// The region of the call enclosing each of this log's calls on its thread, kept by the
+    /// recorder (`ThreadData::on_one_path`): `PARENT_UNSET` before the first call, `PARENT_TOP`
+    /// for calls inside none.
+    pub parent: u32,
     len: usize,
     cap: usize,
     prev_start: i64,
@@ -187,6 +196,7 @@ impl CallLog {
     pub fn new(thread: u32, region: u32) -> CallLog {
         CallLog {
             data: std::ptr::null_mut(),
+            parent: PARENT_UNSET,
             len: 0,
             cap: 0,
             prev_start: 0,
@@ -201,6 +211,14 @@ impl CallLog {
 
     #[inline(always)]
     pub fn push(&mut self, call: Call) {
+        self.push_inside(call, PARENT_UNSET);
+    }
+
+    /// `push` of a call made inside a call of region `parent` (`PARENT_TOP`: inside none): a
+    /// log's first call notes it as the log's `parent` (the first call always takes the slow
+    /// way: a new log has no chunk), the others leave it to the recorder to compare.
+    #[inline(always)]
+    pub fn push_inside(&mut self, call: Call, parent: u32) {
         let gap = call.start.wrapping_sub(self.prev_start);
         let duration = call.end.wrapping_sub(call.start) as u64;
         self.prev_start = call.start;
@@ -210,8 +228,16 @@ impl CallLog {
             unsafe { *self.data.add(self.len) = ((gap as u64) << 32) | (duration + 1) };
             self.len += 1;
         } else {
-            self.push_escaped(call);
+            self.push_slow(call, parent);
         }
+    }
+
+    #[cold]
+    fn push_slow(&mut self, call: Call, parent: u32) {
+        if self.parent == PARENT_UNSET {
+            self.parent = parent;
+        }
+        self.push_escaped(call);
     }
 
     #[cold]

@@ -22,6 +22,22 @@ pub fn collect(names: &[String], threads: &[ThreadRecord], timebase: &Timebase, 
 
 /// How long the last `collect` took (ns), for the finalize note.
 pub static LAST_BUILD_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Of the threads of the last `collect` whose calls were kept: how many trees came from
+/// their regions' statistics (`from_parents`), and how many were swept from the calls.
+pub static LAST_FROM_STATISTICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub static LAST_SWEPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// How the last `collect` built the trees, for the finalize notes: "N thread(s) from their
+/// regions' statistics, M swept from their calls on K thread(s)".
+pub fn last_build_note() -> String {
+    let load = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{} thread(s) from their regions' statistics, {} swept from their calls on {} thread(s)",
+        load(&LAST_FROM_STATISTICS),
+        load(&LAST_SWEPT),
+        load(&LAST_BUILD_THREADS)
+    )
+}
+
 /// On how many threads the last `collect` built the trees.
 pub static LAST_BUILD_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
@@ -33,8 +49,20 @@ fn collect_inner(names: &[String], threads: &[ThreadRecord], timebase: &Timebase
     // The threads that kept their calls: their trees are built side by side. A track's calls
     // nest in nothing (`ThreadData::track`): each is at the top.
     let swept = |t: &ThreadRecord| t.data.keep_calls && !t.data.track;
-    let logs: Vec<&[CallLog]> = order.iter().map(|t| if swept(t) { t.data.logs() } else { &[][..] }).collect();
+    // A thread whose calls each sit on their region's one path needs no pass over them (a clock
+    // that misbehaved so far: the calls decide, as the sweep reads them).
+    let clock_ok = timebase.problems().is_empty();
+    let mut direct: Vec<Option<PathTree>> = order.iter().map(|t| if swept(t) && clock_ok { from_parents(&t.data) } else { None }).collect();
+    let from_statistics = direct.iter().filter(|d| d.is_some()).count();
+    LAST_FROM_STATISTICS.store(from_statistics, std::sync::atomic::Ordering::Relaxed);
+    LAST_SWEPT.store(order.iter().filter(|t| swept(t)).count() - from_statistics, std::sync::atomic::Ordering::Relaxed);
+    let logs: Vec<&[CallLog]> = order.iter().zip(&direct).map(|(t, d)| if swept(t) && d.is_none() { t.data.logs() } else { &[][..] }).collect();
     let mut built = build_all(&logs);
+    for (b, d) in built.iter_mut().zip(direct.iter_mut()) {
+        if let Some(tree) = d.take() {
+            *b = tree;
+        }
+    }
     for (k, t) in order.iter().enumerate() {
         if t.data.track && t.data.keep_calls {
             built[k] = flat_from_logs(t.data.logs());
@@ -56,6 +84,75 @@ fn collect_inner(names: &[String], threads: &[ThreadRecord], timebase: &Timebase
     }
     built.clear();
     out
+}
+
+/// A thread's tree from its regions' statistics, when the recorder saw every call of each
+/// region made inside calls of one same region (`ThreadData::on_one_path`): then each region
+/// has one node, under its enclosing region's, with the region's calls and total time, and
+/// exclusive time less its children's, in the order of the regions' first calls, which is
+/// the sweep's tree node for node. None (the calls decide) when anything does not hold up: a
+/// region's calls not all in its log (the statistics counted more), a region with no noted
+/// enclosing region (logs read back from a file), calls still open that enclose recorded ones
+/// (the sweep does not see them), recursion.
+pub fn from_parents(d: &crate::recorder::ThreadData) -> Option<PathTree> {
+    use crate::calllog::{PARENT_TOP, PARENT_UNSET};
+    if !d.on_one_path() {
+        return None;
+    }
+    let logs = d.logs();
+    let mut totals = vec![(0u64, 0i64); logs.len()];
+    for (id, st) in d.stats().all() {
+        // A call of zero ticks or less may sort before its enclosing call in the sweep.
+        if st.count > 0 && st.min <= 0 {
+            return None;
+        }
+        if let Some(t) = totals.get_mut(id as usize) {
+            *t = (st.count, st.total);
+        }
+    }
+    // A call open at the end encloses calls recorded inside it that the sweep puts above it:
+    // only a region with no call recorded may be open (its calls' children are at the top).
+    let open_region = |r: u32| d.open.iter().any(|c| c.id == r);
+    if d.open.iter().any(|c| logs.get(c.id as usize).is_some_and(|l| !l.is_empty())) {
+        return None;
+    }
+    // (first call's start, longer first, region, enclosing region or PARENT_TOP)
+    let mut firsts: Vec<(i64, Reverse<i64>, u32, u32)> = Vec::new();
+    for (id, log) in logs.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+        let first = log.cursor().next()?;
+        let calls = log.len() as u64;
+        if log.parent == PARENT_UNSET || !log.is_sorted() || totals[id].0 != calls {
+            return None;
+        }
+        let parent = match log.parent {
+            PARENT_TOP => PARENT_TOP,
+            p if logs.get(p as usize).is_some_and(|l| !l.is_empty()) => p,
+            p if open_region(p) => PARENT_TOP,
+            _ => return None,
+        };
+        firsts.push((first.start, Reverse(first.end), id as u32, parent));
+    }
+    firsts.sort_unstable();
+    let mut tree = PathTree::default();
+    let mut node_of = vec![crate::model::callpath::NO_NODE; logs.len()];
+    let mut exclusive: Vec<i64> = totals.iter().map(|t| t.1).collect();
+    for &(_, _, id, parent) in &firsts {
+        if parent != PARENT_TOP {
+            let p = parent as usize;
+            exclusive[p] = exclusive[p].wrapping_sub(totals[id as usize].1);
+        }
+    }
+    for &(_, _, id, parent) in &firsts {
+        // An enclosing region's first call comes before those inside it: a region whose
+        // enclosing region has no node yet is recursion (or a clock out of order).
+        let parent_node = if parent == PARENT_TOP { crate::model::callpath::NO_NODE } else { node_of[parent as usize] };
+        if parent != PARENT_TOP && parent_node == crate::model::callpath::NO_NODE {
+            return None;
+        }
+        let (calls, total) = totals[id as usize];
+        node_of[id as usize] = tree.push_node(parent_node, id, calls, total, exclusive[id as usize])?;
+    }
+    Some(tree)
 }
 
 /// Calls below which a thread's tree is not worth a thread of its own.
@@ -483,6 +580,110 @@ mod tests {
             folded += logs.iter().filter(|l| !l.is_sorted()).count();
         }
         assert!(folded > 10, "the rounds recursed ({folded} logs out of start order)");
+    }
+
+    /// A thread recorded through the recorder (`ThreadData`), from a random program: each
+    /// region called from one region only (a random tree of regions, `one_path`), or from
+    /// anywhere (recursion included); calls timed elsewhere (`record_closed`); an outer stop
+    /// dropping inner calls; calls left open at the end; clock reads that repeat (`ties`).
+    fn recorded(rng: &mut Rng, regions: u32, one_path: bool, ties: bool, steps: usize) -> crate::recorder::ThreadData {
+        let mut d = crate::recorder::ThreadData::for_thread(0, true);
+        // A random tree of the regions: the k-th of a shuffled order is called only inside one
+        // of those before it (the first at the top), so a child's id may be below its parent's.
+        let mut order: Vec<u32> = (0..regions).collect();
+        for k in (1..order.len()).rev() {
+            order.swap(k, rng.below(k as u64 + 1) as usize);
+        }
+        let mut parent = vec![u32::MAX; regions as usize];
+        for k in 1..order.len() {
+            parent[order[k] as usize] = order[rng.below(k as u64) as usize];
+        }
+        let root = order[0];
+        let mut t = 1_000i64;
+        let mut tick = |rng: &mut Rng| {
+            t += if ties && rng.below(3) == 0 { 0 } else { 1 + rng.below(50) as i64 };
+            t
+        };
+        for _ in 0..steps {
+            let top = d.open.last().map(|c| c.id);
+            let children: Vec<u32> = (0..regions).filter(|&r| if one_path { Some(parent[r as usize]) == top || (top.is_none() && r == root) } else { true }).collect();
+            match rng.below(10) {
+                0..=4 if !children.is_empty() && d.open.len() < 12 => {
+                    let r = children[rng.below(children.len() as u64) as usize];
+                    let s = tick(rng);
+                    assert!(d.open(r, s));
+                }
+                5 if !children.is_empty() && d.open.len() < 12 => {
+                    let r = children[rng.below(children.len() as u64) as usize];
+                    let s = tick(rng);
+                    let e = tick(rng);
+                    d.record_closed(r, s, e);
+                }
+                6 if rng.below(40) == 0 && d.open.len() > 2 => {
+                    let outer = d.open[d.open.len() - 3].id;
+                    let e = tick(rng);
+                    let _ = d.close_out_of_order(outer, e);
+                }
+                _ => {
+                    if let Some(top) = top {
+                        let e = tick(rng);
+                        assert!(d.close(top, e));
+                    }
+                }
+            }
+        }
+        // Sometimes everything is closed, sometimes the outermost call stays open.
+        let keep = rng.below(2) as usize;
+        while d.open.len() > keep {
+            let top = d.open.last().map(|c| c.id).unwrap_or(0);
+            let e = tick(rng);
+            assert!(d.close(top, e));
+        }
+        d
+    }
+
+    /// The tree built from the regions' statistics is the sweep's over the same calls, node
+    /// for node, whenever it is built; and it is built for every thread whose regions each sit
+    /// on one path.
+    #[test]
+    fn tree_from_parents_is_the_sweeps() {
+        let mut rng = Rng(0x0BE_9A7B);
+        let (mut direct, mut one_path_runs) = (0, 0);
+        for round in 0..400 {
+            let regions = [1, 2, 3, 6, 20][round % 5];
+            let one_path = round % 3 != 0;
+            let ties = round % 7 == 3;
+            let steps = [30, 500, 5_000][rng.below(3) as usize];
+            let d = recorded(&mut rng, regions, one_path, ties, steps);
+            let want = paths(&from_logs(d.logs()), regions);
+            if let Some(tree) = from_parents(&d) {
+                direct += 1;
+                assert_eq!(paths(&tree, regions), want, "round {round}: {regions} regions, one path {one_path}, ties {ties}");
+            }
+            let dropped = d.dropped.iter().any(|&n| n > 0);
+            let open_with_calls = d.open.iter().any(|c| d.logs().get(c.id as usize).is_some_and(|l| !l.is_empty()));
+            if one_path && !ties && !dropped && !open_with_calls {
+                one_path_runs += 1;
+                assert!(from_parents(&d).is_some(), "round {round}: every region on one path, yet swept");
+            }
+            if !one_path && regions > 1 && want.nodes.len() > regions as usize {
+                assert!(from_parents(&d).is_none(), "round {round}: more paths than regions, yet built from the statistics");
+            }
+        }
+        assert!(direct > 100 && one_path_runs > 100, "{direct} trees from the statistics, {one_path_runs} one-path runs");
+        // A call that starts and ends on the ticks of its enclosing call: the sweep puts the
+        // lower region outside, whichever was inside.
+        let mut d = crate::recorder::ThreadData::for_thread(0, true);
+        assert!(d.open(1, 10) && d.open(0, 10) && d.close(0, 20) && d.close(1, 20));
+        let want = paths(&from_logs(d.logs()), 2);
+        assert_eq!(want.nodes.iter().map(|n| n.region).collect::<Vec<_>>(), [0, 1], "the sweep's order");
+        assert!(from_parents(&d).is_none_or(|t| paths(&t, 2) == want));
+        // A clock read going back between a call's start and its enclosing call's.
+        let mut d = crate::recorder::ThreadData::for_thread(0, true);
+        assert!(d.open(1, 1) && d.open(0, 2) && d.close(0, 3) && d.close(1, 4));
+        assert!(d.open(1, 10) && d.open(0, 5) && d.close(0, 15) && d.close(1, 20));
+        let want = paths(&from_logs(d.logs()), 2);
+        assert!(from_parents(&d).is_none_or(|t| paths(&t, 2) == want));
     }
 
     /// Many regions under many parents: more (parent, region) pairs than the dense child table

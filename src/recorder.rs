@@ -3,7 +3,7 @@
 //! Only the owning thread touches a `ThreadData`, always between `CallSeq::enter` and
 //! `leave`; finalize reads it only after the quiescence protocol of `quiesce.rs`.
 
-use crate::calllog::CallLog;
+use crate::calllog::{CallLog, PARENT_TOP};
 use crate::model::Call;
 use crate::model::callpath::{NO_NODE, PathTree};
 use crate::quiesce::CallSeq;
@@ -121,7 +121,8 @@ pub struct ThreadData {
     /// A track of its own rather than a thread's calls (the asynchronous ranges, see
     /// `ThreadBuffer::new_track`): its calls may overlap without nesting, none encloses
     /// another, and `open` holds its ranges still open, in no order.
-    pub track: bool,
+    pub track: bool,    /// Zero while `on_one_path` (zero only for a thread recording live, from its first call).
+    off_path: u32,
 }
 
 impl Default for ThreadData {
@@ -145,6 +146,7 @@ impl Default for ThreadData {
             pushed: Vec::new(),
             pushed_beyond: Vec::new(),
             track: false,
+            off_path: 1,
         }
     }
 }
@@ -222,20 +224,38 @@ impl ThreadData {
         }
         let duration = end.wrapping_sub(call.start);
         let exclusive = duration.wrapping_sub(call.child);
-        if let Some(parent) = self.open.last_mut() {
-            parent.child = parent.child.wrapping_add(duration);
-        }
+        let (parent, parent_start) = match self.open.last_mut() {
+            Some(p) => {
+                p.child = p.child.wrapping_add(duration);
+                (p.id, p.start)
+            }
+            None => (PARENT_TOP, i64::MIN),
+        };
         // SAFETY: `grow` keeps `cells` as long as `logs` (> i); the cell lives in `self.stats`.
         let cell = unsafe { &**self.cells.get_unchecked(i) };
         if self.keep_calls {
             cell.record(duration, exclusive);
             // SAFETY: as above.
-            unsafe { self.logs.get_unchecked_mut(i) }.push(Call { start: call.start, end });
+            let log = unsafe { self.logs.get_unchecked_mut(i) };
+            log.push_inside(Call { start: call.start, end }, parent);
+            // The one-path check, without a branch (after the call's last clock read, so off
+            // its time): inside the region its log's first call was inside, and started after
+            // the enclosing call did.
+            self.off_path |= (log.parent ^ parent) | (call.start <= parent_start) as u32;
         } else {
             cell.record_with_histogram(duration, exclusive);
             let node = if call.node != UNRESOLVED { call.node } else { self.path_node(id) };
             self.paths.add(node & !FOLDED, node & FOLDED != 0, duration, exclusive);
         }
+    }
+
+    /// Whether every call recorded on this thread is on its region's one path: made inside a
+    /// call of the region its log names (`CallLog::parent`), and started after the enclosing
+    /// call. Then (with no call of zero ticks or less: the statistics' minimum) the thread's
+    /// call paths follow from its regions' statistics, without a pass over the calls
+    /// (`callpath::from_parents`).
+    pub fn on_one_path(&self) -> bool {
+        self.off_path == 0
     }
 
     /// The call-path node of a call of `id` inside the open calls: one cached look-up when
@@ -366,7 +386,7 @@ impl ThreadData {
 
     /// A thread's data before its first call.
     pub fn for_thread(thread: u32, keep_calls: bool) -> ThreadData {
-        ThreadData { open: Vec::with_capacity(64), keep_calls, thread, ..ThreadData::default() }
+        ThreadData { open: Vec::with_capacity(64), keep_calls, thread, off_path: 0, ..ThreadData::default() }
     }
 
     /// The completed-call logs, indexed by region id.
@@ -429,6 +449,9 @@ impl ThreadData {
         for &d in &inner {
             self.count_dropped(d);
         }
+        // The calls recorded inside a dropped one were made inside its region, which is not
+        // among the calls: their paths are found from the calls.
+        self.off_path |= !inner.is_empty() as u32;
         let call = self.open.pop().unwrap_or(OpenCall { id, start: end, child: 0, node: UNRESOLVED });
         self.record(id, call, end);
         Mismatch::ClosedInner(inner)

@@ -323,31 +323,7 @@ fn call_paths_in_every_layout_and_the_summary_of_4_ranks() {
         assert_eq!(py["num_ranks"], RANKS, "{layout}");
         if layout != "aggregate" {
             for r in 0..RANKS {
-                let mut calls = Vec::new();
-                if layout == "regions" {
-                    // The PyPI reader gives no thread ids for this layout: the file's own columns.
-                    for (name, g) in read_regions(&hdf5::File::open(&file).unwrap(), r) {
-                        calls.extend((0..g.starts.len()).map(|i| (name.clone(), g.starts[i], g.ends[i], g.thread_ids[i])));
-                    }
-                }
-                for (name, ranks) in py["regions"].as_object().unwrap().iter().filter(|_| layout != "regions") {
-                    let Some(v) = ranks.get(r.to_string()) else { continue };
-                    let col = |k: &str| v[k].as_array().unwrap_or_else(|| panic!("{layout} {name} {k}: {v}")).iter().map(|x| x.as_i64().unwrap()).collect::<Vec<i64>>();
-                    let (s, e, t) = (col("starts_ns"), col("ends_ns"), col("thread_ids"));
-                    calls.extend((0..s.len()).map(|i| (name.clone(), s[i], e[i], t[i])));
-                }
-                let want = from_calls(&calls);
-                let got = by_thread_path(&stored(&file, r).0);
-                assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{layout} rank {r}");
-                for (k, w) in &want {
-                    let g = got[k];
-                    assert_eq!(g[0], w[0], "{layout} rank {r} {k:?} calls");
-                    // Stored times are tick sums converted once; the file's are converted per call
-                    // (a few ns of rounding per call).
-                    for i in [1, 2] {
-                        assert!((g[i] - w[i]).abs() <= 4 * w[0] + 8, "{layout} rank {r} {k:?}: stored {g:?}, from the calls {w:?}");
-                    }
-                }
+                check_against_calls(&file, layout, r, &py);
             }
         }
         // sptool reads the stored paths: the same tree, every rank or one, the small ones hidden.
@@ -386,6 +362,65 @@ fn call_paths_in_every_layout_and_the_summary_of_4_ranks() {
         let shown = some.lines().skip(2).filter(|l| !l.contains("below --min-share")).count();
         assert_eq!(shown, above, "--min-share {cut}: shares {shares:?}\n{some}");
         assert!(some.contains(&format!("({} path(s) below --min-share", shares.len() - above)), "{some}");
+    }
+}
+
+/// Rank `r`'s stored call paths against those computed from its calls in the file, as the
+/// PyPI reader sees them (`py`; the regions layout: the file's own columns, since that reader
+/// gives no thread ids there).
+fn check_against_calls(file: &Path, layout: &str, r: usize, py: &serde_json::Value) {
+    let mut calls = Vec::new();
+    if layout == "regions" {
+        for (name, g) in read_regions(&hdf5::File::open(file).unwrap(), r) {
+            calls.extend((0..g.starts.len()).map(|i| (name.clone(), g.starts[i], g.ends[i], g.thread_ids[i])));
+        }
+    }
+    for (name, ranks) in py["regions"].as_object().unwrap().iter().filter(|_| layout != "regions") {
+        let Some(v) = ranks.get(r.to_string()) else { continue };
+        let col = |k: &str| v[k].as_array().unwrap_or_else(|| panic!("{layout} {name} {k}: {v}")).iter().map(|x| x.as_i64().unwrap()).collect::<Vec<i64>>();
+        let (s, e, t) = (col("starts_ns"), col("ends_ns"), col("thread_ids"));
+        calls.extend((0..s.len()).map(|i| (name.clone(), s[i], e[i], t[i])));
+    }
+    let want = from_calls(&calls);
+    assert!(!want.is_empty(), "{layout} rank {r}: calls in the file");
+    let got = by_thread_path(&stored(file, r).0);
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{layout} rank {r}");
+    for (k, w) in &want {
+        let g = got[k];
+        assert_eq!(g[0], w[0], "{layout} rank {r} {k:?} calls");
+        // Stored times are tick sums converted once; the file's are converted per call
+        // (a few ns of rounding per call).
+        for i in [1, 2] {
+            assert!((g[i] - w[i]).abs() <= 4 * w[0] + 8, "{layout} rank {r} {k:?}: stored {g:?}, from the calls {w:?}");
+        }
+    }
+}
+
+/// A program whose regions each sit under one region only: its call paths come from the
+/// regions' statistics (the finalize note says so for both threads of every rank), and they
+/// are those of the calls in the file; the recursing program's are swept from the calls.
+#[test]
+fn call_paths_from_the_statistics_when_each_region_has_one_path() {
+    let dir = scratch("call_paths_one_path");
+    let exe = build(&dir);
+    const NP: usize = 2;
+    for (one, layout) in [("1", "regions"), ("1", "columnar"), ("0", "regions")] {
+        let file = dir.join(format!("one{one}_{layout}.h5"));
+        let (_, stderr) = mpirun(NP, &exe, &file, &[("CALL_PATHS_ONE_PATH", one), ("SCOPE_PROFILER_LAYOUT", layout), ("SCOPE_PROFILER_VERBOSE", "2")]);
+        let note = if one == "1" { "2 thread(s) from their regions' statistics, 0 swept from their calls" } else { "0 thread(s) from their regions' statistics, 2 swept from their calls on 1 thread(s)" };
+        assert_eq!(stderr.matches(note).count(), NP, "{layout}, one path {one}: every rank's note says '{note}':\n{stderr}");
+        let py = python_view(&file);
+        for r in 0..NP {
+            check_against_calls(&file, layout, r, &py);
+            if one == "1" {
+                let got = by_thread_path(&stored(&file, r).0);
+                let paths: std::collections::BTreeSet<Vec<String>> = got.keys().map(|(_, k)| k.clone()).collect();
+                let want: std::collections::BTreeSet<Vec<String>> =
+                    [&["step"][..], &["step", "solve"], &["step", "solve", "kernel"], &["step", "io"], &["step", "io", "write"], &["step", "refine"], &["after"]].iter().map(|v| p(v)).collect();
+                assert_eq!(paths, want, "{layout} rank {r}");
+                assert_eq!(got.len(), 2 * want.len(), "{layout} rank {r}: both threads");
+            }
+        }
     }
 }
 

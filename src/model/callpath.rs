@@ -215,6 +215,19 @@ impl PathTree {
         hit
     }
 
+    /// A new node of `region` under `parent` (`NO_NODE`: at the top, else an earlier node)
+    /// with its totals: built whole where they are known (`callpath::from_parents`). None if
+    /// `parent` is not a node.
+    pub fn push_node(&mut self, parent: u32, region: u32, calls: u64, inclusive: i64, exclusive: i64) -> Option<u32> {
+        if parent != NO_NODE && parent as usize >= self.nodes.len() {
+            return None;
+        }
+        self.nodes.push(TreeNode { parent, region, calls, inclusive, exclusive, last: NO_HIT });
+        let node = (self.nodes.len() - 1) as u32;
+        self.edges.insert((parent, region), (node, false));
+        Some(node)
+    }
+
     /// A completed call on `node`: its duration and exclusive time.
     #[inline]
     pub fn add(&mut self, node: u32, folded: bool, duration: i64, exclusive: i64) {

@@ -822,9 +822,10 @@ fn finalize_as(gather: route::Gather) -> Result<Status> {
     let mut notes = || {
         if verbosity >= 2 {
             warn::always(&format!(
-                "finalize: collecting the threads' data took {:.3} s (building the call paths {:.3} s); merging, gathering and writing (streamed region by region) {:.3} s",
+                "finalize: collecting the threads' data took {:.3} s (building the call paths {:.3} s: {}); merging, gathering and writing (streamed region by region) {:.3} s",
                 (t1 - t0).as_secs_f64(),
                 crate::callpath::LAST_BUILD_NS.load(Ordering::Relaxed) as f64 * 1e-9,
+                crate::callpath::last_build_note(),
                 t1.elapsed().as_secs_f64()
             ));
         }

@@ -159,11 +159,11 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
                 if session.config.verbosity >= 2 && again {
                     // Now: a launcher's SIGKILL may come before the line at the end.
                     warn::always(&format!(
-                        "{}: statistics in place after {:.1} ms, with the call paths (built in {:.1} ms on {} thread(s)) after {t:.1} ms",
+                        "{}: statistics in place after {:.1} ms, with the call paths (built in {:.1} ms: {}) after {t:.1} ms",
                         note.name,
                         staged_ms.get().unwrap_or(t),
                         crate::callpath::LAST_BUILD_NS.load(Ordering::Relaxed) as f64 / 1e6,
-                        crate::callpath::LAST_BUILD_THREADS.load(Ordering::Relaxed)
+                        crate::callpath::last_build_note()
                     ));
                 }
             }

@@ -6,7 +6,8 @@
  *          refine^4 { spin 50 us each }                   (direct recursion, depth 4)
  *          a { b { a { spin 50 us } } } }                 (recursion through another region)
  * and rank 1's second thread also runs "only on rank 1" once (a name rank 0 never has).
- * With a second argument R, rank R records nothing at all. */
+ * With a second argument R, rank R records nothing at all. With CALL_PATHS_ONE_PATH=1 the
+ * threads run `one_path_work` instead. */
 #include <scope_profiler_mpi.h>
 
 #include <pthread.h>
@@ -31,8 +32,41 @@ static void refine(int depth) {
     sp_region_stop("refine");
 }
 
+/* CALL_PATHS_ONE_PATH=1: every region under one region only (no recursion, no region under
+ * two parents), the case whose call paths follow from the regions' statistics. */
+static void one_path_work(void) {
+    for (int i = 0; i < 3; i++) {
+        sp_region_start("step");
+        sp_region_start("solve");
+        spin_us((rank + 1) * 400L);
+        sp_region_start("kernel");
+        spin_us(200);
+        sp_region_stop("kernel");
+        sp_region_stop("solve");
+        sp_region_start("io");
+        sp_region_start("write");
+        spin_us(100);
+        sp_region_stop("write");
+        sp_region_stop("io");
+        for (int k = 0; k < 4; k++) {
+            sp_region_start("refine");
+            spin_us(50);
+            sp_region_stop("refine");
+        }
+        sp_region_stop("step");
+    }
+    sp_region_start("after");
+    spin_us(20);
+    sp_region_stop("after");
+}
+
 static void *work(void *arg) {
     int second = arg != NULL;
+    const char *one = getenv("CALL_PATHS_ONE_PATH");
+    if (one && one[0] == '1') {
+        one_path_work();
+        return NULL;
+    }
     for (int i = 0; i < 3; i++) {
         sp_region_start("step");
         sp_region_start("solve");

@@ -16,7 +16,9 @@
  * finalize_signal (notes "FINALIZING" just before sp_finalize, then waits to be killed). With
  * CALLS > 0 the workers stop after CALLS calls each and the program finalizes normally.
  * FLIGHT_LOOP_BATCH (default 20000) calls make a batch; FLIGHT_LOOP_PACE_US (default 0)
- * microseconds of sleep follow each batch; FLIGHT_LOOP_VERBOSITY (default 0) is the library's verbosity. Built with -DWITH_MPI (mpicc) it is an MPI
+ * microseconds of sleep follow each batch; FLIGHT_LOOP_VERBOSITY (default 0) is the library's verbosity;
+ * FLIGHT_LOOP_TWO_PATHS=1 puts each batch inside "even batch" or "odd batch" in turn, so that
+ * "work" has two call paths (swept from the calls at finalize). Built with -DWITH_MPI (mpicc) it is an MPI
  * program: MPI_Init before sp_setup, MPI_Finalize at the end. */
 
 #include <scope_profiler.h>
@@ -56,12 +58,17 @@ static void *worker(void *arg) {
     char name[32];
     snprintf(name, sizeof name, "work%ld", id);
     int32_t h = sp_region_register("work");
+    const char *two = getenv("FLIGHT_LOOP_TWO_PATHS");
+    int two_paths = two && two[0] == '1';
     long n = 0;
     for (;;) {
+        const char *outer = (n / batch) % 2 ? "odd batch" : "even batch";
+        if (two_paths) sp_region_start(outer);
         for (long i = 0; i < batch; i++) {
             sp_region_start_id(h);
             sp_region_stop_id(h);
         }
+        if (two_paths) sp_region_stop(outer);
         n += batch;
         note(name, n);
         if (stop_workers) return NULL;
