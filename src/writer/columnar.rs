@@ -373,8 +373,11 @@ impl<'t> EventColumns<'t> {
 mod tests {
     use super::*;
 
+    /// Gaps, durations, total, minimum, maximum, the two moments, histograms per thread.
+    type Reference = (Vec<i64>, Vec<i64>, i64, i64, i64, i128, i128, Vec<Vec<u64>>);
+
     /// The plain one-loop encoding (every sum at 128 bits, a histogram look-up per call).
-    fn reference(starts: &[i64], ends: &[i64], tids: &[i64], shift: i64, prev: i64) -> (Vec<i64>, Vec<i64>, i64, i64, i64, i128, i128, Vec<Vec<u64>>) {
+    fn reference(starts: &[i64], ends: &[i64], tids: &[i64], shift: i64, prev: i64) -> Reference {
         let (mut d, mut u, mut hists) = (Vec::new(), Vec::new(), vec![vec![0u64; HIST_BUCKETS]; 4]);
         let (mut total, mut min, mut max, mut s1, mut s2, mut p) = (0i64, i64::MAX, i64::MIN, 0i128, 0i128, prev);
         for i in 0..starts.len() {
