@@ -32,17 +32,22 @@ static void refine(int depth) {
     sp_region_stop("refine");
 }
 
+/* solve { spin (rank+1) * 400 us; kernel { spin 200 us } } */
+static void solve(void) {
+    sp_region_start("solve");
+    spin_us((rank + 1) * 400L);
+    sp_region_start("kernel");
+    spin_us(200);
+    sp_region_stop("kernel");
+    sp_region_stop("solve");
+}
+
 /* CALL_PATHS_ONE_PATH=1: every region under one region only (no recursion, no region under
  * two parents), the case whose call paths follow from the regions' statistics. */
 static void one_path_work(void) {
     for (int i = 0; i < 3; i++) {
         sp_region_start("step");
-        sp_region_start("solve");
-        spin_us((rank + 1) * 400L);
-        sp_region_start("kernel");
-        spin_us(200);
-        sp_region_stop("kernel");
-        sp_region_stop("solve");
+        solve();
         sp_region_start("io");
         sp_region_start("write");
         spin_us(100);
@@ -69,12 +74,7 @@ static void *work(void *arg) {
     }
     for (int i = 0; i < 3; i++) {
         sp_region_start("step");
-        sp_region_start("solve");
-        spin_us((rank + 1) * 400L);
-        sp_region_start("kernel");
-        spin_us(200);
-        sp_region_stop("kernel");
-        sp_region_stop("solve");
+        solve();
         sp_region_start("io");
         sp_region_start("kernel");
         spin_us(100);
