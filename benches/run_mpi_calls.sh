@@ -34,8 +34,8 @@ if [ "${1:-}" = "--callgrind" ]; then
     }
     echo "== instructions per MPI call (callgrind, 1 rank, (3000 - 1000 iterations) / 2000)"
     printf '%-10s %-22s %12s %12s %12s\n' mode operation "PMPI_" "MPI_" added
-    for mode in summary calls off; do
-        for op in rank allreduce exchange; do
+    for mode in ${MODES:-summary calls off}; do
+        for op in ${OPS:-rank allreduce exchange}; do
             calls=1
             [ $op = exchange ] && calls=4
             per() { awk -v a="$(count $mode $op "$1" 1000)" -v b="$(count $mode $op "$1" 3000)" -v c=$calls 'BEGIN { printf "%.1f", (b - a) / 2000 / c }'; }
@@ -47,7 +47,7 @@ if [ "${1:-}" = "--callgrind" ]; then
 fi
 n=${1:-20000}
 rounds=${2:-41}
-for mode in summary calls off; do
+for mode in ${MODES:-summary calls off}; do
   echo "== plugin linked, SCOPE_PROFILER_MPI=$mode"
   SCOPE_PROFILER_MPI=$mode mpirun --oversubscribe -np 2 -x SCOPE_PROFILER_MPI -x SCOPE_PROFILER_FILE -x SCOPE_PROFILER_VERBOSE \
     target/bench/mpi_calls_plugin "$n" "$rounds" | tee "$out/$mode.txt"

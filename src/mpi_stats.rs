@@ -203,6 +203,11 @@ pub struct Origin {
     pub persistent: bool,
 }
 
+impl Origin {
+    /// An unused entry's.
+    const NONE: Origin = Origin { routine: 0, sent: 0, received: 0, dest: PEER_NONE, source: PEER_NONE, persistent: false };
+}
+
 /// The live requests of a thread (or of a shard of the shared table), by handle value, each
 /// with the address of the program's variable the handle was written to (its slot).
 ///
@@ -223,16 +228,47 @@ pub struct Origin {
 pub struct RequestTable {
     /// All live requests while there are at most `FEW` and `many` is empty: (handle, slot,
     /// origin), oldest first.
-    few: Vec<(u64, u64, Origin)>,
+    few: Few,
     /// All live requests otherwise (`few` is then empty).
     many: HandleMap,
 }
 
 const FEW: usize = 8;
 
+/// The short list: up to `FEW` entries in place (no allocation, no call to move them).
+#[derive(Debug, Clone, Copy)]
+struct Few {
+    len: usize,
+    entries: [(u64, u64, Origin); FEW],
+}
+
+impl Default for Few {
+    fn default() -> Few {
+        Few { len: 0, entries: [(0, 0, Origin::NONE); FEW] }
+    }
+}
+
+impl Few {
+    #[inline(always)]
+    fn live(&self) -> &[(u64, u64, Origin)] {
+        // (`len` never exceeds FEW; the min lets the compiler drop the bounds check.)
+        &self.entries[..self.len.min(FEW)]
+    }
+
+    /// Remove entry `i` (< len), keeping the others in order: a short loop, inline.
+    #[inline(always)]
+    fn remove(&mut self, i: usize) {
+        let n = self.len.min(FEW);
+        for k in i..n.saturating_sub(1) {
+            self.entries[k] = self.entries[k + 1];
+        }
+        self.len = n.saturating_sub(1);
+    }
+}
+
 impl RequestTable {
     pub fn len(&self) -> usize {
-        self.few.len() + self.many.len()
+        self.few.len + self.many.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -246,11 +282,9 @@ impl RequestTable {
         if self.len() >= cap {
             return false;
         }
-        if self.many.is_empty() && self.few.len() < FEW {
-            if self.few.capacity() == 0 {
-                self.few.reserve_exact(FEW);
-            }
-            self.few.push((handle, slot, origin));
+        if self.many.is_empty() && self.few.len < FEW {
+            self.few.entries[self.few.len] = (handle, slot, origin);
+            self.few.len += 1;
             return true;
         }
         self.insert_many(handle, slot, origin, cap)
@@ -259,9 +293,10 @@ impl RequestTable {
     #[cold]
     fn insert_many(&mut self, handle: u64, slot: u64, origin: Origin, cap: usize) -> bool {
         // The short list is full: everything moves to the maps, in creation order.
-        for (h, s, o) in self.few.drain(..) {
+        for &(h, s, o) in self.few.live() {
             self.many.insert(h, s, o, usize::MAX);
         }
+        self.few.len = 0;
         self.many.insert(handle, slot, origin, cap)
     }
 
@@ -269,7 +304,7 @@ impl RequestTable {
     #[inline(always)]
     fn find_few(&self, handle: u64, slot: u64) -> Option<usize> {
         let mut oldest = None;
-        for (i, e) in self.few.iter().enumerate() {
+        for (i, e) in self.few.live().iter().enumerate() {
             if e.0 == handle {
                 if e.1 == slot {
                     return Some(i);
@@ -285,7 +320,7 @@ impl RequestTable {
         if !self.many.is_empty() {
             return self.many.get(handle, slot);
         }
-        self.find_few(handle, slot).map(|i| self.few[i].2)
+        self.find_few(handle, slot).map(|i| self.few.live()[i].2)
     }
 
     /// A request completed: its origin; forgotten unless persistent (a completed persistent
@@ -296,7 +331,7 @@ impl RequestTable {
             return self.many.complete(handle, slot);
         }
         let i = self.find_few(handle, slot)?;
-        let o = self.few[i].2;
+        let o = self.few.live()[i].2;
         if !o.persistent {
             self.few.remove(i);
         }
@@ -730,7 +765,7 @@ mod tests {
             }
             assert_eq!(table.len(), maps.len(), "step {step}");
             in_many |= !table.many.is_empty();
-            back |= in_many && table.many.is_empty() && !table.few.is_empty();
+            back |= in_many && table.many.is_empty() && table.few.len > 0;
         }
         assert!(in_many && back, "the run never moved to the maps and back");
     }

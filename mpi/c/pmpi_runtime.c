@@ -520,7 +520,7 @@ static int own_rank(sp_mpi_event *e) {
     return s ? s->rank : -1;
 }
 
-void sp_send(sp_mpi_event *e, int64_t count, MPI_Datatype type, int dest) {
+void sp_send_any(sp_mpi_event *e, int64_t count, MPI_Datatype type, int dest) {
     e->flags |= SP_EV_P2P;
     if (dest == MPI_PROC_NULL) return;
     e->sent += sp_bytes_of(count, type);
@@ -544,7 +544,7 @@ static int status_source(const void *status, int fortran) {
     return ((const MPI_Status *)status)->MPI_SOURCE;
 }
 
-void sp_recv(sp_mpi_event *e, int64_t count, MPI_Datatype type, int source, const void *status, int fortran) {
+void sp_recv_any(sp_mpi_event *e, int64_t count, MPI_Datatype type, int source, const void *status, int fortran) {
     e->flags |= SP_EV_P2P;
     if (source == MPI_PROC_NULL) return;
     e->received += sp_bytes_of(count, type);
@@ -740,57 +740,14 @@ void sp_poll(sp_mpi_event *e, const void *flag) {
 /* ------------------------------------------------------------------------------------------
  * Requests */
 
-static uint64_t req_value(MPI_Request r) {
-    return r == MPI_REQUEST_NULL ? 0 : HANDLE(r);
-}
-
-static uint64_t freq_value(MPI_Fint f) {
-    return req_value(SP_REQ_F2C(f));
-}
-
-void sp_req_save(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran) {
-    rb->n = 0;
-    rb->v = rb->local;
-    rb->at = reqs;
-    rb->stride = fortran ? (unsigned)sizeof(MPI_Fint) : (unsigned)sizeof(MPI_Request);
-    if (n <= 0 || !reqs) return;
-    if (n > (int64_t)(sizeof rb->local / sizeof rb->local[0])) {
-        if (n > (1 << 26) || !(rb->v = malloc(sizeof(uint64_t) * (size_t)n))) {
-            rb->v = rb->local;
-            return;
-        }
+void sp_req_save_many(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran) {
+    if (n > (1 << 26) || !(rb->v = malloc(sizeof(uint64_t) * (size_t)n))) {
+        rb->v = rb->local;
+        return;
     }
     for (int64_t i = 0; i < n; i++)
-        rb->v[i] = fortran ? freq_value(((const MPI_Fint *)reqs)[i]) : req_value(((const MPI_Request *)reqs)[i]);
+        rb->v[i] = fortran ? sp_freq_value(((const MPI_Fint *)reqs)[i]) : sp_req_value(((const MPI_Request *)reqs)[i]);
     rb->n = (int)n;
-}
-
-void sp_req_release(sp_reqbuf *rb) {
-    if (rb->v != rb->local) free(rb->v);
-    rb->v = rb->local;
-    rb->n = 0;
-}
-
-void sp_request_out(sp_mpi_event *e, const void *req, int fortran, int persistent) {
-    if (!req) return;
-    e->request = fortran ? freq_value(*(const MPI_Fint *)req) : req_value(*(const MPI_Request *)req);
-    e->request_slot = (uint64_t)(uintptr_t)req;
-    e->flags |= SP_EV_REQUEST | (persistent ? SP_EV_PERSISTENT : 0u);
-}
-
-/* The requests from position `first` of the saved ones, with where the program keeps them,
- * under `flag` (the core reads them only with SP_EV_COMPLETES, _STARTS or _FREES, which are
- * set here only, always with them). */
-static void sp_reqs(sp_mpi_event *e, unsigned flag, sp_reqbuf *rb, int first, int n) {
-    e->flags |= flag;
-    e->reqs = rb->v + first;
-    e->nreqs = (uint32_t)n;
-    e->stride = rb->stride;
-    e->reqs_at = rb->at ? (uint64_t)(uintptr_t)rb->at + (uint64_t)first * rb->stride : 0;
-}
-
-void sp_done(sp_mpi_event *e, sp_reqbuf *rb) {
-    sp_reqs(e, SP_EV_COMPLETES, rb, 0, rb->n);
 }
 
 void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortran) {

@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -14,6 +15,9 @@
 #include "sp_mpi_core.h"
 
 #define SP_EXPORT __attribute__((visibility("default")))
+/* The wrappers' helpers are inlined whatever the compiler's budget for the (large) file of
+ * wrappers says: it stops inlining them on its own as the helpers grow. */
+#define SP_INLINE static inline __attribute__((always_inline))
 #define SP_SITE ((uint64_t)(uintptr_t)__builtin_extract_return_addr(__builtin_return_address(0)))
 
 /* MPI calls of this thread currently inside a wrapper (0 or 1; more only for the init and
@@ -25,13 +29,13 @@ extern __thread int sp_depth __attribute__((tls_model("initial-exec")));
 extern const sp_mpi_core_api *sp_core_ptr;
 const sp_mpi_core_api *sp_core_slow(void);
 
-static inline const sp_mpi_core_api *sp_core(void) {
+SP_INLINE const sp_mpi_core_api *sp_core(void) {
     const sp_mpi_core_api *c = __atomic_load_n(&sp_core_ptr, __ATOMIC_ACQUIRE);
     return c ? c : sp_core_slow();
 }
 
 /* The core's clock, read here when only the start time is needed (the core reads the end). */
-static inline int64_t sp_start_time(uint8_t gate) {
+SP_INLINE int64_t sp_start_time(uint8_t gate) {
 #if defined(__x86_64__)
     if (gate == SP_GATE_TSC) return (int64_t)__rdtsc();
 #endif
@@ -42,7 +46,7 @@ static inline int64_t sp_start_time(uint8_t gate) {
 }
 
 /* Start recording the outermost MPI call of this thread; 0: call the PMPI routine plainly. */
-static inline int sp_enter(sp_mpi_event *e, uint32_t routine, uint64_t site) {
+SP_INLINE int sp_enter(sp_mpi_event *e, uint32_t routine, uint64_t site) {
     if (sp_depth) return 0;
     const sp_mpi_core_api *c = sp_core();
     if (!c) return 0;
@@ -65,7 +69,7 @@ static inline int sp_enter(sp_mpi_event *e, uint32_t routine, uint64_t site) {
     return 1;
 }
 
-static inline void sp_leave(sp_mpi_event *e) {
+SP_INLINE void sp_leave(sp_mpi_event *e) {
     sp_core_ptr->end(e);
     sp_depth = 0;
 }
@@ -99,7 +103,7 @@ void sp_fortran_missing(const char *name, void *ierr);
 void sp_comm(sp_mpi_event *e, MPI_Comm comm);
 /* MPI_COMM_WORLD's size once known (0 before). */
 extern int sp_world_size_known;
-static inline void sp_comm_of(sp_mpi_event *e, MPI_Comm comm) {
+SP_INLINE void sp_comm_of(sp_mpi_event *e, MPI_Comm comm) {
     int n = __atomic_load_n(&sp_world_size_known, __ATOMIC_RELAXED);
     if (comm == MPI_COMM_WORLD && n > 0) {
 #if defined(OPEN_MPI)
@@ -136,13 +140,13 @@ typedef struct {
 #define SP_TYPE_SLOTS 256
 extern sp_type_size_t sp_type_sizes[SP_TYPE_SLOTS] __attribute__((visibility("hidden")));
 extern int sp_type_sizes_state __attribute__((visibility("hidden")));
-static inline unsigned sp_type_slot(uint64_t h) {
+SP_INLINE unsigned sp_type_slot(uint64_t h) {
     return (unsigned)((h * 0x9E3779B97F4A7C15ull) >> 56) % SP_TYPE_SLOTS;
 }
 
 /* sp_bytes, with a predefined type at its home slot of the table found inline (no call, no
  * probing); anything else (a derived type, a collision, the table not filled yet) the full way. */
-static inline uint64_t sp_bytes_of(int64_t count, MPI_Datatype type) {
+SP_INLINE uint64_t sp_bytes_of(int64_t count, MPI_Datatype type) {
     uint64_t h = SP_HANDLE(type);
     const sp_type_size_t *s = &sp_type_sizes[sp_type_slot(h)];
     if (__atomic_load_n(&sp_type_sizes_state, __ATOMIC_ACQUIRE) == 2 && s->handle == h && h != 0)
@@ -152,13 +156,33 @@ static inline uint64_t sp_bytes_of(int64_t count, MPI_Datatype type) {
 
 /* Traffic. Counts are values; count arrays are pointers with wide = 1 for MPI_Count elements;
  * `fortran` says how to read arrays of handles, statuses and MPI_IN_PLACE. */
-void sp_send(sp_mpi_event *e, int64_t count, MPI_Datatype type, int dest);
-void sp_recv(sp_mpi_event *e, int64_t count, MPI_Datatype type, int source, const void *status, int fortran);
+void sp_send_any(sp_mpi_event *e, int64_t count, MPI_Datatype type, int dest);
+void sp_recv_any(sp_mpi_event *e, int64_t count, MPI_Datatype type, int source, const void *status, int fortran);
+/* A message to or from a rank of MPI_COMM_WORLD is counted inline (the rank is the peer's world
+ * rank); anything else (another communicator, MPI_PROC_NULL, MPI_ANY_SOURCE) the full way. */
+SP_INLINE void sp_send(sp_mpi_event *e, int64_t count, MPI_Datatype type, int dest) {
+    if (e->comm_kind != SP_COMM_WORLD || dest < 0) {
+        sp_send_any(e, count, type, dest);
+        return;
+    }
+    e->flags |= SP_EV_P2P;
+    e->sent += sp_bytes_of(count, type);
+    e->dest = dest;
+}
+SP_INLINE void sp_recv(sp_mpi_event *e, int64_t count, MPI_Datatype type, int source, const void *status, int fortran) {
+    if (e->comm_kind != SP_COMM_WORLD || source < 0) {
+        sp_recv_any(e, count, type, source, status, fortran);
+        return;
+    }
+    e->flags |= SP_EV_P2P;
+    e->received += sp_bytes_of(count, type);
+    e->source = source;
+}
 void sp_mrecv(sp_mpi_event *e, int64_t count, MPI_Datatype type, const void *status, int fortran);
 void sp_coll(sp_mpi_event *e);
 void sp_bcast(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root);
 void sp_reduce(sp_mpi_event *e, int64_t count, MPI_Datatype type, int root);
-static inline void sp_allreduce(sp_mpi_event *e, int64_t count, MPI_Datatype type) {
+SP_INLINE void sp_allreduce(sp_mpi_event *e, int64_t count, MPI_Datatype type) {
     e->flags |= SP_EV_COLL;
     uint64_t b = sp_bytes_of(count, type);
     e->sent += b;
@@ -190,14 +214,58 @@ typedef struct sp_reqbuf {
     unsigned stride;  /* sizeof the program's handles (MPI_Request or MPI_Fint) */
     const void *at;   /* the program's array of them */
 } sp_reqbuf;
+/* A request handle as the core knows it (0: MPI_REQUEST_NULL). */
+SP_INLINE uint64_t sp_req_value(MPI_Request r) {
+    return r == MPI_REQUEST_NULL ? 0 : SP_HANDLE(r);
+}
+SP_INLINE uint64_t sp_freq_value(MPI_Fint f) {
+    return sp_req_value(SP_REQ_F2C(f));
+}
+/* sp_req_save of more handles than rb->local holds (rb set up as for none). */
+void sp_req_save_many(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran);
 /* Copy n request handles (C MPI_Request[] or Fortran integers) before the call frees them,
- * and where they are (a request is known by its handle value and its slot: sp_mpi_core.h). */
-void sp_req_save(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran);
-void sp_req_release(sp_reqbuf *rb);
+ * and where they are (a request is known by its handle value and its slot: sp_mpi_core.h).
+ * Inline up to 8 handles (the wrappers' `fortran` and often `n` are constants). */
+SP_INLINE void sp_req_save(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran) {
+    rb->n = 0;
+    rb->v = rb->local;
+    rb->at = reqs;
+    rb->stride = fortran ? (unsigned)sizeof(MPI_Fint) : (unsigned)sizeof(MPI_Request);
+    if (n <= 0 || !reqs) return;
+    if (n > (int64_t)(sizeof rb->local / sizeof rb->local[0])) {
+        sp_req_save_many(rb, n, reqs, fortran);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        rb->v[i] = fortran ? sp_freq_value(((const MPI_Fint *)reqs)[i]) : sp_req_value(((const MPI_Request *)reqs)[i]);
+    rb->n = (int)n;
+}
+SP_INLINE void sp_req_release(sp_reqbuf *rb) {
+    if (rb->v != rb->local) free(rb->v);
+    rb->v = rb->local;
+    rb->n = 0;
+}
 /* The request a call created (a pointer to the C or Fortran handle). */
-void sp_request_out(sp_mpi_event *e, const void *req, int fortran, int persistent);
+SP_INLINE void sp_request_out(sp_mpi_event *e, const void *req, int fortran, int persistent) {
+    if (!req) return;
+    e->request = fortran ? sp_freq_value(*(const MPI_Fint *)req) : sp_req_value(*(const MPI_Request *)req);
+    e->request_slot = (uint64_t)(uintptr_t)req;
+    e->flags |= SP_EV_REQUEST | (persistent ? SP_EV_PERSISTENT : 0u);
+}
+/* The requests from position `first` of the saved ones, with where the program keeps them,
+ * under `flag` (the core reads them only with SP_EV_COMPLETES, _STARTS or _FREES, which are
+ * set only here, always with them). */
+SP_INLINE void sp_reqs(sp_mpi_event *e, unsigned flag, sp_reqbuf *rb, int first, int n) {
+    e->flags |= flag;
+    e->reqs = rb->v + first;
+    e->nreqs = (uint32_t)n;
+    e->stride = rb->stride;
+    e->reqs_at = rb->at ? (uint64_t)(uintptr_t)rb->at + (uint64_t)first * rb->stride : 0;
+}
 /* Completions: all saved ones; the one at *index; the *outcount at indices (Fortran: 1-based). */
-void sp_done(sp_mpi_event *e, sp_reqbuf *rb);
+SP_INLINE void sp_done(sp_mpi_event *e, sp_reqbuf *rb) {
+    sp_reqs(e, SP_EV_COMPLETES, rb, 0, rb->n);
+}
 void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortran);
 void sp_done_some(sp_mpi_event *e, sp_reqbuf *rb, const void *outcount, const void *indices, int fortran);
 void sp_test(sp_mpi_event *e, sp_reqbuf *rb, const void *flag);

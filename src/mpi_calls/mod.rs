@@ -233,11 +233,13 @@ fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     }
     t.record(&e, sites);
     if e.flags & flags::COMPLETES != 0 {
+        // Each completed request's share of the call's time (no division for one: the common case).
         let n = call.reqs.iter().filter(|&&h| h != 0).count().max(1) as i64;
+        let share = if n == 1 { e.duration() } else { e.duration() / n };
         for (i, &h) in call.reqs.iter().enumerate().filter(|(_, h)| **h != 0) {
             let slot = call.slot(i);
             let origin = if shared { requests::complete(h, slot) } else { t.requests.complete(h, slot) };
-            t.completed(e.routine, origin.as_ref(), e.duration() / n);
+            t.completed(e.routine, origin.as_ref(), share);
         }
     }
     if e.flags & flags::FREES != 0 {
