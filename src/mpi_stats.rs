@@ -538,6 +538,7 @@ impl ThreadMpi {
         &mut rows[i]
     }
 
+    #[inline(always)]
     fn traffic(&mut self, e: &Event) {
         if e.sent > 0 || e.dest >= 0 {
             let p = self.peer(e.dest);
@@ -565,7 +566,17 @@ impl ThreadMpi {
         }
     }
 
+    #[inline(always)]
     fn peer(&mut self, rank: i32) -> &mut PeerStats {
+        let r = rank as usize;
+        if r < self.peers.len() {
+            return &mut self.peers[r];
+        }
+        self.peer_slow(rank)
+    }
+
+    #[cold]
+    fn peer_slow(&mut self, rank: i32) -> &mut PeerStats {
         if !(0..MAX_PEER).contains(&rank) {
             return &mut self.unknown_peer;
         }
