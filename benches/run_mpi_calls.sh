@@ -10,6 +10,7 @@
 # MPI_ entry points, each the difference of two runs of different lengths counted inside the
 # bench's loop only; the wrapped minus the plain count is what the plugin and the core add.
 # Usage: benches/run_mpi_calls.sh [iterations per block] [rounds] | --callgrind
+# MODES (default "summary calls off") narrows either way, OPS (default "rank allreduce exchange") the count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
