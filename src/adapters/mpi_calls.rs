@@ -134,6 +134,11 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
         unsafe { (*e).event.end = end };
         let ev: &Event = unsafe { &(*e).event };
         let f = ev.flags;
+        if f & flags::REQUESTS == 0 {
+            // No requests (most calls): the request fields are not read at all.
+            recording::on_running_thread(|d| mpi_calls::finish_plain(d, ev));
+            return;
+        }
         let (request, request_slot) = if f & flags::REQUEST != 0 { unsafe { ((*e).request, (*e).request_slot) } } else { (0, 0) };
         let (mut reqs, mut reqs_at, mut stride): (&[u64], u64, u64) = (&[], 0, 0);
         if f & (flags::COMPLETES | flags::STARTS | flags::FREES) != 0 {

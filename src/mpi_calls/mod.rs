@@ -189,19 +189,34 @@ impl Finished<'_> {
 #[inline(always)]
 pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
     let e = call.event;
+    let t = as_region(data, e);
+    let sites = SITES.load(Ordering::Relaxed);
+    if e.flags & flags::REQUESTS == 0 {
+        t.record(e, sites);
+    } else {
+        finish_with_requests(t, call, sites);
+    }
+}
+
+/// `finish` of a call that created, started, completed and freed no request (most calls).
+#[inline(always)]
+pub fn finish_plain(data: &mut ThreadData, e: &Event) {
+    debug_assert!(e.flags & flags::REQUESTS == 0);
+    let t = as_region(data, e);
+    t.record(e, SITES.load(Ordering::Relaxed));
+}
+
+/// With `calls`, the call as a region (or its time as the enclosing region's child time); the
+/// thread's aggregates.
+#[inline(always)]
+fn as_region<'d>(data: &'d mut ThreadData, e: &Event) -> &'d mut ThreadMpi {
     if MODE.load(Ordering::Relaxed) == CALLS {
         match if e.flags & flags::EMPTY == 0 { region_of(e.routine) } else { None } {
             Some(id) => data.record_closed(id, e.start, e.end),
             None => data.add_child_time(e.duration()),
         }
     }
-    let sites = SITES.load(Ordering::Relaxed);
-    let t: &mut ThreadMpi = data.mpi.get_or_insert_with(Box::default);
-    if e.flags & flags::REQUESTS == 0 {
-        t.record(e, sites);
-    } else {
-        finish_with_requests(t, call, sites);
-    }
+    data.mpi.get_or_insert_with(Box::default)
 }
 
 /// A call that created, started, completed or freed requests.
