@@ -740,14 +740,8 @@ void sp_poll(sp_mpi_event *e, const void *flag) {
 /* ------------------------------------------------------------------------------------------
  * Requests */
 
-void sp_req_save_many(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran) {
-    if (n > (1 << 26) || !(rb->v = malloc(sizeof(uint64_t) * (size_t)n))) {
-        rb->v = rb->local;
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        rb->v[i] = fortran ? sp_freq_value(((const MPI_Fint *)reqs)[i]) : sp_req_value(((const MPI_Request *)reqs)[i]);
-    rb->n = (int)n;
+uint64_t *sp_req_alloc(int64_t n) {
+    return n > (1 << 26) ? NULL : malloc(sizeof(uint64_t) * (size_t)n);
 }
 
 void sp_done_index(sp_mpi_event *e, sp_reqbuf *rb, const void *index, int fortran) {

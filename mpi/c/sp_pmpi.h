@@ -221,19 +221,20 @@ SP_INLINE uint64_t sp_req_value(MPI_Request r) {
 SP_INLINE uint64_t sp_freq_value(MPI_Fint f) {
     return sp_req_value(SP_REQ_F2C(f));
 }
-/* sp_req_save of more handles than rb->local holds (rb set up as for none). */
-void sp_req_save_many(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran);
+/* Room for n handles beyond rb->local (n > 8): malloc'd, or NULL when n is absurd or none is left. */
+uint64_t *sp_req_alloc(int64_t n);
 /* Copy n request handles (C MPI_Request[] or Fortran integers) before the call frees them,
  * and where they are (a request is known by its handle value and its slot: sp_mpi_core.h).
- * Inline up to 8 handles (the wrappers' `fortran` and often `n` are constants). */
+ * Inline (the wrappers' `fortran` and often `n` are constants); more than 8 in a buffer of
+ * their own. */
 SP_INLINE void sp_req_save(sp_reqbuf *rb, int64_t n, const void *reqs, int fortran) {
     rb->n = 0;
     rb->v = rb->local;
     rb->at = reqs;
     rb->stride = fortran ? (unsigned)sizeof(MPI_Fint) : (unsigned)sizeof(MPI_Request);
     if (n <= 0 || !reqs) return;
-    if (n > (int64_t)(sizeof rb->local / sizeof rb->local[0])) {
-        sp_req_save_many(rb, n, reqs, fortran);
+    if (n > (int64_t)(sizeof rb->local / sizeof rb->local[0]) && !(rb->v = sp_req_alloc(n))) {
+        rb->v = rb->local;
         return;
     }
     for (int64_t i = 0; i < n; i++)

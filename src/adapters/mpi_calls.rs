@@ -136,7 +136,7 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
         let f = ev.flags;
         if f & flags::REQUESTS == 0 {
             // No requests (most calls): the request fields are not read at all.
-            recording::on_running_thread(|d| mpi_calls::finish_plain(d, ev));
+            recording::on_running_thread(|d| mpi_calls::finish(d, ev));
             return;
         }
         let (request, request_slot) = if f & flags::REQUEST != 0 { unsafe { ((*e).request, (*e).request_slot) } } else { (0, 0) };
@@ -151,7 +151,7 @@ unsafe extern "C" fn end(e: *mut sp_mpi_event) {
             }
         }
         let call = Finished { event: ev, request, request_slot, reqs, reqs_at, stride };
-        recording::on_running_thread(|d| mpi_calls::finish(d, &call));
+        recording::on_running_thread(|d| mpi_calls::finish_with_requests(d, &call));
     }));
 }
 

@@ -183,31 +183,23 @@ impl Finished<'_> {
     }
 }
 
-/// Record a finished call on the calling thread: with `SCOPE_PROFILER_MPI=calls` as a region
-/// named after the routine, recorded now that it ended inside the thread's innermost open
-/// region (a poll that found nothing is only its time there); and in the thread's aggregates.
+/// Record a finished call that created, started, completed and freed no request (most calls)
+/// on the calling thread (see `as_region`).
 #[inline(always)]
-pub fn finish(data: &mut ThreadData, call: &Finished<'_>) {
-    let e = call.event;
-    let t = as_region(data, e);
-    let sites = SITES.load(Ordering::Relaxed);
-    if e.flags & flags::REQUESTS == 0 {
-        t.record(e, sites);
-    } else {
-        finish_with_requests(t, call, sites);
-    }
-}
-
-/// `finish` of a call that created, started, completed and freed no request (most calls).
-#[inline(always)]
-pub fn finish_plain(data: &mut ThreadData, e: &Event) {
+pub fn finish(data: &mut ThreadData, e: &Event) {
     debug_assert!(e.flags & flags::REQUESTS == 0);
-    let t = as_region(data, e);
-    t.record(e, SITES.load(Ordering::Relaxed));
+    as_region(data, e).record(e, SITES.load(Ordering::Relaxed));
 }
 
-/// With `calls`, the call as a region (or its time as the enclosing region's child time); the
-/// thread's aggregates.
+/// Record a finished call that created, started, completed or freed requests.
+#[inline(always)]
+pub fn finish_with_requests(data: &mut ThreadData, call: &Finished<'_>) {
+    record_requests(as_region(data, call.event), call, SITES.load(Ordering::Relaxed));
+}
+
+/// With `SCOPE_PROFILER_MPI=calls`, the call as a region named after the routine, recorded now
+/// that it ended inside the thread's innermost open region (a poll that found nothing is only
+/// its time there); then the thread's aggregates, in which the caller counts it.
 #[inline(always)]
 fn as_region<'d>(data: &'d mut ThreadData, e: &Event) -> &'d mut ThreadMpi {
     if MODE.load(Ordering::Relaxed) == CALLS {
@@ -219,8 +211,9 @@ fn as_region<'d>(data: &'d mut ThreadData, e: &Event) -> &'d mut ThreadMpi {
     data.mpi.get_or_insert_with(Box::default)
 }
 
-/// A call that created, started, completed or freed requests.
-fn finish_with_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
+/// A call that created, started, completed or freed requests, in the thread's aggregates and
+/// request table.
+fn record_requests(t: &mut ThreadMpi, call: &Finished<'_>, sites: bool) {
     let shared = requests::shared();
     let mut e = *call.event;
     if e.flags & flags::STARTS != 0 {
