@@ -89,6 +89,9 @@ int main(int argc, char **argv) {
 #ifdef USE_MPI
     MPI_Barrier(MPI_COMM_WORLD);
 #endif
+    /* The clock read once before it is timed: its first call resolves the symbol (microseconds),
+     * which would land inside the region and outside the program's own timing. */
+    (void)now();
     sp_region_start_id(matmul_region);
     const double t0 = now();
     for (long i = 0; i < rows; i++) {
