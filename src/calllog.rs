@@ -528,19 +528,34 @@ impl Drop for Cursor<'_> {
 /// 4 KiB (512 calls): a first touch costs microseconds in a VM guest. Used when the kernel's
 /// `transparent_hugepage/enabled` is `always` or `madvise` (with `never`, or without THP, the
 /// chunks are as before: heap boxes and mappings of their own). No helper thread, and nothing
-/// of the host's allocator is touched (the blocks are mmap'ed, never malloc'ed). The kernel may
-/// still give small pages (fragmented memory, `defrag` settings, a cgroup limit): the file's
-/// `metadata/call_log_pages` says what it gave (`report`).
+/// of the host's allocator is touched (the blocks are mmap'ed, never malloc'ed).
+///
+/// A huge page is not always the cheaper page: in a VM guest the kernel takes huge pages from
+/// memory the guest has not used yet, which the host then backs page by page (milliseconds for
+/// 2 MiB, against well under one for 512 small pages of recycled memory). So the arena prices
+/// both: at its first block it times the first touches of a few small pages, and it times the
+/// first touch of each huge block (the fault that zeroes the whole page). The first block
+/// whose touch cost more than the 512 small pages it replaces turns huge pages off for the rest
+/// of the run: later blocks are advised `MADV_NOHUGEPAGE`. `SCOPE_PROFILER_HUGE_PAGES=1` keeps
+/// asking for huge pages whatever they cost, `=0` keeps the chunks off the arena. The kernel may
+/// also give small pages on its own (fragmented memory, `defrag` settings, a cgroup limit): the
+/// file's `metadata/call_log_pages` says what it gave and why (`report`).
 pub mod huge {
-    use std::ptr::NonNull;
-    use std::sync::atomic::{AtomicU8, Ordering};
     use parking_lot::Mutex;
+    use std::ptr::NonNull;
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::time::{Duration, Instant};
 
-    /// `SCOPE_PROFILER_HUGE_PAGES=0` keeps the chunks off the arena (the benchmarks' baseline).
+    /// `SCOPE_PROFILER_HUGE_PAGES=0` keeps the chunks off the arena (the benchmarks' baseline),
+    /// `=1` asks for huge pages whatever they cost; unset (or `auto`), they are priced.
     pub const ENV: &str = "SCOPE_PROFILER_HUGE_PAGES";
     /// One huge page.
     pub const BLOCK: usize = 2 << 20;
+    /// Small pages in one huge page.
+    const SMALL_PER_BLOCK: u32 = (BLOCK / 4096) as u32;
+    /// Small pages whose first touches price a small page (once per run, about 50 us in a VM).
+    const PROBE_PAGES: usize = 32;
     /// Chunks start at multiples of a cache line (no two threads' chunks share one).
     const ALIGN: usize = 64;
 
@@ -555,7 +570,7 @@ pub mod huge {
 
     impl Drop for Block {
         fn drop(&mut self) {
-            // SAFETY: a mapping of BLOCK bytes made by `map_block`, no chunk of it left.
+            // SAFETY: a mapping of BLOCK bytes made by `Arena::map_block`, no chunk of it left.
             unsafe { libc::munmap(self.0.as_ptr().cast(), BLOCK) };
             let mut live = BLOCKS.lock();
             live.retain(|&b| b != self.0.as_ptr() as usize);
@@ -567,7 +582,43 @@ pub mod huge {
         used: usize,
     }
 
-    static CURRENT: Mutex<Option<Current>> = Mutex::new(None);
+    /// What huge pages cost here, as measured by the arena.
+    #[derive(Debug, Default, Clone, Copy, PartialEq)]
+    pub struct Pricing {
+        /// `SCOPE_PROFILER_HUGE_PAGES=1`: never turned off.
+        pub forced: bool,
+        /// First touch of one small page (the probe's mean), once measured.
+        pub small_page: Option<Duration>,
+        /// Blocks mapped with huge pages asked for.
+        pub huge_blocks: u32,
+        /// The block that turned huge pages off: its first touch and the small-page price then.
+        pub dear: Option<(Duration, Duration)>,
+    }
+
+    impl Pricing {
+        /// Whether the next block asks for huge pages.
+        pub fn wants_huge(&self) -> bool {
+            self.dear.is_none()
+        }
+
+        /// Account the first touch of a block that asked for huge pages; turns them off when it
+        /// cost more than the small pages it replaces (unless forced).
+        pub fn account(&mut self, touch: Duration) {
+            self.huge_blocks += 1;
+            let Some(small) = self.small_page else { return };
+            if !self.forced && touch > small * SMALL_PER_BLOCK {
+                self.dear = Some((touch, small));
+            }
+        }
+    }
+
+    /// The blocks being carved and what their pages cost.
+    struct Arena {
+        current: Option<Current>,
+        pricing: Pricing,
+    }
+
+    static ARENA: Mutex<Arena> = Mutex::new(Arena { current: None, pricing: Pricing { forced: false, small_page: None, huge_blocks: 0, dear: None } });
     /// 0: not decided, 1: on, 2: off.
     static MODE: AtomicU8 = AtomicU8::new(0);
     /// The blocks mapped now (their addresses).
@@ -580,8 +631,11 @@ pub mod huge {
             1 => true,
             2 => false,
             _ => {
-                let off = std::env::var(ENV).is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off"));
+                let setting = std::env::var(ENV).map(|v| v.trim().to_ascii_lowercase());
+                let off = setting.as_deref().is_ok_and(|v| matches!(v, "0" | "false" | "no" | "off"));
+                let forced = setting.as_deref().is_ok_and(|v| matches!(v, "1" | "true" | "yes" | "on"));
                 let on = !off && std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"));
+                ARENA.lock().pricing.forced = forced;
                 MODE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
                 on
             }
@@ -593,27 +647,74 @@ pub mod huge {
         MODE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
     }
 
-    fn map_block() -> Option<NonNull<u8>> {
-        // SAFETY: an anonymous private mapping; the parts outside the aligned block are
-        // unmapped at once, and the block is advised, nothing else.
+    /// The mean first touch of `PROBE_PAGES` small pages of a fresh mapping advised
+    /// `MADV_NOHUGEPAGE`, unmapped again; None if nothing could be mapped.
+    fn probe_small_page() -> Option<Duration> {
+        let len = PROBE_PAGES * 4096;
+        // SAFETY: an anonymous private mapping of its own, touched one word per page inside
+        // it, then unmapped.
         unsafe {
-            let len = 2 * BLOCK;
             let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0);
             if p == libc::MAP_FAILED {
                 return None;
             }
-            let start = p as usize;
-            let aligned = start.next_multiple_of(BLOCK);
-            if aligned > start {
-                libc::munmap(p, aligned - start);
+            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            let t = Instant::now();
+            for page in 0..PROBE_PAGES {
+                std::ptr::write_volatile(p.cast::<u8>().add(page * 4096).cast::<u64>(), 0);
             }
-            let tail = aligned + BLOCK;
-            if start + len > tail {
-                libc::munmap(tail as *mut libc::c_void, start + len - tail);
+            let spent = t.elapsed();
+            libc::munmap(p, len);
+            Some(spent / PROBE_PAGES as u32)
+        }
+    }
+
+    impl Arena {
+        /// A new block, advised as the pricing says; the first touch of a block that asked for
+        /// huge pages is timed (it is the fault that gives the whole huge page) and priced.
+        fn map_block(&mut self) -> Option<NonNull<u8>> {
+            if self.pricing.small_page.is_none() && self.pricing.wants_huge() {
+                self.pricing.small_page = probe_small_page();
             }
-            libc::madvise(aligned as *mut libc::c_void, BLOCK, libc::MADV_HUGEPAGE);
-            BLOCKS.lock().push(aligned);
-            NonNull::new(aligned as *mut u8)
+            // SAFETY: an anonymous private mapping; the parts outside the aligned block are
+            // unmapped at once, and the block is advised and its first word written (with the
+            // zero it holds), nothing else.
+            unsafe {
+                let len = 2 * BLOCK;
+                let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0);
+                if p == libc::MAP_FAILED {
+                    return None;
+                }
+                let start = p as usize;
+                let aligned = start.next_multiple_of(BLOCK);
+                if aligned > start {
+                    libc::munmap(p, aligned - start);
+                }
+                let tail = aligned + BLOCK;
+                if start + len > tail {
+                    libc::munmap(tail as *mut libc::c_void, start + len - tail);
+                }
+                let huge = self.pricing.wants_huge();
+                libc::madvise(aligned as *mut libc::c_void, BLOCK, if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE });
+                if huge {
+                    let t = Instant::now();
+                    std::ptr::write_volatile(aligned as *mut u64, 0);
+                    self.pricing.account(t.elapsed());
+                }
+                BLOCKS.lock().push(aligned);
+                NonNull::new(aligned as *mut u8)
+            }
+        }
+
+        fn chunk(&mut self, bytes: usize) -> Option<(Arc<Block>, *mut u64)> {
+            if self.current.as_ref().is_none_or(|c| BLOCK - c.used < bytes) {
+                self.current = Some(Current { block: Arc::new(Block(self.map_block()?)), used: 0 });
+            }
+            let c = self.current.as_mut()?;
+            // SAFETY: used + bytes <= BLOCK: inside the block, never handed out before (zeroed).
+            let p = unsafe { c.block.0.as_ptr().add(c.used) }.cast::<u64>();
+            c.used += bytes;
+            Some((c.block.clone(), p))
         }
     }
 
@@ -624,31 +725,141 @@ pub mod huge {
         if bytes > BLOCK || !offered() {
             return None;
         }
-        let mut guard = CURRENT.lock();
-        if guard.as_ref().is_none_or(|c| BLOCK - c.used < bytes) {
-            *guard = Some(Current { block: Arc::new(Block(map_block()?)), used: 0 });
-        }
-        let c = guard.as_mut()?;
-        // SAFETY: used + bytes <= BLOCK: inside the block, never handed out before (zeroed).
-        let p = unsafe { c.block.0.as_ptr().add(c.used) }.cast::<u64>();
-        c.used += bytes;
-        Some((c.block.clone(), p))
+        ARENA.lock().chunk(bytes)
+    }
+
+    /// What huge pages cost this run so far.
+    pub fn pricing() -> Pricing {
+        ARENA.lock().pricing
     }
 
     /// What the kernel gave the arena's blocks mapped now, for the file: `None` when the
     /// arena is not used (no block), else "2 MiB" when all of its resident memory is on huge
-    /// pages, or "4 KiB (N of M MiB on 2 MiB pages)" when the kernel gave small pages.
+    /// pages, "4 KiB (...)" when the kernel gave small pages, and "2 MiB, then 4 KiB (...)"
+    /// when huge pages were turned off for costing more than small ones.
     pub fn report() -> Option<String> {
         let blocks = BLOCKS.lock().clone();
         if blocks.is_empty() {
             return None;
         }
         let (rss, huge) = resident(&blocks).unwrap_or((0, 0));
-        Some(if rss > 0 && huge >= rss {
-            "2 MiB (transparent huge pages)".to_string()
-        } else {
-            format!("4 KiB (the kernel gave small pages: {} of {} KiB resident on 2 MiB pages)", huge >> 10, rss >> 10)
-        })
+        Some(describe(rss, huge, &pricing()))
+    }
+
+    /// `report` from the resident and huge-page bytes of the blocks and the pricing.
+    pub fn describe(rss: u64, huge: u64, pricing: &Pricing) -> String {
+        let resident = format!("{} of {} KiB resident on 2 MiB pages", huge >> 10, rss >> 10);
+        match pricing.dear {
+            Some((touch, small)) => format!(
+                "2 MiB, then 4 KiB (the first touch of huge block {} took {} us, {} us the {SMALL_PER_BLOCK} small pages it replaces: later blocks on small pages; {resident})",
+                pricing.huge_blocks,
+                touch.as_micros(),
+                (small * SMALL_PER_BLOCK).as_micros()
+            ),
+            None if rss > 0 && huge >= rss => "2 MiB (transparent huge pages)".to_string(),
+            None => format!("4 KiB (the kernel gave small pages: {resident})"),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The `VmFlags` line of the mapping that holds `addr`, from `/proc/self/smaps`.
+        fn vm_flags(addr: usize) -> String {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let mut inside = false;
+            for line in smaps.lines() {
+                let first = line.split_whitespace().next().unwrap_or("");
+                if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+                    let (a, b) = (usize::from_str_radix(a, 16).unwrap(), usize::from_str_radix(b, 16).unwrap());
+                    inside = (a..b).contains(&addr);
+                } else if inside && first == "VmFlags:" {
+                    return line.to_string();
+                }
+            }
+            panic!("no mapping holds {addr:#x}");
+        }
+
+        /// Whether this kernel has transparent huge pages (else `madvise` refuses the advice and
+        /// the mappings' flags cannot show it).
+        fn thp() -> bool {
+            let there = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
+            if !there {
+                eprintln!("this kernel has no transparent huge pages: the advice is not checked");
+            }
+            there
+        }
+
+        fn arena(pricing: Pricing) -> Arena {
+            Arena { current: None, pricing }
+        }
+
+        #[test]
+        fn a_dear_huge_page_turns_them_off_for_later_blocks() {
+            // Stand-in for a VM whose host backs fresh memory slowly: small pages priced at
+            // nothing, so that any real first touch of a huge block costs more than 512 of them.
+            if !thp() {
+                return;
+            }
+            let mut a = arena(Pricing { small_page: Some(Duration::ZERO), ..Pricing::default() });
+            let first = a.chunk(BLOCK).unwrap();
+            assert!(vm_flags(first.1 as usize).contains(" hg"), "{}", vm_flags(first.1 as usize));
+            assert_eq!(a.pricing.huge_blocks, 1);
+            let (touch, small) = a.pricing.dear.expect("the first block's touch was dearer than 512 ns");
+            assert!(touch > Duration::ZERO && small == Duration::ZERO);
+            let second = a.chunk(BLOCK).unwrap();
+            assert_ne!(first.1, second.1);
+            let flags = vm_flags(second.1 as usize);
+            assert!(flags.contains(" nh") && !flags.contains(" hg"), "{flags}");
+            assert_eq!(a.pricing.huge_blocks, 1, "the second block asked for small pages");
+            // SAFETY: inside the second block, which is zeroed and ours.
+            assert_eq!(unsafe { second.1.add(BLOCK / 8 - 1).read() }, 0);
+            let text = describe(4 << 20, 2 << 20, &a.pricing);
+            assert!(text.starts_with("2 MiB, then 4 KiB (the first touch of huge block 1 took ") && text.ends_with("2048 of 4096 KiB resident on 2 MiB pages)"), "{text}");
+        }
+
+        #[test]
+        fn cheap_or_forced_huge_pages_stay_on() {
+            // Small pages priced at a second each: no huge page is dearer.
+            if !thp() {
+                return;
+            }
+            let mut a = arena(Pricing { small_page: Some(Duration::from_secs(1)), ..Pricing::default() });
+            // Forced: even a small page priced at 1 ns does not turn them off.
+            let mut f = arena(Pricing { forced: true, small_page: Some(Duration::from_nanos(1)), ..Pricing::default() });
+            for arena in [&mut a, &mut f] {
+                for _ in 0..3 {
+                    let (_block, p) = arena.chunk(BLOCK).unwrap();
+                    assert!(vm_flags(p as usize).contains(" hg"), "{}", vm_flags(p as usize));
+                }
+                assert_eq!((arena.pricing.huge_blocks, arena.pricing.dear), (3, None));
+            }
+            assert_eq!(describe(4 << 20, 4 << 20, &a.pricing), "2 MiB (transparent huge pages)");
+            assert_eq!(describe(4 << 20, 0, &a.pricing), "4 KiB (the kernel gave small pages: 0 of 4096 KiB resident on 2 MiB pages)");
+        }
+
+        #[test]
+        fn the_probe_prices_a_small_page_and_chunks_share_a_block() {
+            let mut a = arena(Pricing::default());
+            let (b1, p1) = a.chunk(BLOCK / 2).unwrap();
+            let (b2, p2) = a.chunk(BLOCK / 2).unwrap();
+            assert!(Arc::ptr_eq(&b1, &b2) && p2 as usize - p1 as usize == BLOCK / 2);
+            let small = a.pricing.small_page.expect("probed at the first block");
+            assert!(small > Duration::ZERO && small < Duration::from_millis(100), "{small:?}");
+        }
+
+        #[test]
+        fn pricing_without_a_probe_never_turns_off() {
+            let mut p = Pricing::default();
+            p.account(Duration::from_secs(10));
+            assert!(p.wants_huge() && p.huge_blocks == 1);
+            let mut p = Pricing { small_page: Some(Duration::from_micros(1)), ..Pricing::default() };
+            p.account(Duration::from_micros(512));
+            assert!(p.wants_huge(), "as dear as the small pages: kept");
+            p.account(Duration::from_micros(513));
+            assert!(!p.wants_huge() && p.dear == Some((Duration::from_micros(513), Duration::from_micros(1))));
+        }
     }
 
     /// Resident and huge-page bytes of the mappings that hold these blocks (the kernel merges
