@@ -1160,7 +1160,9 @@ fn likwid55_without_its_tarball_is_skipped_in_one_line() {
 
 /// What an Intel host's likwid-genTopoCfg writes (a Sapphire Rapids, which LIKWID 5.2 does not
 /// know either) becomes the same Zen3 claim: a stand-in likwid-genTopoCfg, first on PATH,
-/// rewrites this host's topology with Intel's cpuid fields before fake_msr.sh edits it.
+/// rewrites this host's topology with Intel's cpuid fields (uncore and client-memory support too,
+/// which a Rocket Lake VM reports and which made LIKWID map a memory BAR the VM lacks) before
+/// fake_msr.sh edits it.
 #[test]
 fn stand_in_claim_is_the_same_from_an_intel_host_topology() {
     let dir = scratch("likwid_intel_host_topology");
@@ -1176,8 +1178,9 @@ fn stand_in_claim_is_the_same_from_an_intel_host_topology() {
          -e 's/^cpuid_info isIntel = .*/cpuid_info isIntel = 1/' -e 's/^cpuid_info perf_version = .*/cpuid_info perf_version = 5/' \
          -e 's/^cpuid_info perf_num_ctr = .*/cpuid_info perf_num_ctr = 8/' -e 's/^cpuid_info perf_width_ctr = .*/cpuid_info perf_width_ctr = 48/' \
          -e 's/^cpuid_info perf_num_fixed_ctr = .*/cpuid_info perf_num_fixed_ctr = 4/' \
+         -e 's/^cpuid_info supportUncore = .*/cpuid_info supportUncore = 1/' -e 's/^cpuid_info supportClientmem = .*/cpuid_info supportClientmem = 1/' \
          -e 's/^cpuid_info osname = .*/cpuid_info osname = Intel(R) Xeon(R) Platinum 8480+/' \"$out\"\n\
-         grep -q 'isIntel = 1' \"$out\"\n",
+         grep -q 'isIntel = 1' \"$out\" && grep -q 'supportClientmem = 1' \"$out\"\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;

@@ -73,9 +73,12 @@ done
 [[ $# -gt 0 ]] || { echo "usage: $0 [--hide-likwid] [--claim zen3|zen4|zen5|none] [--] COMMAND [ARGS...]" >&2; exit 2; }
 
 # The claimed CPU (family, model): the one place where it is pinned. Besides family and
-# model, the claim sets what an AMD host reports: isIntel 0, vendor 0, and 0 for Intel's
-# architectural-perfmon fields (perf_version, perf_num_ctr, ...), so an Intel host makes the
-# same claim as an AMD one.
+# model, the claim sets what an AMD host reports: isIntel 0, vendor 0, 0 for Intel's
+# architectural-perfmon fields (perf_version, perf_num_ctr, ...) and for Intel's uncore and
+# client-memory support (supportUncore, supportClientmem: an Intel client CPU such as
+# Rocket Lake has the latter, and LIKWID then maps the memory controller's BAR, which a VM
+# does not have: "Cannot get start address: imcbar is zero", perfmon_init fails), so an
+# Intel host makes the same claim as an AMD one.
 case "$claim" in
     zen3) family=25 model=1 ;;
     zen4) family=25 model=17 ;;
@@ -166,6 +169,7 @@ if [[ $claim != none ]]; then
         -e 's/^cpuid_info isIntel = .*/cpuid_info isIntel = 0/' \
         -e 's/^cpuid_info vendor = .*/cpuid_info vendor = 0/' \
         -e 's/^cpuid_info \(perf_version\|perf_num_ctr\|perf_width_ctr\|perf_num_fixed_ctr\) = .*/cpuid_info \1 = 0/' \
+        -e 's/^cpuid_info \(supportUncore\|supportClientmem\) = .*/cpuid_info \1 = 0/' \
         "$host_cfg" >"$layers/etc/upper/likwid_topo.cfg"
     overlay /etc etc
 fi
