@@ -16,7 +16,8 @@ shift || true
 threads=${*:-2 1}
 cargo build --release --lib -p scope_profiler
 mkdir -p target/bench
-lib="$PWD/target/release/libscope_profiler.so"
+# SCOPE_PROFILER_LIB: another build of the library to time (the same binary and floor).
+lib="${SCOPE_PROFILER_LIB:-$PWD/target/release/libscope_profiler.so}"
 floor="$PWD/target/bench/libompt_floor_tool.so"
 clang -O2 -fopenmp -Ibenches benches/openmp_overhead.c -o target/bench/openmp_overhead
 clang -O2 -shared -fPIC benches/ompt_floor_tool.c -o "$floor"

@@ -585,3 +585,35 @@ fn teams_nested_tasks_cancellation_and_exit() {
         assert!(second <= 1, "{:?}", names(&r));
     }
 }
+
+/// A worker's part of a parallel region ends with its team however late the runtime reports
+/// it: between two runs of a two-thread region, the primary thread naps and runs 300
+/// one-thread regions (more than its ring of teams has slots, so the ring is scanned and
+/// used again while the worker still holds the first run's team). Each of the worker's parts
+/// ends exactly when the primary thread's part of the same run ended (the team's end), well
+/// before the nap after it; the one-thread regions are the primary thread's alone.
+#[test]
+fn a_late_workers_part_ends_with_its_team() {
+    need_cpus(2, "2 OpenMP threads");
+    const SRC: &str = "tests/c/omp_team_ends.c";
+    let dir = scratch("openmp_team_ends");
+    let exe = build("clang", "omp_team_ends", SRC, &dir, false, &[]);
+    let file = dir.join("omp.h5");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("4").env("OMP_TOOL_LIBRARIES", lib()).env("SCOPE_PROFILER_FILE", &file).env("SCOPE_PROFILER_VERBOSE", "0");
+    let out = run(&mut cmd);
+    ok(&out);
+    let regions = read_regions(&hdf5::File::open(&file).unwrap(), 0);
+    let wide = find(&regions, "omp parallel", SRC, "/* WIDE */");
+    let narrow = find(&regions, "omp parallel", SRC, "/* NARROW */");
+    assert_eq!(per_thread(&regions, &wide), vec![4, 4], "{cmd:?}\n{}", text(&out.stderr));
+    assert_eq!(per_thread(&regions, &narrow), vec![1200], "{cmd:?}");
+    let w = &regions[&wide];
+    let ends_of = |t: i64| -> Vec<(i64, i64)> { (0..w.starts.len()).filter(|&k| w.thread_ids[k] == t).map(|k| (w.starts[k], w.ends[k])).collect() };
+    let (primary, worker) = (ends_of(0), ends_of(1));
+    for (r, (p, q)) in primary.iter().zip(&worker).enumerate() {
+        assert_eq!(q.1, p.1, "run {r}: the worker's part ends at {} ns, its team at {} ns (worker {q:?}, primary {p:?})", q.1, p.1);
+        assert!(q.1 - q.0 < 15_000_000, "run {r}: the worker's part lasted {} ns, into the nap after the region", q.1 - q.0);
+    }
+    no_open_or_dropped(&regions);
+}

@@ -12,13 +12,12 @@
 
 #![allow(non_camel_case_types)]
 
-use crate::late::Team;
+use crate::late::{Team, teams};
 use crate::openmp::{self, Settings};
 use super as recording;
 use crate::{clock, warn};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[repr(C)]
@@ -171,16 +170,17 @@ unsafe extern "C" fn on_parallel_begin(
         return;
     }
     let _ = catch_unwind(|| {
-        // The team, shared with the region's threads through its data word (one reference,
-        // released at the region's end).
+        // The team, shared with the region's threads through its data word (a slot that lives
+        // as long as the process, taken again after the region's end once no thread holds it).
         let (codeptr, league) = (codeptr_ra as u64, flags & PARALLEL_LEAGUE != 0);
-        let team = recording::on_thread(|r| openmp::parallel_begin(r, codeptr, league)).unwrap_or_else(|| {
-            // A thread without a recorder: a team of its own (inside the runtime, no code pointer).
+        let team: &'static Team = recording::on_thread(|r| openmp::parallel_begin(r, codeptr, league)).unwrap_or_else(|| {
+            // A thread without a recorder: a slot of the shared ring (inside the runtime, no
+            // code pointer).
             let codeptr = if openmp::in_runtime(codeptr) { 0 } else { codeptr };
-            Arc::new(Team { key: openmp::team_key(&[], codeptr, league), end: Default::default() })
+            teams::take_orphan(openmp::team_key(&[], codeptr, league))
         });
         // SAFETY: the region's data word, ours to write.
-        unsafe { (*parallel_data).ptr = Arc::into_raw(team) as *mut c_void };
+        unsafe { (*parallel_data).ptr = team as *const Team as *mut c_void };
     });
 }
 
@@ -193,20 +193,22 @@ unsafe extern "C" fn on_parallel_end(parallel_data: *mut ompt_data_t, _encounter
     if p.is_null() {
         return;
     }
-    // SAFETY: the reference on_parallel_begin made; taken once (the word is cleared).
+    // SAFETY: a slot on_parallel_begin took (slots are never freed); the word is cleared, so
+    // that the region is ended once.
     let team = unsafe {
         (*parallel_data).ptr = std::ptr::null_mut();
-        Arc::from_raw(p)
+        &*p
     };
     // The primary thread's part ended just before and set the team's end (one clock read
     // less per region); where it was not seen, now.
-    if team.end.load(Ordering::Acquire) == 0 {
-        let _ = team.end.compare_exchange(0, clock::now_stop(), Ordering::Release, Ordering::Relaxed);
+    if team.end() == 0 {
+        team.set_end(clock::now_stop());
     }
+    team.ended();
 }
 
-/// The team in a region's data word, with a reference of the caller's own.
-unsafe fn team_of(parallel_data: *const ompt_data_t) -> Option<Arc<Team>> {
+/// The team in a region's data word.
+unsafe fn team_of(parallel_data: *const ompt_data_t) -> Option<&'static Team> {
     if parallel_data.is_null() {
         return None;
     }
@@ -215,12 +217,9 @@ unsafe fn team_of(parallel_data: *const ompt_data_t) -> Option<Arc<Team>> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: the region has not ended (its threads begin before its primary thread ends it),
-    // so the reference on_parallel_begin made is alive.
-    unsafe {
-        Arc::increment_strong_count(p);
-        Some(Arc::from_raw(p))
-    }
+    // SAFETY: a slot on_parallel_begin took (never freed); the region has not ended (its
+    // threads begin before its primary thread ends it), so the slot is still its team.
+    Some(unsafe { &*p })
 }
 
 /// The first parallel region of a program that has not set profiling up: set it up (once).

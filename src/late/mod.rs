@@ -20,9 +20,11 @@
 //! in an inlined function, a static function of the same name in two files, one function in
 //! two modules, or a function named like one of the program's own regions.
 
+pub mod teams;
 pub mod thread;
 
-pub use thread::{FnState, OmpOpen, Packed, KEPT_TEAMS, Team, ThreadLate, id_of, local_of};
+pub use teams::{Hold, Team};
+pub use thread::{FnState, OmpOpen, Packed, ThreadLate, id_of, local_of};
 
 use crate::model::SourceLocation;
 use crate::registry::{MAX_NAME_LEN, Registry};

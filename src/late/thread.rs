@@ -3,9 +3,8 @@
 //! functions keep per thread. Only the owning thread touches it, inside its recorder's window
 //! (it lives in the thread's `ThreadData`).
 
+use super::teams::{Hold, Holds, Ring};
 use rustc_hash::FxHashMap;
-use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 
 /// Slots of the direct-mapped cache in front of `seen` (16 bytes each).
 const SLOTS: usize = 512;
@@ -43,19 +42,8 @@ pub struct FnState {
     pub ticks: i64,
 }
 
-/// One run of a parallel region (a team), shared by its threads: when its primary thread
-/// ended it. The runtime reports the end of a worker's part late (when the worker is next
-/// given work, or at shutdown); the worker's ends are then taken as the team's.
-#[derive(Debug, Default)]
-pub struct Team {
-    /// The parallel construct's key.
-    pub key: u64,
-    /// Clock ticks; 0 while the region runs.
-    pub end: AtomicI64,
-}
-
 /// An OpenMP region open on this thread (see `openmp`).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct OmpOpen {
     /// Which callback opened it (the tool's own code, see `openmp`).
     pub what: u8,
@@ -64,8 +52,8 @@ pub struct OmpOpen {
     /// The parallel construct's code pointer (implicit tasks), the key of a sync region, the
     /// task's data (explicit tasks).
     pub extra: u64,
-    /// The team of an implicit task.
-    pub team: Option<Arc<Team>>,
+    /// The team of an implicit task (this thread's hold on it).
+    pub team: Option<Hold>,
 }
 
 pub struct ThreadLate {
@@ -85,14 +73,11 @@ pub struct ThreadLate {
     /// The code pointer of the last worksharing construct this thread began (names a barrier
     /// the runtime reports without one: the one at the end of a GCC loop).
     pub omp_last_work: u64,
-    /// The last teams this thread made as a primary thread, kept for reuse (see
-    /// `openmp::new_team`), and the slot to try first.
-    pub teams: [Option<Arc<Team>>; KEPT_TEAMS],
-    pub teams_next: usize,
+    /// The teams this thread is in (declared after `omp`, whose holds are dropped first).
+    pub holds: Holds,
+    /// The slots of the teams this thread makes as a primary thread.
+    pub teams: Ring,
 }
-
-/// Teams a primary thread keeps for reuse.
-pub const KEPT_TEAMS: usize = 4;
 
 impl Default for ThreadLate {
     fn default() -> ThreadLate {
@@ -105,8 +90,8 @@ impl Default for ThreadLate {
             throttled_seen: 0,
             omp: Vec::new(),
             omp_last_work: 0,
-            teams: Default::default(),
-            teams_next: 0,
+            holds: Holds::default(),
+            teams: Ring::default(),
         }
     }
 }

@@ -28,8 +28,7 @@
 //! `omp teams` (their initial tasks), without the one-thread region libomp runs each team in.
 
 use crate::config::env;
-use crate::late::{self, Label, OmpOpen, Recording, Team, What, id_of};
-use std::sync::Arc;
+use crate::late::{self, Hold, Label, OmpOpen, Recording, Team, What, id_of};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What the user asked for with `SCOPE_PROFILER_OPENMP`.
@@ -291,7 +290,7 @@ const OPEN_TASK: u8 = 5;
 /// Open the region of `key` and push it on the thread's stack (a region not recorded is
 /// pushed too, so that its end finds it).
 #[inline(always)]
-fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<Arc<Team>>) {
+fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<Hold>) {
     let id = id_of(late::lookup(rec, key, || What::Construct(label(kind_of(key)))));
     let id = if id != late::NOT_RECORDED && rec.start(id) { id } else { late::NOT_RECORDED };
     rec.late().omp.push(OmpOpen { what, id, extra, team });
@@ -299,7 +298,7 @@ fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<
 
 /// When the team of the innermost implicit task on this thread ended (0: it runs).
 fn team_end(omp: &[OmpOpen]) -> i64 {
-    omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).and_then(|o| o.team.as_ref()).map_or(0, |t| t.end.load(Ordering::Acquire))
+    omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).and_then(|o| o.team.as_ref()).map_or(0, |h| h.team().end())
 }
 
 /// Close the innermost open entry of `what` (that `matches`) at `end`. Entries above it, whose
@@ -334,7 +333,7 @@ fn close<R: Recording>(rec: &mut R, what: u8, mut end: i64, matches: impl Fn(&Om
 /// OpenMP ones around it stay open, as any region the run left open).
 pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
     let Some(l) = data.late.as_mut() else { return };
-    let omp = std::mem::take(&mut l.omp);
+    let mut omp = std::mem::take(&mut l.omp);
     let mut keep = omp.len();
     while keep > 0 {
         let o = &omp[keep - 1];
@@ -346,7 +345,9 @@ pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
         keep -= 1;
     }
     if let Some(l) = data.late.as_mut() {
-        l.omp = omp[..keep].to_vec();
+        // The entries closed let go of their teams here, after their last reads.
+        omp.truncate(keep);
+        l.omp = omp;
     }
 }
 
@@ -361,36 +362,15 @@ pub fn team_key(omp: &[OmpOpen], codeptr: u64, league: bool) -> u64 {
     }
 }
 
-/// A parallel region begins on this (its primary) thread: its team, which the region's data
-/// word holds for its threads. One of the last teams this thread made is used again once
-/// every thread has let go of it: a worker lets go of a region's team when it is next given
-/// work (the runtime reports the end of its part then), so the team before the last is free
-/// again, and a region costs no allocation (nor a free on the worker, whose reference would
-/// otherwise be the last).
-pub fn parallel_begin<R: Recording>(rec: &mut R, codeptr: u64, league: bool) -> Arc<Team> {
+/// A parallel region begins on this (its primary) thread: its team, a slot of the thread's
+/// ring (`late::teams`), which the region's data word holds for its threads. A slot is taken
+/// again once its region ended and no thread holds it (a worker lets go of a region's team
+/// when it is next given work: the runtime reports the end of its part then): no allocation
+/// per region, and no reference count that the team's threads would write in turn.
+pub fn parallel_begin<R: Recording>(rec: &mut R, codeptr: u64, league: bool) -> &'static Team {
     let l = rec.late();
     let key = team_key(&l.omp, codeptr, league);
-    new_team(l, key)
-}
-
-fn new_team(l: &mut late::ThreadLate, key: u64) -> Arc<Team> {
-    let next = l.teams_next;
-    for k in 0..late::KEPT_TEAMS {
-        let i = (next + k) % late::KEPT_TEAMS;
-        let Some(kept) = l.teams[i].as_mut() else { continue };
-        // Unique: no other thread holds it, and the check's Acquire orders their last reads
-        // of it before these writes.
-        if let Some(t) = Arc::get_mut(kept) {
-            t.key = key;
-            *t.end.get_mut() = 0;
-            l.teams_next = (i + 1) % late::KEPT_TEAMS;
-            return Arc::clone(kept);
-        }
-    }
-    let team = Arc::new(Team { key, end: Default::default() });
-    l.teams[next] = Some(Arc::clone(&team));
-    l.teams_next = (next + 1) % late::KEPT_TEAMS;
-    team
+    l.teams.take(key)
 }
 
 /// The parallel construct of the innermost implicit task open on this thread: whether it is
@@ -400,10 +380,11 @@ fn current_parallel(omp: &[OmpOpen]) -> (u8, u64) {
 }
 
 /// A thread begins its part of a parallel region (`team`: None if the region began unseen).
-pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<Arc<Team>>) {
-    let key = team.as_ref().map_or(late::key(PARALLEL, 0), |t| t.key);
+pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<&'static Team>) {
+    let key = team.map_or(late::key(PARALLEL, 0), |t| t.key());
     let l = rec.late();
     l.omp_last_work = 0;
+    let team = team.map(|t| l.holds.hold(t));
     if key == late::key(PARALLEL, 0) {
         // libomp runs each team of a league as a parallel region of one thread with no code
         // pointer: part of the league's `omp teams` call on this thread, not a region of its own.
@@ -428,7 +409,7 @@ pub fn implicit_task_end<R: Recording>(rec: &mut R, end: i64, initial: bool, pri
     }
     if primary {
         if let Some(team) = inner.and_then(|o| o.team.as_ref()) {
-            let _ = team.end.compare_exchange(0, end, Ordering::Release, Ordering::Relaxed);
+            team.team().set_end(end);
         }
     }
     end_single(rec, Some(end));
@@ -646,42 +627,6 @@ mod tests {
         assert_eq!(l.omp_last_work, 0);
         assert_eq!(sync_key(&mut l, 4, 0), late::key(BARRIER_IMPLICIT, 0x500));
         assert_eq!(sync_key(&mut l, 5, 0x900), late::key(TASKWAIT, 0x900));
-    }
-
-    /// A primary thread's teams are used again once no other thread holds them, with their
-    /// end cleared; one still held is left alone (a new one is made when all are held).
-    #[test]
-    fn teams_are_reused_once_let_go_of() {
-        let mut l = late::ThreadLate::default();
-        let a = new_team(&mut l, 1);
-        a.end.store(77, Ordering::Relaxed);
-        let worker_a = Arc::clone(&a);
-        drop(a); // the region ends; its worker still holds the team
-        let b = new_team(&mut l, 2);
-        assert!(!Arc::ptr_eq(&b, &worker_a), "a team a worker holds is not reused");
-        drop(b);
-        drop(worker_a); // the worker is given its next work
-        // More regions than the thread keeps teams, each held by a worker.
-        let mut made: Vec<Arc<Team>> = (0..late::KEPT_TEAMS + 2).map(|k| new_team(&mut l, 10 + k as u64)).collect();
-        for (k, t) in made.iter().enumerate() {
-            assert_eq!(t.key, 10 + k as u64);
-            assert_eq!(t.end.load(Ordering::Relaxed), 0, "a reused team's end is cleared");
-        }
-        // All held: every one distinct, and at most KEPT_TEAMS kept by the thread.
-        for i in 0..made.len() {
-            for j in 0..i {
-                assert!(!Arc::ptr_eq(&made[i], &made[j]));
-            }
-        }
-        assert!(l.teams.iter().flatten().all(|t| Arc::strong_count(t) == 2));
-        // Held by nobody but the thread: reused in order, no new allocation.
-        let kept: Vec<*const Team> = l.teams.iter().flatten().map(Arc::as_ptr).collect();
-        made.clear();
-        for k in 0..2 * late::KEPT_TEAMS {
-            let t = new_team(&mut l, 100 + k as u64);
-            assert!(kept.contains(&Arc::as_ptr(&t)), "a free team is reused");
-            assert_eq!(t.key, 100 + k as u64);
-        }
     }
 
     #[test]
