@@ -101,9 +101,8 @@ static BLOCKS: Mutex<Vec<&'static Block>> = Mutex::new(Vec::new());
 /// A primary thread's slots (or the shared ring of primary threads without a recorder).
 #[derive(Default)]
 pub struct Ring {
-    blocks: Vec<&'static Block>,
-    /// Per block, the slots free at the last scan and not taken since.
-    free: Vec<u64>,
+    /// Each block, with its slots free at the last scan and not taken since (one bit each).
+    blocks: Vec<(&'static Block, u64)>,
 }
 
 impl Ring {
@@ -111,17 +110,16 @@ impl Ring {
     pub fn take(&mut self, key: u64) -> &'static Team {
         let mut scanned = false;
         loop {
-            if let Some((b, free)) = self.free.iter_mut().enumerate().find(|(_, f)| **f != 0) {
+            if let Some((block, free)) = self.blocks.iter_mut().find(|(_, f)| *f != 0) {
                 let i = free.trailing_zeros() as usize;
                 *free &= !(1 << i);
-                let t = &self.blocks[b].teams[i];
+                let t = &block.teams[i];
                 t.reuse(key);
                 return t;
             }
             if scanned || self.blocks.is_empty() {
                 let block = BLOCKS.try_lock().and_then(|mut p| p.pop()).unwrap_or_else(|| Box::leak(Box::new(Block { teams: std::array::from_fn(|_| Team::default()) })));
-                self.blocks.push(block);
-                self.free.push(0);
+                self.blocks.push((block, 0));
             }
             self.scan();
             scanned = true;
@@ -131,8 +129,8 @@ impl Ring {
     /// Which slots are free: not live (read first: a region's holds are all set before its
     /// end), and held by no thread's cell.
     fn scan(&mut self) {
-        for (b, block) in self.blocks.iter().enumerate() {
-            self.free[b] = block.teams.iter().enumerate().filter(|(_, t)| !t.end.0.live.load(Ordering::Acquire)).fold(0, |m, (i, _)| m | 1 << i);
+        for (block, free) in &mut self.blocks {
+            *free = block.teams.iter().enumerate().filter(|(_, t)| !t.end.0.live.load(Ordering::Acquire)).fold(0, |m, (i, _)| m | 1 << i);
         }
         let cells = CELLS.lock();
         for c in cells.iter() {
@@ -151,9 +149,9 @@ impl Ring {
     }
 
     fn unfree(&mut self, p: *const Team) {
-        for (b, block) in self.blocks.iter().enumerate() {
+        for (block, free) in &mut self.blocks {
             if let Some(i) = block.index(p) {
-                self.free[b] &= !(1 << i);
+                *free &= !(1 << i);
             }
         }
     }
@@ -169,7 +167,7 @@ impl Drop for Ring {
         // Not under a lock some interrupted code may hold (a signal's finalize): the blocks
         // are then left unused.
         if let Some(mut pool) = BLOCKS.try_lock() {
-            pool.append(&mut self.blocks);
+            pool.extend(self.blocks.drain(..).map(|(block, _)| block));
         }
     }
 }
