@@ -82,6 +82,7 @@ pub struct Session {
 // The calling thread's buffer pointer lives in initial-exec TLS (src/tls.c): one load instead
 // of the __tls_get_addr call a Rust thread_local! costs in a shared library.
 unsafe extern "C" {
+    #[cfg_attr(all(target_arch = "x86_64", target_os = "linux"), allow(dead_code))]
     fn scope_profiler_tls_get() -> *const std::ffi::c_void;
     fn scope_profiler_tls_set(p: *const std::ffi::c_void);
 }
@@ -93,8 +94,28 @@ fn session() -> MutexGuard<'static, Option<Session>> {
 /// The calling thread's buffer, or null before its first call.
 #[inline(always)]
 fn current_thread() -> *const ThreadBuffer {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // The initial-exec load `scope_profiler_tls_get` does, inline (no call on the hot
+        // path): the slot's offset from the thread pointer, from the GOT, then the slot.
+        let p: *const ThreadBuffer;
+        // SAFETY: reads this thread's own TLS slot (src/tls.c); `readonly`: the compiler keeps
+        // it after any store (`scope_profiler_tls_set` is a call it cannot see into).
+        unsafe {
+            std::arch::asm!(
+                "mov {p}, qword ptr [rip + scope_profiler_current_thread_buffer@GOTTPOFF]",
+                "mov {p}, qword ptr fs:[{p}]",
+                p = out(reg) p,
+                options(nostack, readonly, preserves_flags, pure),
+            );
+        }
+        p
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     // SAFETY: reads this thread's own TLS slot.
-    unsafe { scope_profiler_tls_get() as *const ThreadBuffer }
+    unsafe {
+        scope_profiler_tls_get() as *const ThreadBuffer
+    }
 }
 
 /// The calling thread as an instrumented function's hook found it (`site_thread`): its buffer,
