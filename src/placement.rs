@@ -60,23 +60,26 @@ fn fallback_dirs() -> Vec<PathBuf> {
 /// Create the HDF5 file privately for `dest` (see the module documentation).
 fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
     safe_file::check_replaceable(dest)?;
-    let dir = PrivateDir::create(dest)?;
-    // Listed as unfinished from the start, so that a write cut short removes it whatever step
-    // it is at; none is begun once the writes were abandoned (the process is ending).
-    unfinished().push(dir.path().to_path_buf());
-    if ABANDONED.load(std::sync::atomic::Ordering::SeqCst) {
-        done_with(dir.path());
-        dir.remove(&[]);
-        return Err(io::Error::other("the process is ending: no file is begun"));
-    }
+    // Made and listed as unfinished in one step under the list's lock, so that a write cut
+    // short (`abandon_unfinished`, after which the process ends) finds it whatever step it is
+    // at: never a directory made but not yet listed. None is begun once the writes were
+    // abandoned (the process is ending).
+    let dir = {
+        let mut list = unfinished();
+        if ABANDONED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io::Error::other("the process is ending: no file is begun"));
+        }
+        let dir = PrivateDir::create(dest)?;
+        list.push(dir.path().to_path_buf());
+        dir
+    };
     // A reading child (the merge helper) that dies here leaves it to its parent to remove.
     crate::guard::note_temp(dir.path());
     let name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| crate::config::DEFAULT_FILE.into());
     let file = match hdf5::File::create_excl(dir.path().join(&name)) {
         Ok(f) => f,
         Err(e) => {
-            done_with(dir.path());
-            dir.remove(&[]);
+            remove_listed(dir, &[]);
             return Err(io::Error::other(e.to_string()));
         }
     };
@@ -84,8 +87,7 @@ fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
     // made (not in one put in its place), then make it 0600.
     if let Err(e) = dir.set_mode(&name, 0o600) {
         drop(file);
-        done_with(dir.path());
-        dir.remove(&[&name]);
+        remove_listed(dir, &[&name]);
         return Err(e);
     }
     Ok((file, dir, name))
@@ -200,15 +202,13 @@ impl Placement {
             }
         };
         let Placement { dir, note, .. } = self;
-        done_with(dir.path());
-        dir.remove(&[]);
+        remove_listed(dir, &[]);
         Ok(Written { path, fallback_reason, note })
     }
 
     /// Give up on a half-written (closed) file: remove it and its directory.
     pub fn abandon(self) {
-        done_with(self.dir.path());
-        self.dir.remove(&[&self.name]);
+        remove_listed(self.dir, &[&self.name]);
     }
 }
 
@@ -219,8 +219,12 @@ fn unfinished() -> parking_lot::MutexGuard<'static, Vec<PathBuf>> {
     UNFINISHED.lock()
 }
 
-fn done_with(dir: &Path) {
-    unfinished().retain(|d| d != dir);
+/// Remove a listed private directory (with `names` in it), then take it off the list: listed
+/// until it is gone, so that a write cut short meanwhile removes it too.
+fn remove_listed(dir: PrivateDir, names: &[&std::ffi::OsStr]) {
+    let path = dir.path().to_path_buf();
+    dir.remove(names);
+    unfinished().retain(|d| *d != path);
 }
 
 /// A write cut short (the deadline after a termination signal, the process about to end):
@@ -230,22 +234,29 @@ fn done_with(dir: &Path) {
 pub fn abandon_unfinished() -> Vec<PathBuf> {
     // First: a file begun from now on removes itself (`create_in` lists it, then looks).
     ABANDONED.store(true, std::sync::atomic::Ordering::SeqCst);
-    // The list is held only to add or take one entry: a few tries, never parking.
-    let mut dirs = None;
-    for _ in 0..200 {
-        if let Some(g) = UNFINISHED.try_lock() {
-            dirs = Some(g);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(100));
-    }
-    let Some(mut dirs) = dirs else { return Vec::new() };
+    // The list is held only to make a directory and list it, or to take one entry: waited
+    // for a bounded time (a file system that hangs in `mkdir` must not hold the process).
+    let Some(mut dirs) = UNFINISHED.try_lock_for(std::time::Duration::from_millis(500)) else { return Vec::new() };
     let out = std::mem::take(&mut *dirs);
     drop(dirs);
     for d in &out {
-        let _ = std::fs::remove_dir_all(d);
+        remove_private_dir(d);
     }
     out
+}
+
+/// Remove a private directory whose writer may still be creating its file in it (HDF5's
+/// `open` between our listing of the directory and its `rmdir`): tried again while the
+/// directory is not empty, a few times.
+fn remove_private_dir(dir: &Path) {
+    for _ in 0..50 {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) || e.kind() == io::ErrorKind::DirectoryNotEmpty => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Set once the writes were abandoned (`abandon_unfinished`): no file is begun after it.

@@ -1,0 +1,91 @@
+//! A write cut short (the deadline after a termination signal: `placement::abandon_unfinished`,
+//! after which the process ends at once) leaves no private directory behind, whatever step the
+//! writers are at: threads begin and give up files as fast as they can while the writes are
+//! abandoned, and the directory is looked at the moment `abandon_unfinished` returns (the
+//! process would be gone a moment later, before any writer could tidy up after itself).
+//!
+//! Abandoning is once per process, so each round is this test binary run again as a child
+//! (the ignored test below), many times.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CHILD_DIR: &str = "PLACEMENT_ABANDON_DIR";
+
+fn tmpdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".tmpdir")).collect()
+}
+
+#[test]
+fn abandoned_writes_leave_no_private_directory_at_any_step() {
+    let exe = std::env::current_exe().unwrap();
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("placement_abandon");
+    let _ = std::fs::remove_dir_all(&base);
+    for round in 0..30 {
+        let dir = base.join(format!("round{round}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = Command::new(&exe);
+        cmd.args(["--exact", "one_round_of_abandoning", "--ignored", "--nocapture", "--test-threads", "1"]).env(CHILD_DIR, &dir);
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: $ {CHILD_DIR}={} {:?}\n-> {:?}\nstdout:\n{}\nstderr:\n{}",
+            dir.display(),
+            cmd,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("abandoned while writing"), "round {round}: the child did not run its round");
+    }
+}
+
+/// One round (run by the test above as a child, with the directory to use).
+#[test]
+#[ignore = "a child of abandoned_writes_leave_no_private_directory_at_any_step"]
+fn one_round_of_abandoning() {
+    let dir = PathBuf::from(std::env::var_os(CHILD_DIR).expect("run as the child of abandoned_writes_leave_no_private_directory_at_any_step"));
+    let target = dir.join("out.h5");
+    let begun = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let (target, begun, stop) = (target.clone(), begun.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    // Refused once abandoned (the process is ending); given up at once otherwise.
+                    if let Ok((file, placement)) = scope_profiler::placement::Placement::create_h5(&target) {
+                        begun.fetch_add(1, Ordering::Relaxed);
+                        drop(file);
+                        placement.abandon();
+                    }
+                }
+            })
+        })
+        .collect();
+    while begun.load(Ordering::Relaxed) < 20 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Somewhere in the writers' steps (random by the scheduling).
+    std::thread::sleep(Duration::from_micros(fastrand_micros()));
+    scope_profiler::placement::abandon_unfinished();
+    let left = tmpdirs(&dir);
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(left.is_empty(), "private directories left the moment the writes were abandoned: {left:?}");
+    // The writers begun since were refused: nothing was made after.
+    assert!(tmpdirs(&dir).is_empty(), "{:?}", tmpdirs(&dir));
+    assert!(!target.exists());
+    println!("abandoned while writing ({} files begun)", begun.load(Ordering::Relaxed));
+}
+
+/// A few hundred microseconds, different in each child.
+fn fastrand_micros() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    (t.subsec_nanos() as u64 ^ std::process::id() as u64 * 2654435761) % 500
+}
