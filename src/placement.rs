@@ -232,7 +232,7 @@ fn remove_listed(dir: PrivateDir, names: &[&std::ffi::OsStr]) {
 /// nothing half-written stays. Returns the directories removed. Never blocks on a writer
 /// that holds the list.
 pub fn abandon_unfinished() -> Vec<PathBuf> {
-    // First: a file begun from now on removes itself (`create_in` lists it, then looks).
+    // First: no file is begun from now on (`create_in` looks under the list's lock).
     ABANDONED.store(true, std::sync::atomic::Ordering::SeqCst);
     // The list is held only to make a directory and list it, or to take one entry: waited
     // for a bounded time (a file system that hangs in `mkdir` must not hold the process).
