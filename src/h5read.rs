@@ -233,6 +233,26 @@ pub fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Whether the process's address space is far below its limit (`RLIMIT_AS`, which the tools
+/// set): more than twice `MAX_CHUNK_BYTES` left (a chunk and its compressed copy, the most the
+/// HDF5 library allocates at once for an intact file), and no more than half of it in use.
+/// False without a limit, or when the use cannot be read (then the machine itself may be out
+/// of memory: the failure is said as such).
+fn far_from_memory_limit() -> bool {
+    // SAFETY: a zeroed rlimit is a valid out-buffer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        return false;
+    }
+    // The first field of /proc/self/statm: the address space in use, in pages.
+    let pages = std::fs::read_to_string("/proc/self/statm").ok().and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u64>().ok()));
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let Some(used) = pages.and_then(|p| p.checked_mul(page)) else { return false };
+    let limit = lim.rlim_cur as u64;
+    used <= limit / 2 && limit - used > 2 * MAX_CHUNK_BYTES
+}
+
 fn damaged(path: &str, what: impl std::fmt::Display) -> Error {
     Error::new(format!("is damaged: {} {what}", if path.is_empty() { "the root group" } else { path }))
 }
@@ -884,6 +904,12 @@ impl Dataset {
         // HDF5 reports its own failed allocations (a filter's output buffer, a chunk cache)
         // as an error, not through our allocator: the same out-of-memory line as any allocation.
         if what.contains("memory allocation failed") || what.contains("can't allocate") || what.contains("unable to allocate") {
+            // Far from the address-space limit, only a size the file made up asks for that
+            // much at once (whatever an intact file needs of the library at a time is a chunk
+            // or a batch, bounded by `check`): damage, which more memory would not read.
+            if far_from_memory_limit() {
+                return damaged(&self.path, format_args!("makes the HDF5 library ask for more memory than its data can need ({what})"));
+            }
             let env = crate::guard::tool().memory_env;
             let hint = if env.is_empty() { String::new() } else { format!("; set {env} to allow more") };
             return Error::new(format!("out of memory: HDF5 could not allocate what reading {} needs ({what}){hint}", self.path));
