@@ -239,7 +239,7 @@ pub fn finalize_before_abort() {
     }
 }
 
-#[inline]
+#[inline(always)]
 pub fn start_id(id: u32) -> Result<()> {
     with_thread(|data, cs| {
         if !data.knows_region(id, || REGISTRY.count()) {
@@ -249,7 +249,7 @@ pub fn start_id(id: u32) -> Result<()> {
     })
 }
 
-#[inline]
+#[inline(always)]
 pub fn stop_id(id: u32) -> Result<()> {
     with_thread_stop(|data, end, cs| {
         if !data.knows_region(id, || REGISTRY.count()) {
