@@ -190,9 +190,11 @@ impl RankProfile {
                 Calls::Columns(c) => 8 * (c.starts.capacity() + c.ends.capacity() + c.thread_ids.capacity()),
             })
             .sum();
+        // The buffers the writers kept for one another's regions go with it.
+        let pooled = pages::take_pooled();
         if heap >= IN_BACKGROUND && helper_threads_allowed() {
             // On error the closure, and the profile in it, is dropped right here.
-            let _ = std::thread::Builder::new().name("sp-release".into()).spawn(move || drop(self));
+            let _ = std::thread::Builder::new().name("sp-release".into()).spawn(move || drop((self, pooled)));
         }
     }
 }

@@ -132,6 +132,13 @@ impl RegionData {
         self.for_each_slab(f)
     }
 
+    /// Whether `for_each_slab_parallel` shares this region's merge between workers (its
+    /// packed calls are many enough to be worth a second thread); a region that is not is done
+    /// by one thread, so a writer may write several such regions side by side.
+    pub fn shares_its_merge(&self) -> bool {
+        self.packed_and_large().is_some()
+    }
+
     /// The packed calls, if there are enough of them to be worth a second thread.
     fn packed_and_large(&self) -> Option<&dyn PackedCalls> {
         match &self.calls {
@@ -180,7 +187,7 @@ impl RegionData {
                         *guard = Some((merger, next));
                         return Ok(w);
                     }
-                    next.first.get_or_insert(Call { start: buf.0[0], end: buf.1[0] });
+                    next.first.get_or_insert(Call { start: (*buf).0[0], end: (*buf).1[0] });
                     let place = next;
                     next.advance(&slab_of(&buf));
                     *guard = Some((merger, next));
@@ -276,10 +283,41 @@ fn pipeline<T: Send, E>(
 pub type Buffers = (PageVec<i64>, PageVec<i64>, PageVec<i64>);
 
 /// A slab's buffers for a region of `calls` calls: room for a slab, or for all of them when
-/// fewer (a full slab's buffers, 512 KiB each, are mappings of their own: see `pages.rs`).
-fn new_buffers(calls: usize) -> Buffers {
+/// fewer (a full slab's buffers, 512 KiB each, are mappings of their own: see `pages.rs`),
+/// on the storage of an earlier region's when there is some (`PageVec::pooled`).
+fn new_buffers(calls: usize) -> SlabBuffers {
     let n = calls.clamp(1, SLAB);
-    (PageVec::with_capacity(n), PageVec::with_capacity(n), PageVec::with_capacity(n))
+    let mut b: Buffers = (PageVec::pooled(), PageVec::pooled(), PageVec::pooled());
+    b.0.reserve(n);
+    b.1.reserve(n);
+    b.2.reserve(n);
+    SlabBuffers(b)
+}
+
+/// A slab's buffers, whose storage is given back for the next region's when dropped
+/// (`PageVec::recycle`).
+pub struct SlabBuffers(Buffers);
+
+impl std::ops::Deref for SlabBuffers {
+    type Target = Buffers;
+    fn deref(&self) -> &Buffers {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SlabBuffers {
+    fn deref_mut(&mut self) -> &mut Buffers {
+        &mut self.0
+    }
+}
+
+impl Drop for SlabBuffers {
+    fn drop(&mut self) {
+        let (a, b, c) = std::mem::take(&mut self.0);
+        a.recycle();
+        b.recycle();
+        c.recycle();
+    }
 }
 
 fn slab_of(b: &Buffers) -> Slab<'_> {

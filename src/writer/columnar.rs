@@ -34,14 +34,28 @@ pub struct Summary {
     pub m2: f64,
 }
 
-/// One slab encoded for the columns (mappings of their own: see `model/pages.rs`).
-#[derive(Default)]
+/// One slab encoded for the columns (mappings of their own: see `model/pages.rs`). The two
+/// large columns' storage is an earlier region's when there is some, and is given back for
+/// the next one's when dropped (`PageVec::pooled`).
 pub struct Encoded {
     pub d: PageVec<i64>,
     pub u: PageVec<i64>,
     pub t8: PageVec<u8>,
     pub t16: PageVec<u16>,
     pub t32: PageVec<u32>,
+}
+
+impl Default for Encoded {
+    fn default() -> Self {
+        Encoded { d: PageVec::pooled(), u: PageVec::pooled(), t8: PageVec::new(), t16: PageVec::new(), t32: PageVec::new() }
+    }
+}
+
+impl Drop for Encoded {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.d).recycle();
+        std::mem::take(&mut self.u).recycle();
+    }
 }
 
 impl Encoded {

@@ -3,11 +3,13 @@
 //!
 //! Each region's columns are written slab by slab as the calls are decoded and merged, so
 //! finalize holds no more than a few slabs of decoded calls. With direct column writes (see
-//! `writer::Column`) two threads take turns merging and writing (`for_each_slab_parallel`);
-//! otherwise one merges while the calling thread writes through HDF5.
+//! `writer::Column`) two threads take turns merging and writing a large region
+//! (`for_each_slab_parallel`), and smaller regions are written side by side, one region per
+//! thread, once all are created (`write_side_by_side`); otherwise one merges while the calling
+//! thread writes through HDF5.
 
-use super::{LayoutWriter, WORKERS, group_name, new_column, put_int, put_str};
-use crate::model::{RankProfile, RegionData};
+use super::{Column, LayoutWriter, WORKERS, group_name, new_column, put_int, put_str};
+use crate::model::{RankProfile, RegionData, Slab};
 use std::collections::HashSet;
 
 pub struct Regions;
@@ -16,10 +18,15 @@ impl LayoutWriter for Regions {
     fn write_rank(&mut self, file: &hdf5::File, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
         let regions = file.group(&format!("rank{rank}"))?.create_group("regions")?;
         let mut used = HashSet::new();
+        // A region too small to share its merge between the workers is only created here; its
+        // calls are written after, side by side with the other small ones (`write_side_by_side`).
+        let mut later = Vec::new();
         for region in &profile.regions {
-            write_region(&regions, region, &mut used)?;
+            if let Some(columns) = write_region(&regions, region, &mut used)? {
+                later.push((region, columns));
+            }
         }
-        Ok(())
+        write_side_by_side(&later)
     }
 
     fn finish(&mut self, _file: &hdf5::File) -> hdf5::Result<()> {
@@ -31,7 +38,12 @@ impl LayoutWriter for Regions {
     }
 }
 
-fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<()> {
+/// A region's three columns.
+type Columns = [Column<i64>; 3];
+
+/// Create `region`'s group and columns and write its calls, or, for a region that one thread
+/// merges and whose columns take direct writes, return the columns for `write_side_by_side`.
+fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<Option<Columns>> {
     let g = parent.create_group(&group_name(&region.name, used))?;
     put_str(&g, "tag", &region.name)?;
     if let Some(at) = &region.source {
@@ -51,8 +63,13 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let starts = new_column::<i64>(&g, "start_times", n)?;
     let ends = new_column::<i64>(&g, "end_times", n)?;
     let threads = new_column::<i64>(&g, "thread_ids", n)?;
+    let direct = starts.direct().is_some() && ends.direct().is_some() && threads.direct().is_some();
+    let columns = [starts, ends, threads];
+    if direct && !region.shares_its_merge() && crate::model::helper_threads_allowed() {
+        return Ok(Some(columns));
+    }
     let mut at = 0;
-    if let (Some(s), Some(e), Some(t)) = (starts.direct(), ends.direct(), threads.direct()) {
+    if let [Some(s), Some(e), Some(t)] = columns.each_ref().map(|c| c.direct()) {
         // Written with pwrite from any thread: merging and writing share the cores.
         let written = region.for_each_slab_parallel::<usize, hdf5::Error>(WORKERS, || 0, |written, place, slab| {
             s.write_at(place.at, slab.starts)?;
@@ -63,18 +80,60 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
         })?;
         at = written.iter().sum();
     } else {
-        region.for_each_slab_pipelined::<hdf5::Error>(|s| {
-            // A write past a column's end fails (the count check below then never runs).
-            starts.write_at(at, s.starts)?;
-            ends.write_at(at, s.ends)?;
-            threads.write_at(at, s.thread_ids)?;
-            at += s.starts.len();
-            Ok(())
-        })?;
+        region.for_each_slab_pipelined::<hdf5::Error>(|s| write_slab(&columns, &mut at, s))?;
     }
+    written_all(region, at)?;
+    Ok(None)
+}
+
+/// Write `slab` at value `at` of the region's columns and move `at` past it (a write past a
+/// column's end fails, so the count check after never runs then).
+fn write_slab(columns: &Columns, at: &mut usize, slab: Slab<'_>) -> hdf5::Result<()> {
+    let [starts, ends, threads] = columns;
+    starts.write_at(*at, slab.starts)?;
+    ends.write_at(*at, slab.ends)?;
+    threads.write_at(*at, slab.thread_ids)?;
+    *at += slab.starts.len();
+    Ok(())
+}
+
+/// Never leave unwritten elements in a file that looks complete.
+fn written_all(region: &RegionData, at: usize) -> hdf5::Result<()> {
+    let n = region.calls();
     if at != n {
-        // Never leave unwritten elements in a file that looks complete.
         return Err(hdf5::Error::from(format!("region '{}': {at} of {n} calls decoded", region.name)));
     }
     Ok(())
+}
+
+/// Write the calls of regions that one thread merges each (`write_region` created their
+/// columns), on `WORKERS` threads side by side, each taking the next region as it is done with
+/// one: a profile of many regions of moderate size uses both cores, as one large region does.
+/// Direct writes only (`pwrite` at the columns' places, from any thread: HDF5 is not called).
+/// With no helper thread to be had, the calling thread writes them all.
+fn write_side_by_side(later: &[(&RegionData, Columns)]) -> hdf5::Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || -> hdf5::Result<()> {
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some((region, columns)) = later.get(i) else { return Ok(()) };
+            // Direct writes (`write_region` deferred only such columns): no HDF5 call here.
+            let mut at = 0;
+            region.for_each_slab::<hdf5::Error>(|slab| write_slab(columns, &mut at, slab))?;
+            written_all(region, at)?;
+        }
+    };
+    if later.len() < 2 || !crate::model::helper_threads_allowed() {
+        return work();
+    }
+    std::thread::scope(|scope| {
+        // Fewer helpers if threads cannot be had: the calling thread can do it all.
+        let helpers: Vec<_> = (1..WORKERS).filter_map(|_| std::thread::Builder::new().name("sp-write".into()).spawn_scoped(scope, work).ok()).collect();
+        let mut result = work();
+        for h in helpers {
+            let theirs = h.join().unwrap_or_else(|_| Err(hdf5::Error::from("internal error while writing the calls (a panic was caught)")));
+            result = result.and(theirs);
+        }
+        result
+    })
 }
