@@ -6,7 +6,10 @@
 //! made 0600. Nobody else can open, replace or redirect it while it is written, whatever mode
 //! HDF5 uses and whether the target directory is group-writable. Finished, it gets the mode the
 //! umask gives (0600 in a world-writable fallback directory such as /tmp) and is renamed onto
-//! the target: an existing profile there is replaced by the rename, never opened for writing.
+//! the target: an existing profile there is replaced by the rename (swapped into the private
+//! directory in one step where the file system can, then removed with it: ext4 writes back a
+//! file that replaces another at once, which an exchange spares finalize), never opened for
+//! writing.
 //! When the target directory is not usable, the same happens in a fallback directory
 //! ($TMPDIR, /tmp, $HOME), where the finished file never replaces anything.
 
@@ -70,7 +73,7 @@ fn create_in(dest: &Path) -> io::Result<(hdf5::File, PrivateDir, OsString)> {
             return Err(io::Error::other("the process is ending: no file is begun"));
         }
         let dir = PrivateDir::create(dest)?;
-        list.push(dir.path().to_path_buf());
+        list.dirs.push(dir.path().to_path_buf());
         dir
     };
     // A reading child (the merge helper) that dies here leaves it to its parent to remove.
@@ -167,7 +170,10 @@ impl Placement {
         self.dir.path().join(&self.name)
     }
 
-    /// Move the finished (closed) file into place with its final mode.
+    /// Move the finished (closed) file into place with its final mode. The rename happens
+    /// under the lock of the unfinished list, with this thread's `when_placed` hook told there:
+    /// a write cut short (`abandon_unfinished`) finds the file either unfinished (and removes
+    /// it) or in place and told, never in between; none is moved into place after it.
     pub fn finish(self) -> Result<Written> {
         let tmp = self.temporary_path();
         let fail = |e: io::Error, dest: &Path| {
@@ -182,9 +188,22 @@ impl Placement {
             self.dir.move_out_new(&self.name, &alt).map_err(|e| fail(e, &alt))?;
             Ok(alt)
         };
+        // A profile an earlier run left at the target: swapped out (`exchange_out`), held open
+        // until then and let go of after (`let_go`), so that the kernel frees its pages off the
+        // caller's path.
+        let earlier = self.fallback_reason.is_none().then(|| safe_file::open_regular(&self.dest).ok()).flatten();
+        let mut list = unfinished();
+        if ABANDONED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::new(Status::WriteFailed, format!("the process is ending: {} was not moved into place", self.dest.display())));
+        }
+        // Whether an earlier file at the target was swapped into the private directory.
+        let mut swapped = false;
         let path = if self.fallback_reason.is_none() {
-            match self.dir.move_out(&self.name, &self.dest) {
-                Ok(()) => self.dest.clone(),
+            match self.dir.exchange_out(&self.name, &self.dest) {
+                Ok(s) => {
+                    swapped = s;
+                    self.dest.clone()
+                }
                 // Somebody else's file at the target in a sticky directory (/tmp): keep it,
                 // and ours beside it.
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
@@ -201,8 +220,19 @@ impl Placement {
                 Err(e) => return Err(fail(e, &self.dest)),
             }
         };
-        let Placement { dir, note, .. } = self;
-        remove_listed(dir, &[]);
+        let me = this_thread();
+        if let Some((_, hook)) = list.hooks.iter_mut().find(|(t, _)| *t == me) {
+            hook(&path);
+        }
+        drop(list);
+        safe_file::sync_parent(&path);
+        let Placement { dir, note, name, .. } = self;
+        // The earlier file, swapped in under the profile's name, goes with the directory.
+        let earlier_name = [name.as_os_str()];
+        remove_listed(dir, if swapped { &earlier_name } else { &[] });
+        if let Some(f) = earlier {
+            let_go(f);
+        }
         Ok(Written { path, fallback_reason, note })
     }
 
@@ -212,10 +242,62 @@ impl Placement {
     }
 }
 
-/// The private directories of files still being written by this process.
-static UNFINISHED: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
+/// Close the replaced profile `f` on a short-lived thread of its own (its last reference: the
+/// kernel frees its pages then), or here where no helper thread may be started (a write at
+/// `dlclose`, after a signal, at exit) or none could be.
+fn let_go(f: std::fs::File) {
+    if crate::model::helper_threads_allowed() {
+        // On error the closure, and the file in it, is dropped right here.
+        let _ = std::thread::Builder::new().name("sp-release".into()).spawn(move || drop(f));
+    }
+}
 
-fn unfinished() -> parking_lot::MutexGuard<'static, Vec<PathBuf>> {
+/// While the returned guard lives, `hook` is told of each file the calling thread moves into
+/// place, at the moment of its rename and under the lock that `abandon_unfinished` takes: once
+/// that returned, every file in place was told. The hook must be quick and must not begin or
+/// finish a file. (Kept with the list, by thread, not in a thread-local: a thread-local with a
+/// destructor, first touched by the write at a `dlclose`, would be destroyed after the
+/// library is gone.)
+pub fn when_placed(hook: Box<dyn FnMut(&Path) + Send>) -> WhenPlaced {
+    let me = this_thread();
+    let mut list = unfinished();
+    list.hooks.retain(|(t, _)| *t != me);
+    list.hooks.push((me, hook));
+    WhenPlaced(std::marker::PhantomData)
+}
+
+/// Ends `when_placed`'s hook when dropped (on its thread: it is not `Send`).
+pub struct WhenPlaced(std::marker::PhantomData<*const ()>);
+
+impl Drop for WhenPlaced {
+    fn drop(&mut self) {
+        let me = this_thread();
+        let hook = {
+            let mut list = unfinished();
+            list.hooks.iter().position(|(t, _)| *t == me).map(|i| list.hooks.swap_remove(i))
+        };
+        // Dropped outside the lock (whatever the hook holds).
+        drop(hook);
+    }
+}
+
+/// The calling thread, as `when_placed` keys its hooks.
+fn this_thread() -> libc::pthread_t {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() }
+}
+
+/// What the lock of the unfinished list guards: the private directories of files still being
+/// written, and the threads' `when_placed` hooks.
+struct Unfinished {
+    dirs: Vec<PathBuf>,
+    hooks: Vec<(libc::pthread_t, Box<dyn FnMut(&Path) + Send>)>,
+}
+
+/// The private directories of files still being written by this process.
+static UNFINISHED: parking_lot::Mutex<Unfinished> = parking_lot::Mutex::new(Unfinished { dirs: Vec::new(), hooks: Vec::new() });
+
+fn unfinished() -> parking_lot::MutexGuard<'static, Unfinished> {
     UNFINISHED.lock()
 }
 
@@ -224,7 +306,7 @@ fn unfinished() -> parking_lot::MutexGuard<'static, Vec<PathBuf>> {
 fn remove_listed(dir: PrivateDir, names: &[&std::ffi::OsStr]) {
     let path = dir.path().to_path_buf();
     dir.remove(names);
-    unfinished().retain(|d| *d != path);
+    unfinished().dirs.retain(|d| *d != path);
 }
 
 /// A write cut short (the deadline after a termination signal, the process about to end):
@@ -237,7 +319,7 @@ pub fn abandon_unfinished() -> Vec<PathBuf> {
     // The list is held only to make a directory and list it, or to take one entry: waited
     // for a bounded time (a file system that hangs in `mkdir` must not hold the process).
     let Some(mut dirs) = UNFINISHED.try_lock_for(std::time::Duration::from_millis(500)) else { return Vec::new() };
-    let out = std::mem::take(&mut *dirs);
+    let out = std::mem::take(&mut dirs.dirs);
     drop(dirs);
     for d in &out {
         remove_private_dir(d);

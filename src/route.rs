@@ -268,6 +268,24 @@ pub enum Stage {
     Complete,
 }
 
+/// The last file of the write after a signal moved into place, with its stage: recorded at
+/// its rename, under the lock `placement::abandon_unfinished` takes (`placement::when_placed`),
+/// so that once a write cut short at its deadline has abandoned the rest, this names exactly
+/// what is in place, even a file renamed a moment before its stage was told.
+static IN_PLACE: parking_lot::Mutex<Option<(Stage, PathBuf)>> = parking_lot::Mutex::new(None);
+
+/// What the write after a signal has in place (see `IN_PLACE`); None while it is busy
+/// recording one (never waited for).
+pub fn in_place() -> Option<(Stage, PathBuf)> {
+    IN_PLACE.try_lock().and_then(|g| g.clone())
+}
+
+/// `write`, whose file is recorded as `stage` the moment it is moved into place.
+fn placing<R>(stage: Stage, write: impl FnOnce() -> R) -> R {
+    let _told = crate::placement::when_placed(Box::new(move |p| *IN_PLACE.lock() = Some((stage, p.to_path_buf()))));
+    write()
+}
+
 /// Calls per file thread id (the statistics' counts), for `calls_*_per_thread`.
 fn calls_per_thread(profile: &RankProfile) -> Vec<i64> {
     let mut out: Vec<i64> = vec![0; profile.info.thread_os_ids.len()];
@@ -306,7 +324,7 @@ fn statistics_stage(
     meta.push(("signal_write_stage".into(), AttrValue::Str("statistics".into())));
     meta.push(("call_paths_kept".into(), AttrValue::Int(paths as i64)));
     meta.extend(counts(calls, &calls_per_thread(profile), false));
-    match crate::output::write_statistics_first(run, rank.map(|r| r.0), profile, meta) {
+    match placing(Stage::Statistics { call_paths: paths }, || crate::output::write_statistics_first(run, rank.map(|r| r.0), profile, meta)) {
         Ok(w) => staged(Stage::Statistics { call_paths: paths }, &w.path),
         Err(e) => warn::always(&format!("the statistics could not be written first ({e}); writing the rest")),
     }
@@ -347,8 +365,7 @@ fn dump_calls(
     // What recovery writes itself is not saved (it would say it left them out).
     dmeta.metadata.retain(|(k, _)| !crate::recover::WRITTEN_METADATA.contains(&k.as_str()));
     dmeta.info.extra.retain(|(k, _)| !crate::recover::WRITTEN_RANK_ATTRS.contains(&k.as_str()));
-    let mut dump = crate::spill::Dump::begin(&dmeta, &plan.names, &plan.threads, anchors, chunks, words)?;
-    staged(Stage::Dumping, dump.dir());
+    let mut dump = crate::spill::Dump::begin(&dmeta, &plan.names, &plan.threads, anchors, chunks, words, &mut |dir| staged(Stage::Dumping, dir))?;
     let mut failed = None;
     'all: for r in &order {
         for log in r.data.logs() {
@@ -459,10 +476,10 @@ pub fn write_after_signal(
     meta.push(("signal_write_stage".into(), AttrValue::Str("complete".into())));
     meta.push(("call_paths_kept".into(), AttrValue::Int(profile.call_paths.is_some() as i64)));
     meta.extend(counts(calls, &calls_per_thread(&profile), true));
-    let result = match rank {
+    let result = placing(Stage::Complete, || match rank {
         Some((rank, size)) => crate::output::write_rank_file_with(run, rank, profile, None, meta).map(|w| SignalWrite::Rank { rank, size, path: w.path }),
         None => crate::output::write_single_at(run, profile, meta).map(|w| SignalWrite::Single(w.path)),
-    };
+    });
     if let Ok(SignalWrite::Rank { path, .. } | SignalWrite::Single(path)) = &result {
         staged(Stage::Complete, path);
         if let Some(d) = dumped {

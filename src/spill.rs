@@ -469,8 +469,18 @@ impl Dump {
     /// A new run directory for `meta` holding `names` (region id, name), `threads` (thread
     /// index, Linux thread id) and the clock's `anchors`, ready for `chunks` chunks of
     /// `words` words in all (as `dump_chunk_words` counts them).
-    pub fn begin(meta: &SpillMeta, names: &[(u32, String)], threads: &[(u32, i64)], anchors: &[Anchor], chunks: u64, words: u64) -> Result<Dump, String> {
+    pub fn begin(
+        meta: &SpillMeta,
+        names: &[(u32, String)],
+        threads: &[(u32, i64)],
+        anchors: &[Anchor],
+        chunks: u64,
+        words: u64,
+        made: &mut dyn FnMut(&Path),
+    ) -> Result<Dump, String> {
         let dir = make_run_dir(meta)?;
+        // Told at once, before its files are made: a write cut short from here on names it.
+        made(&dir);
         let made = (|| -> std::io::Result<File> {
             let calls = create_files(&dir, meta)?;
             let mut rec = Vec::new();
@@ -564,4 +574,46 @@ impl Dump {
 /// Stop spilling in a forked child: it must not write into its parent's chunks.
 pub fn forget_in_child() {
     ACTIVE.store(false, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A raw dump is named to its caller the moment its directory exists, before any of its
+    /// files: a write cut short while they are made names it (see `signal_write`).
+    #[test]
+    fn a_dump_is_named_before_its_files_are_made() {
+        let parent = std::env::temp_dir().join(format!("sp-dump-named.{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let meta = SpillMeta {
+            format_version: FORMAT_VERSION,
+            pid: std::process::id() as i64,
+            rank: None,
+            size: None,
+            target: parent.join("out.h5"),
+            verbosity: 0,
+            layout: "regions".into(),
+            metadata: Vec::new(),
+            full_metadata: false,
+            info: RankInfo::default(),
+            clock: "monotonic".into(),
+            clock_note: None,
+            boot_id: boot_id(),
+            started: String::new(),
+        };
+        let mut told = Vec::new();
+        let dump = Dump::begin(&meta, &[(0, "solve".into())], &[(0, 1)], &[], 0, 0, &mut |d| {
+            told.push((d.to_path_buf(), d.is_dir(), std::fs::read_dir(d).map(|r| r.count()).unwrap_or(usize::MAX)));
+        })
+        .unwrap();
+        assert_eq!(told.len(), 1, "{told:?}");
+        let (dir, existed, entries) = told.pop().unwrap();
+        assert_eq!(dir, dump.dir());
+        assert!(existed && entries == 0, "told with the directory made and empty: {existed} {entries}");
+        assert!(dir.join(META_FILE).is_file() && dir.join(NAMES_FILE).is_file(), "then its files are made");
+        dump.remove();
+        assert!(!dir.exists());
+        let _ = std::fs::remove_dir_all(&parent);
+    }
 }

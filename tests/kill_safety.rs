@@ -636,8 +636,12 @@ fn a_signal_write_cut_short_by_its_deadline_leaves_nothing_half_written() {
     assert!(stderr.contains("the profile was still being written when the time allowed (SCOPE_PROFILER_SIGNAL_TIMEOUT) passed"), "{stderr}");
     assert!(tmpdirs(&dir).is_empty(), "{:?}\n{stderr}", tmpdirs(&dir));
     if dir.join("out.h5").exists() {
-        assert_eq!(stage_of(&dir.join("out.h5")), "statistics", "{stderr}");
-        assert!(stderr.contains("holds the statistics"), "{stderr}");
+        // Named as what it is, even when moved into place just as the time ran out.
+        match stage_of(&dir.join("out.h5")).as_str() {
+            "statistics" => assert!(stderr.contains("holds the statistics"), "{stderr}"),
+            "complete" => assert!(stderr.contains("holds the whole profile"), "{stderr}"),
+            other => panic!("stage {other}: {stderr}"),
+        }
     } else {
         assert!(stderr.contains("out.h5 was not written"), "{stderr}");
     }
@@ -654,7 +658,7 @@ fn a_signal_write_cut_short_by_its_deadline_leaves_nothing_half_written() {
 #[test]
 fn mpirun_with_its_default_sigkill_timeout_keeps_every_ranks_statistics() {
     let _alone = MPIRUN_DEADLINE.lock().unwrap_or_else(|e| e.into_inner());
-    retried(3, mpirun_default_attempt);
+    retried(5, mpirun_default_attempt);
 }
 
 /// Held by each test of a write within mpirun's second: two at once (the test threads run
@@ -680,16 +684,28 @@ fn mpirun_default_attempt(attempt: usize) -> Result<(), String> {
     let np = 2;
     // Not bound to one core each (Open MPI's default for 2 ranks): on this shared 2-core
     // machine the core of a rank may be busy with other jobs for that second.
-    let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=200", "FLIGHT_LOOP_PACE_US=20000"]);
+    // Verbosity 2: each rank says when its statistics were in place (the account of an
+    // attempt that fails).
+    let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=200", "FLIGHT_LOOP_PACE_US=20000", "FLIGHT_LOOP_VERBOSITY=2"]);
     std::thread::sleep(Duration::from_millis(300));
     let before: Vec<BTreeMap<String, u64>> = (0..np).map(|r| side_of_rank(&dir, r)).collect();
+    let signalled = Instant::now();
     kill(&child, libc::SIGTERM);
     let out = wait_bounded(child, 60);
+    let took = signalled.elapsed();
     let stderr = text(&out.stderr);
     for r in 0..np {
         let f = dir.join(format!("out.rank{r}.h5"));
         if !f.is_file() {
-            return Err(format!("attempt {attempt}: rank {r} kept nothing:\n{stderr}"));
+            // What was there, and how busy the machine was (a rank that got no CPU within
+            // the launcher's second is starved, not wrong).
+            let listing: Vec<String> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+            return Err(format!(
+                "attempt {attempt}: rank {r} kept nothing (mpirun ended {took:?} after SIGTERM, {}; load average {}; the directory held {listing:?}):\n{stderr}",
+                out.status,
+                load.trim()
+            ));
         }
         let stage = stage_of(&f);
         assert!(stage == "statistics" || stage == "complete", "{stage}");

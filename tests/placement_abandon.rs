@@ -1,8 +1,10 @@
 //! A write cut short (the deadline after a termination signal: `placement::abandon_unfinished`,
 //! after which the process ends at once) leaves no private directory behind, whatever step the
-//! writers are at: threads begin and give up files as fast as they can while the writes are
-//! abandoned, and the directory is looked at the moment `abandon_unfinished` returns (the
-//! process would be gone a moment later, before any writer could tidy up after itself).
+//! writers are at: threads begin, give up and finish files as fast as they can while the
+//! writes are abandoned, and the directory is looked at the moment `abandon_unfinished`
+//! returns (the process would be gone a moment later, before any writer could tidy up after
+//! itself). A file in place by then was told to its writer's `when_placed` hook (what the
+//! deadline's message names), and none is moved into place after it.
 //!
 //! Abandoning is once per process, so each round is this test binary run again as a child
 //! (the ignored test below), many times.
@@ -10,7 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const CHILD_DIR: &str = "PLACEMENT_ABANDON_DIR";
@@ -56,16 +59,24 @@ fn one_round_of_abandoning() {
     let target = dir.join("out.h5");
     let begun = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // (path, inode) of each file told moved into place.
+    let told: Arc<Mutex<Vec<(PathBuf, u64)>>> = Arc::default();
     let writers: Vec<_> = (0..3)
         .map(|_| {
-            let (target, begun, stop) = (target.clone(), begun.clone(), stop.clone());
+            let (target, begun, stop, told) = (target.clone(), begun.clone(), stop.clone(), told.clone());
             std::thread::spawn(move || {
+                let _hook = scope_profiler::placement::when_placed(Box::new(move |p| told.lock().unwrap().push((p.to_path_buf(), std::fs::metadata(p).map_or(0, |m| m.ino())))));
                 while !stop.load(Ordering::Relaxed) {
-                    // Refused once abandoned (the process is ending); given up at once otherwise.
+                    // Refused once abandoned (the process is ending); given up or finished at
+                    // once otherwise.
                     if let Ok((file, placement)) = scope_profiler::placement::Placement::create_h5(&target) {
-                        begun.fetch_add(1, Ordering::Relaxed);
+                        let n = begun.fetch_add(1, Ordering::Relaxed);
                         drop(file);
-                        placement.abandon();
+                        if n % 2 == 0 {
+                            placement.abandon();
+                        } else {
+                            let _ = placement.finish();
+                        }
                     }
                 }
             })
@@ -78,6 +89,8 @@ fn one_round_of_abandoning() {
     std::thread::sleep(Duration::from_micros(fastrand_micros()));
     scope_profiler::placement::abandon_unfinished();
     let left = tmpdirs(&dir);
+    let in_place = std::fs::metadata(&target).ok().map(|m| m.ino());
+    let told_then = told.lock().unwrap().clone();
     stop.store(true, Ordering::Relaxed);
     for w in writers {
         w.join().unwrap();
@@ -85,7 +98,14 @@ fn one_round_of_abandoning() {
     assert!(left.is_empty(), "private directories left the moment the writes were abandoned: {left:?}");
     // The writers begun since were refused: nothing was made after.
     assert!(tmpdirs(&dir).is_empty(), "{:?}", tmpdirs(&dir));
-    assert!(!target.exists());
+    // The file in place then was the last one told (its very inode: told in the order of the
+    // renames), and stays as it was.
+    if let Some(ino) = in_place {
+        assert_eq!(told_then.last().map(|t| t.1), Some(ino), "{} in place and not told last: {told_then:?}", target.display());
+    }
+    assert_eq!(std::fs::metadata(&target).ok().map(|m| m.ino()), in_place, "a file was moved into place after the writes were abandoned");
+    assert!(told_then.iter().all(|(p, _)| *p == target), "{told_then:?}");
+    assert_eq!(told.lock().unwrap().len(), told_then.len(), "told after the writes were abandoned");
     println!("abandoned while writing ({} files begun)", begun.load(Ordering::Relaxed));
 }
 

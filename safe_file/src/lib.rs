@@ -195,6 +195,12 @@ impl Drop for TempFile {
     }
 }
 
+/// Flush the directory entry of `dest` (after [`PrivateDir::move_out`] or
+/// [`PrivateDir::move_out_new`] put a file there).
+pub fn sync_parent(dest: &Path) {
+    sync_dir(parent_dir(dest));
+}
+
 fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
@@ -375,17 +381,41 @@ impl PrivateDir {
     }
 
     /// Rename `name` onto `dest`, replacing a regular file or symlink there (never writing into
-    /// it or following it).
+    /// it or following it). The rename is not yet flushed: [`sync_parent`] does that.
     pub fn move_out(&self, name: &OsStr, dest: &Path) -> io::Result<()> {
         check_replaceable(dest)?;
         let (n, d) = (cname(name)?, cstr(dest)?);
         // SAFETY: valid descriptor and NUL-terminated names.
         check(unsafe { libc::renameat(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr()) })?;
-        sync_dir(parent_dir(dest));
         Ok(())
     }
 
-    /// Rename `name` onto `dest` only if nothing is there (`AlreadyExists` otherwise).
+    /// [`PrivateDir::move_out`], where a file already at `dest` is swapped in rather than
+    /// replaced (`RENAME_EXCHANGE`, as atomic for readers of `dest`): it is then in this
+    /// directory under `name`, for the caller to remove. Some file systems do work at a rename
+    /// that replaces a file which an exchange spares them (ext4 writes back a replacing file's
+    /// delayed blocks at once: 60-120 ms for a profile of 240 MB). `Ok(true)` when swapped,
+    /// `Ok(false)` when moved as `move_out` does (nothing at `dest`, or no exchange on this
+    /// file system).
+    pub fn exchange_out(&self, name: &OsStr, dest: &Path) -> io::Result<bool> {
+        check_replaceable(dest)?;
+        #[cfg(target_os = "linux")]
+        {
+            let (n, d) = (cname(name)?, cstr(dest)?);
+            // SAFETY: valid descriptor and NUL-terminated names.
+            let rc = unsafe { libc::renameat2(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_EXCHANGE) };
+            match check(rc) {
+                Ok(_) => return Ok(true),
+                // Nothing there to swap, or no exchange here: an ordinary rename.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EXDEV)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.move_out(name, dest).map(|()| false)
+    }
+
+    /// Rename `name` onto `dest` only if nothing is there (`AlreadyExists` otherwise). Not yet
+    /// flushed, as with [`PrivateDir::move_out`].
     pub fn move_out_new(&self, name: &OsStr, dest: &Path) -> io::Result<()> {
         let (n, d) = (cname(name)?, cstr(dest)?);
         #[cfg(target_os = "linux")]
@@ -393,10 +423,7 @@ impl PrivateDir {
             // SAFETY: valid descriptor and NUL-terminated names.
             let rc = unsafe { libc::renameat2(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_NOREPLACE) };
             match check(rc) {
-                Ok(_) => {
-                    sync_dir(parent_dir(dest));
-                    return Ok(());
-                }
+                Ok(_) => return Ok(()),
                 Err(e) if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => return Err(e),
                 Err(_) => {} // file system without RENAME_NOREPLACE: a hard link never replaces either
             }
@@ -404,7 +431,6 @@ impl PrivateDir {
         // SAFETY: as above.
         check(unsafe { libc::linkat(self.fd.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, d.as_ptr(), 0) })?;
         unsafe { libc::unlinkat(self.fd.as_raw_fd(), n.as_ptr(), 0) };
-        sync_dir(parent_dir(dest));
         Ok(())
     }
 
@@ -706,6 +732,51 @@ mod tests {
         assert_eq!(std::fs::read_to_string(d.join("q.h5")).unwrap(), "second");
         // A device is never replaced.
         assert!(check_replaceable(Path::new("/dev/null")).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn exchange_out_swaps_an_earlier_file_in_and_moves_otherwise() {
+        use std::os::unix::fs::MetadataExt;
+        let d = scratch("exchange");
+        let dest = d.join("p.h5");
+        let pd = PrivateDir::create(&dest).unwrap();
+        let name = OsStr::new("p.h5");
+        // Nothing there: moved.
+        std::fs::write(pd.path().join(name), "first").unwrap();
+        assert!(!pd.exchange_out(name, &dest).unwrap());
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "first");
+        assert!(!pd.path().join(name).exists());
+        // An earlier file: swapped in, the new one in place (on ext4 and tmpfs; a file system
+        // without the exchange replaces it).
+        let earlier = std::fs::metadata(&dest).unwrap().ino();
+        std::fs::write(pd.path().join(name), "second").unwrap();
+        let swapped = pd.exchange_out(name, &dest).unwrap();
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "second");
+        // SAFETY: zeroed statfs is a valid out-buffer; the path is NUL-terminated.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statfs(cstr(&d).unwrap().as_ptr(), &mut st) }, 0);
+        // ext4, tmpfs, xfs, btrfs: file systems that have the exchange.
+        if [0xEF53, 0x0102_1994, 0x5846_5342, 0x9123_683E].contains(&(st.f_type as i64)) {
+            assert!(swapped, "file system {:#x} has RENAME_EXCHANGE", st.f_type);
+        }
+        if swapped {
+            assert_eq!(std::fs::metadata(pd.path().join(name)).unwrap().ino(), earlier, "the earlier file, under the profile's name");
+        } else {
+            assert!(!pd.path().join(name).exists());
+        }
+        // A symlink at the target is swapped in itself (never followed), its target untouched.
+        std::fs::write(d.join("target"), "keep").unwrap();
+        std::fs::remove_file(&dest).unwrap();
+        std::os::unix::fs::symlink(d.join("target"), &dest).unwrap();
+        let _ = std::fs::remove_file(pd.path().join(name));
+        std::fs::write(pd.path().join(name), "third").unwrap();
+        pd.exchange_out(name, &dest).unwrap();
+        assert!(!std::fs::symlink_metadata(&dest).unwrap().file_type().is_symlink());
+        assert_eq!((std::fs::read_to_string(&dest).unwrap().as_str(), std::fs::read_to_string(d.join("target")).unwrap().as_str()), ("third", "keep"));
+        // A device is never replaced.
+        assert!(pd.exchange_out(name, Path::new("/dev/null")).is_err());
+        pd.remove(&[name]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

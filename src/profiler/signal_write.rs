@@ -4,48 +4,47 @@
 
 use super::*;
 
-/// Where the first stage of the write after a signal went (statistics without calls), and
-/// the raw dump of its calls once complete.
-static STAGED: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+/// The raw dump of the write after a signal once complete.
 static DUMPED: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
-/// Whether the first stage's file in place holds the call paths.
-static STAGED_PATHS: AtomicBool = AtomicBool::new(false);
 /// The raw dump being written (begun, not yet complete).
 static DUMPING: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
-
-/// What stays when the write after a signal is cut short at its deadline: the statistics
-/// file if its stage was done (said by `signals`, after `placement` removed the half-written
-/// rest), and the raw dump of the calls if it was done.
-fn staged_file() -> Option<std::path::PathBuf> {
-    STAGED.try_lock().and_then(|g| g.clone())
-}
 
 fn dumped_dir() -> Option<std::path::PathBuf> {
     DUMPED.try_lock().and_then(|g| g.clone())
 }
 
+/// The raw dump begun and not complete, if it is still there (one whose write failed was
+/// removed).
+fn dumping_dir() -> Option<std::path::PathBuf> {
+    DUMPING.try_lock().and_then(|g| g.clone()).filter(|d| d.is_dir())
+}
+
 /// The write after a signal did not finish in time (on the watcher, the writer still busy):
 /// the files still being written are removed, and the line says what stays.
 pub(super) fn signal_write_cut_short() -> (String, bool) {
+    // From here on nothing is moved into place: what is, `route::in_place` names.
     let removed = crate::placement::abandon_unfinished();
-    let staged = staged_file();
+    let placed = route::in_place();
     let target = SIGNAL_TARGET.try_lock().and_then(|g| g.clone());
     let recover = |p: &std::path::Path| format!("`sptool recover {}`", target.as_deref().unwrap_or(p).display());
-    let mut out = match (&staged, dumped_dir()) {
-        (Some(p), Some(d)) => format!(
+    let mut out = match (&placed, dumped_dir()) {
+        (Some((route::Stage::Complete, p)), _) => {
+            format!("{} holds the whole profile (signal_write_stage \"complete\"), moved into place as the time ran out", p.display())
+        }
+        (Some((_, p)), Some(d)) => format!(
             "{} holds the statistics and metadata (signal_write_stage \"statistics\"), and every call is in the raw dump {}: {} writes the whole profile",
             p.display(),
             d.display(),
             recover(p)
         ),
-        (Some(p), None) => format!(
+        (Some((stage, p)), None) => format!(
             "{} holds the statistics, {}metadata but none of the calls (signal_write_stage \"statistics\")",
             p.display(),
-            if STAGED_PATHS.load(Ordering::Acquire) { "call paths and " } else { "" }
+            if matches!(stage, route::Stage::Statistics { call_paths: true }) { "call paths and " } else { "" }
         ),
         (None, _) => String::new(),
     };
-    if let Some(d) = DUMPING.try_lock().and_then(|g| g.clone()) {
+    if let Some(d) = dumping_dir() {
         out.push_str(&format!("; the raw dump of the calls in {} was cut short: {} writes what it holds and says what it lacks", d.display(), recover(&d)));
     }
     if !removed.is_empty() {
@@ -54,7 +53,7 @@ pub(super) fn signal_write_cut_short() -> (String, bool) {
         out.push_str(&format!("{sep}the half-written file was removed ({})", dirs.join(", ")));
     }
     // Whether anything was kept: the first-stage file or a raw dump (begun or complete).
-    let kept = staged.is_some() || dumped_dir().is_some() || DUMPING.try_lock().is_some_and(|g| g.is_some());
+    let kept = placed.is_some() || dumped_dir().is_some() || dumping_dir().is_some();
     (out, kept)
 }
 
@@ -147,12 +146,10 @@ pub(super) fn write_after_signal(note: &crate::signals::SignalNote) -> String {
     let dump_started = std::cell::Cell::new(None::<f64>);
     let mut staged = |stage: route::Stage, path: &std::path::Path| match stage {
         route::Stage::Statistics { call_paths } => {
-            STAGED.lock().replace(path.to_path_buf());
             let again = staged_ms.get().is_some();
             if !again {
                 staged_ms.set(Some(since()));
             }
-            STAGED_PATHS.store(call_paths, Ordering::Release);
             if call_paths {
                 let t = since();
                 paths_ms.set(Some(t));
