@@ -1,6 +1,9 @@
 /* Finalize at disk speed: N calls on 2 threads (nested regions), then sp_finalize, timed, and
  * a plain write() of as many bytes as the file has, to the same directory, in the same run.
- * Usage: finalize_speed CALLS DIR   (layout from $SCOPE_PROFILER_LAYOUT; default regions)
+ * Usage: finalize_speed CALLS DIR [REGIONS]   (layout from $SCOPE_PROFILER_LAYOUT; default regions)
+ * With REGIONS, each thread's calls go to REGIONS regions one after another (flat start/stop
+ * pairs, CALLS/2/REGIONS a region and thread) instead of the two nested ones: a profile of many
+ * moderate regions.
  * Prints the file size per call, the finalize time, the plain-write time, their ratio, and the
  * resident memory growth while recording and at the peak of finalize. */
 #include <scope_profiler.h>
@@ -43,8 +46,20 @@ static long vm(const char *key) {
     return v;
 }
 
+static int n_flat;
+static int32_t *h_flat;
+
 static void *work(void *arg) {
     (void)arg;
+    if (n_flat > 0) {
+        long each = calls_per_thread / n_flat;
+        for (int r = 0; r < n_flat; r++)
+            for (long i = 0; i < each; i++) {
+                sp_region_start_id(h_flat[r]);
+                sp_region_stop_id(h_flat[r]);
+            }
+        return NULL;
+    }
     /* outer contains one inner: two calls per iteration. */
     for (long i = 0; i < calls_per_thread / 2; i++) {
         sp_region_start_id(h_outer);
@@ -70,12 +85,21 @@ int main(int argc, char **argv) {
     h_outer = sp_region_register("outer");
     h_inner = sp_region_register("inner");
     calls_per_thread = n / 2;
+    n_flat = argc > 3 ? atoi(argv[3]) : 0;
+    if (n_flat > 0) {
+        h_flat = malloc(sizeof *h_flat * n_flat);
+        for (int r = 0; r < n_flat; r++) {
+            char name[32];
+            snprintf(name, sizeof name, "flat%d", r);
+            h_flat[r] = sp_region_register(name);
+        }
+    }
     long rss0 = vm("VmRSS:");
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, work, NULL);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     long rss1 = vm("VmRSS:");
-    long calls = 2 * (calls_per_thread / 2) * 2;
+    long calls = n_flat > 0 ? 2 * (calls_per_thread / n_flat) * n_flat : 2 * (calls_per_thread / 2) * 2;
 
     /* Each timed phase starts with no dirty pages of the other (writeback throttling). */
     sync();
@@ -113,6 +137,7 @@ int main(int argc, char **argv) {
     double t_plain = median3(tw), c_plain = median3(cw);
 
     const char *layout = getenv("SCOPE_PROFILER_LAYOUT");
+    if (n_flat > 0) printf("%d regions of %ld calls a thread, 2 threads\n", n_flat, calls_per_thread / n_flat);
     printf("layout %-9s calls %ld  file %.1f MB  %.2f bytes/call\n", layout ? layout : "regions", calls, bytes / 1e6, (double)bytes / calls);
     printf("  sp_finalize %.3f s   plain write %.3f s   ratio %.2f (target <= 1.5 in the regions layout)\n", t_fin, t_plain,
            t_fin / t_plain);

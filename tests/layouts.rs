@@ -387,12 +387,16 @@ fn sptool_inspects_and_exports_every_layout() {
 /// Large regions go through the pipelined finalize (decoding on a second thread): the same
 /// recorded calls (two threads, nesting, recursion) written in the regions and the columnar
 /// layout give identical columns, call for call, and the same totals through the Python reader.
+/// Forty small regions beside them (1 to 2,000 calls, one with none) are written side by side
+/// on two threads with direct writes, one after another through HDF5: the same bytes.
 #[test]
 fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
     use scope_profiler::profile::{ThreadRecord, merge};
     use scope_profiler::recorder::ThreadData;
     let dir = scratch("layouts_pipelined");
-    let names = vec!["outer".to_string(), "inner".to_string()];
+    let small = 40u32;
+    let mut names = vec!["outer".to_string(), "inner".to_string()];
+    names.extend((0..small).map(|k| format!("small{k}")));
     let record = || -> Vec<ThreadRecord> {
         (0..2u32)
             .map(|t| {
@@ -408,6 +412,15 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
                     assert!(d.close(1, now + 10 + i % 13));
                     assert!(d.close(0, now + 40));
                     now += 50 + (i % 3) * 20;
+                }
+                // The small regions, each a different size (region small7 has no calls).
+                for k in 0..small {
+                    let calls = if k == 7 { 0 } else { (k as i64 * 389 + t as i64 * 17) % 2000 + 1 };
+                    for i in 0..calls {
+                        assert!(d.open(2 + k, now));
+                        assert!(d.close(2 + k, now + 5 + (i + k as i64) % 29));
+                        now += 40;
+                    }
                 }
                 ThreadRecord { index: t, os_tid: 100 + t as i64, data: d }
             })
@@ -444,7 +457,11 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
             }
         };
         match layout {
-            Layout::Regions => ["outer", "inner"].iter().flat_map(|r| ["start_times", "end_times", "thread_ids"].map(|c| format!("rank0/regions/{r}/{c}"))).for_each(|d| same(&d)),
+            Layout::Regions => {
+                let regions = a.group("rank0/regions").unwrap().member_names().unwrap();
+                assert_eq!(regions.len(), names.len() - 1, "every region with calls: {regions:?}");
+                regions.iter().flat_map(|r| ["start_times", "end_times", "thread_ids"].map(|c| format!("rank0/regions/{r}/{c}"))).for_each(|d| same(&d))
+            }
             _ => {
                 ["events/start_deltas", "events/durations", "events/thread_ids"].iter().for_each(|d| same(d));
                 let stats = |f: &hdf5::File| {

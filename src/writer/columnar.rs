@@ -384,15 +384,42 @@ impl<'t> EventColumns<'t> {
         Some([self.deltas.direct()?, self.durations.direct()?, self.threads.direct()?])
     }
 
-    /// Encode and write `region`'s calls from event `at` on; its sums.
-    pub fn write_region(&self, at: u64, region: &RegionData, max_threads: u64) -> hdf5::Result<Partial> {
+    /// Encode and write `regions`' calls, one after another from event `at` on; their sums,
+    /// in order. With direct writes, the regions too small to share their merge between two
+    /// threads are encoded and written side by side once the large ones are done, one region
+    /// per thread (their places in the columns are known beforehand): a profile of many
+    /// moderate regions uses both cores as one large region does.
+    pub fn write_regions(&self, at: u64, regions: &[RegionData], max_threads: u64) -> hdf5::Result<Vec<Partial>> {
+        let side_by_side = self.direct().is_some() && crate::model::helper_threads_allowed();
+        let (mut places, mut sums, mut later) = (Vec::with_capacity(regions.len()), Vec::with_capacity(regions.len()), Vec::new());
+        let mut next = at;
+        for (i, region) in regions.iter().enumerate() {
+            places.push(next);
+            if side_by_side && !region.shares_its_merge() {
+                later.push(i);
+                sums.push(None);
+            } else {
+                sums.push(Some(self.write_region(next, region, max_threads, super::WORKERS)?));
+            }
+            next += region.calls() as u64;
+        }
+        for (k, p) in super::side_by_side(later.len(), |k| self.write_region(places[later[k]], &regions[later[k]], max_threads, 1))? {
+            sums[later[k]] = Some(p);
+        }
+        // Every region written (`side_by_side` fails otherwise); never a row for calls not written.
+        sums.into_iter().zip(regions).map(|(s, r)| s.ok_or_else(|| hdf5::Error::from(format!("region '{}': its calls were not written", r.name)))).collect()
+    }
+
+    /// Encode and write `region`'s calls from event `at` on, on up to `workers` threads; its
+    /// sums.
+    fn write_region(&self, at: u64, region: &RegionData, max_threads: u64, workers: usize) -> hdf5::Result<Partial> {
         let n = region.calls();
         let mut sum = Partial::default();
         if let Some([d, u, t]) = self.direct() {
             // Two threads take turns merging; each encodes and writes the slabs it merged.
             let width = thread_width(max_threads);
             let parts = region.for_each_slab_parallel(
-                super::WORKERS,
+                workers,
                 || (Partial::default(), Encoded::default()),
                 |(p, e), place, slab| {
                     encode(slab, &place, width, p, e);

@@ -245,6 +245,41 @@ pub fn replace_attr(loc: &hdf5::Location, name: &str, value: &AttrValue) -> hdf5
 /// two, as many as the pipeline of the HDF5 path uses, so finalize takes no more cores.
 pub const WORKERS: usize = 2;
 
+/// `each(i)` for every i below `count`, on `WORKERS` threads side by side (the calling one
+/// among them), each taking the next i as it is done with one; what each gave, with its i, in
+/// no particular order. For work whose writes go straight to the file (`pwrite` at places
+/// known beforehand, from any thread: no HDF5 call). With fewer than two items, or no helper
+/// thread to be had, the calling thread does it all.
+pub(crate) fn side_by_side<T: Send>(count: usize, each: impl Fn(usize) -> hdf5::Result<T> + Sync) -> hdf5::Result<Vec<(usize, T)>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || -> hdf5::Result<Vec<(usize, T)>> {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= count {
+                return Ok(done);
+            }
+            done.push((i, each(i)?));
+        }
+    };
+    if count < 2 || !crate::model::helper_threads_allowed() {
+        return work();
+    }
+    std::thread::scope(|scope| {
+        // Fewer helpers if threads cannot be had: the calling thread can do it all.
+        let helpers: Vec<_> = (1..WORKERS).filter_map(|_| std::thread::Builder::new().name("sp-write".into()).spawn_scoped(scope, work).ok()).collect();
+        let mut all = work();
+        for h in helpers {
+            let theirs = h.join().unwrap_or_else(|_| Err(hdf5::Error::from("internal error while writing the calls (a panic was caught)")));
+            all = all.and_then(|mut a| {
+                a.extend(theirs?);
+                Ok(a)
+            });
+        }
+        all
+    })
+}
+
 /// Values a `Column` holds: plain integers, whose bytes in memory are their bytes in the file
 /// (the dataset is created with the native type).
 pub trait ColumnValue: hdf5::H5Type + Copy {}

@@ -107,33 +107,14 @@ fn written_all(region: &RegionData, at: usize) -> hdf5::Result<()> {
 }
 
 /// Write the calls of regions that one thread merges each (`write_region` created their
-/// columns), on `WORKERS` threads side by side, each taking the next region as it is done with
-/// one: a profile of many regions of moderate size uses both cores, as one large region does.
-/// Direct writes only (`pwrite` at the columns' places, from any thread: HDF5 is not called).
-/// With no helper thread to be had, the calling thread writes them all.
+/// columns, which take direct writes), side by side (`super::side_by_side`): a profile of many
+/// regions of moderate size uses both cores, as one large region does.
 fn write_side_by_side(later: &[(&RegionData, Columns)]) -> hdf5::Result<()> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || -> hdf5::Result<()> {
-        loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some((region, columns)) = later.get(i) else { return Ok(()) };
-            // Direct writes (`write_region` deferred only such columns): no HDF5 call here.
-            let mut at = 0;
-            region.for_each_slab::<hdf5::Error>(|slab| write_slab(columns, &mut at, slab))?;
-            written_all(region, at)?;
-        }
-    };
-    if later.len() < 2 || !crate::model::helper_threads_allowed() {
-        return work();
-    }
-    std::thread::scope(|scope| {
-        // Fewer helpers if threads cannot be had: the calling thread can do it all.
-        let helpers: Vec<_> = (1..WORKERS).filter_map(|_| std::thread::Builder::new().name("sp-write".into()).spawn_scoped(scope, work).ok()).collect();
-        let mut result = work();
-        for h in helpers {
-            let theirs = h.join().unwrap_or_else(|_| Err(hdf5::Error::from("internal error while writing the calls (a panic was caught)")));
-            result = result.and(theirs);
-        }
-        result
+    super::side_by_side(later.len(), |i| {
+        let (region, columns) = &later[i];
+        let mut at = 0;
+        region.for_each_slab::<hdf5::Error>(|slab| write_slab(columns, &mut at, slab))?;
+        written_all(region, at)
     })
+    .map(drop)
 }

@@ -651,14 +651,8 @@ impl LayoutWriter for Schema3 {
         let tables = self.tables.as_ref().unwrap();
         let rows: Vec<RowData> = if self.layout == Layout::Columnar {
             let events = super::columnar::EventColumns::of(tables);
-            let mut at = self.pos.calls;
-            let mut rows = Vec::with_capacity(profile.regions.len());
-            for region in &profile.regions {
-                let p = events.write_region(at, region, self.plan.max_threads)?;
-                at += p.count;
-                rows.push(super::columnar::row(region, p));
-            }
-            rows
+            let sums = events.write_regions(self.pos.calls, &profile.regions, self.plan.max_threads)?;
+            profile.regions.iter().zip(sums).map(|(region, p)| super::columnar::row(region, p)).collect()
         } else {
             profile.regions.iter().map(super::aggregate::row).collect()
         };
