@@ -26,7 +26,7 @@
 
 use crate::encode::{decode, encode_groups};
 use crate::metadata::run_metadata;
-use crate::model::RankProfile;
+use crate::model::{PageVec, RankProfile};
 use crate::mpi_comm::{self, MpiContext, MpiFile, tag};
 use crate::output::{Outcome, RunContext};
 use crate::status::{Error, Result, Status};
@@ -328,9 +328,9 @@ fn encode_events(census: &Census, profile: &RankProfile, w: &mut Rounds<'_>) -> 
 /// A rank's encoded calls waiting for their round (from `Rounds::next_event` on).
 #[derive(Default)]
 struct Staged {
-    deltas: Vec<i64>,
-    durations: Vec<i64>,
-    threads: Vec<u8>,
+    deltas: PageVec<i64>,
+    durations: PageVec<i64>,
+    threads: PageVec<u8>,
 }
 
 impl Staged {
@@ -360,10 +360,9 @@ impl<'a> Rounds<'a> {
         let thread_width = columnar::thread_width(plan.max_threads);
         // The staging holds at most a round's calls and a slab: reserved once.
         let n = (calls.min(BATCH) as usize).saturating_add(crate::model::SLAB.min(calls as usize));
-        let mut staged = Staged::default();
-        let _ = staged.deltas.try_reserve_exact(n);
-        let _ = staged.durations.try_reserve_exact(n);
-        let _ = staged.threads.try_reserve_exact(n * thread_width);
+        // Mappings of their own (`PageVec`): a few MiB freed through malloc would move glibc's
+        // mmap threshold for the host's allocations after finalize.
+        let staged = Staged { deltas: PageVec::with_capacity(n), durations: PageVec::with_capacity(n), threads: PageVec::with_capacity(n * thread_width) };
         Rounds {
             file: None,
             offsets: &[],
@@ -452,9 +451,9 @@ impl<'a> Rounds<'a> {
         }
         self.done += 1;
         let tw = self.thread_width;
-        self.staged.deltas.drain(..calls);
-        self.staged.durations.drain(..calls);
-        self.staged.threads.drain(..calls * tw);
+        self.staged.deltas.remove_front(calls);
+        self.staged.durations.remove_front(calls);
+        self.staged.threads.remove_front(calls * tw);
         self.next_event += calls as u64;
     }
 }

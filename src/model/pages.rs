@@ -185,6 +185,14 @@ impl<T: Copy> PageVec<T> {
         self.len += values.len();
     }
 
+    /// Drop the first `n` values (all of them when fewer), moving the rest to the front.
+    pub fn remove_front(&mut self, n: usize) {
+        let n = n.min(self.len);
+        // SAFETY: both ranges inside the first `len` values; `copy` allows the overlap.
+        unsafe { std::ptr::copy(self.ptr.as_ptr().add(n), self.ptr.as_ptr(), self.len - n) };
+        self.len -= n;
+    }
+
     /// Grow to `len` values, the new ones `value` (or shrink to `len`).
     pub fn resize(&mut self, len: usize, value: T) {
         if len > self.len {
@@ -323,6 +331,11 @@ mod tests {
         assert_eq!(&v[399_999..], &[7, 0, 2, 4, 6, 8]);
         v.resize(400_007, -1);
         assert_eq!(&v[400_004..], &[8, -1, -1]);
+        v.remove_front(399_999);
+        assert_eq!(&v[..], &[7, 0, 2, 4, 6, 8, -1, -1]);
+        v.remove_front(100);
+        assert!(v.is_empty());
+        v.extend_from_slice(&[0, 1, 2, 3]);
         v.resize(3, 0);
         assert_eq!(&v[..], &[0, 1, 2]);
         v.clear();
