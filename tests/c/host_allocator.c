@@ -12,8 +12,14 @@
  * keeps running after writing its profile). "plain" runs the same steps without the library.
  * For each phase it prints "PHASE <name> <arrays mapped>/<steps>" (whether glibc mapped an
  * array: mallinfo2's count of mapped blocks while it is held).
+ * Built with -DWITH_MPI, each rank of an MPI job does the same between MPI_Init and
+ * MPI_Finalize (the schema-3 layouts are then written collectively, every rank staging its
+ * encoded calls).
  * Usage: host_allocator <file> plain|profile */
 #include <scope_profiler.h>
+#ifdef WITH_MPI
+#include <mpi.h>
+#endif
 
 #include <malloc.h>
 #include <stdio.h>
@@ -50,6 +56,9 @@ static void phase(const char *name, int from, int to, int record, const int32_t 
 }
 
 int main(int argc, char **argv) {
+#ifdef WITH_MPI
+    MPI_Init(&argc, &argv);
+#endif
     int profile = argc > 2 && strcmp(argv[2], "profile") == 0;
     volatile double sink = 0;
     int32_t h[4] = {0, 0, 0, 0};
@@ -68,5 +77,8 @@ int main(int argc, char **argv) {
     phase("recording", 40, 80, profile, h, &sink);
     if (profile && sp_finalize() != SP_OK) return 1;
     phase("after", 80, 120, 0, h, &sink);
+#ifdef WITH_MPI
+    MPI_Finalize();
+#endif
     return 0;
 }
