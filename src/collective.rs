@@ -276,7 +276,7 @@ fn lay_out(run: RunContext<'_>, ctx: &MpiContext, own: &RankProfile, census: &Ce
     }
     for &r in census.grouped.iter().filter(|&&r| r != 0) {
         let bytes = ctx.comm.send_value(r as i32, tag::GO, &1u8).and_then(|_| ctx.comm.recv_bytes(r as i32, u64::MAX));
-        match bytes.map_err(|e| e.to_string()).and_then(|b| decode(&b)) {
+        match bytes.map_err(|e| e.to_string()).and_then(decode) {
             Ok(p) => {
                 if let (Ok(f), None) = (&file, &error) {
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.write_rank_groups(r as usize, &p))) {

@@ -2,7 +2,7 @@
 //! columns) followed by the columns as raw little-endian i64, region by region. Also without
 //! the regions (`encode_groups`): a rank's counter and LIKWID results for its `rank<N>` group.
 
-use crate::model::{Calls, Columns, LikwidRun, PageVec, RankCounters, RankInfo, RankProfile, RegionData, SourceLocation, Stats};
+use crate::model::{Buffers, Calls, Columns, LikwidRun, PackedCalls, PageVec, RankCounters, RankInfo, RankProfile, RegionData, SLAB, SlabSource, SourceLocation, Stats};
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 8] = b"SPRANK01";
@@ -111,27 +111,29 @@ fn encode_with(p: &RankProfile, regions: bool) -> PageVec<u8> {
     out
 }
 
-pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
+/// A rank's profile from its bytes (as `encode` made them, received from the rank). The calls
+/// stay in the bytes, which the regions share (`Received`): they are read a slab at a time
+/// when written, never copied into columns of their own.
+pub fn decode(bytes: PageVec<u8>) -> Result<RankProfile, String> {
     let err = |what: &str| format!("malformed rank data: {what}");
     if bytes.len() < 16 || &bytes[..8] != MAGIC {
         return Err(err("bad magic"));
     }
-    let hlen = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
-    let json = bytes.get(16..16 + hlen).ok_or_else(|| err("short header"))?;
+    let hlen = usize::try_from(u64::from_le_bytes(bytes[8..16].try_into().unwrap())).map_err(|_| err("short header"))?;
+    let json = bytes.get(16..16usize.saturating_add(hlen)).ok_or_else(|| err("short header"))?;
     let header: Header = serde_json::from_slice(json).map_err(|e| err(&e.to_string()))?;
-    let mut rest = &bytes[16 + hlen..];
-    let mut column = |n: usize| -> Result<Vec<i64>, String> {
-        let (head, tail) = rest.split_at_checked(n * 8).ok_or_else(|| err("short columns"))?;
-        rest = tail;
-        Ok(head.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect())
-    };
+    let bytes = std::sync::Arc::new(bytes);
+    let mut at = 16 + hlen;
     let mut regions = Vec::with_capacity(header.regions.len());
     for r in header.regions {
-        let n = r.calls as usize;
-        let (starts, ends, thread_ids) = (column(n)?, column(n)?, column(n)?);
+        // Three columns of `calls` values, within the bytes.
+        let n = usize::try_from(r.calls).map_err(|_| err("short columns"))?;
+        let end = n.checked_mul(24).and_then(|b| b.checked_add(at)).filter(|&e| e <= bytes.len()).ok_or_else(|| err("short columns"))?;
+        let calls = if n == 0 { Calls::Columns(Columns::default()) } else { Calls::Packed(Box::new(Received { bytes: bytes.clone(), at, n })) };
+        at = end;
         regions.push(RegionData {
             name: r.name,
-            calls: Calls::Columns(Columns { starts, ends, thread_ids }),
+            calls,
             stats: r.stats,
             open_calls: r.open_calls,
             dropped_calls: r.dropped_calls,
@@ -140,6 +142,54 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile, String> {
         });
     }
     Ok(RankProfile { info: header.info, regions, likwid: header.likwid, counters: header.counters, mpi: header.mpi, samples: header.samples, call_paths: header.call_paths })
+}
+
+/// One region's calls in a received rank's bytes: starts, ends and thread ids, `n` little-endian
+/// i64 each, from byte `at` on (checked to be within the bytes by `decode`), in start order.
+#[derive(Debug)]
+struct Received {
+    bytes: std::sync::Arc<PageVec<u8>>,
+    at: usize,
+    n: usize,
+}
+
+impl PackedCalls for Received {
+    fn calls(&self) -> usize {
+        self.n
+    }
+
+    fn bytes_reserved(&self) -> usize {
+        24 * self.n
+    }
+
+    fn heap_bytes(&self) -> usize {
+        // The bytes are a mapping of their own, freed with the profile.
+        0
+    }
+
+    fn merge(&self) -> Box<dyn SlabSource + Send + '_> {
+        Box::new(ReceivedSlabs { calls: self, next: 0 })
+    }
+}
+
+/// `Received`'s calls a slab at a time (already in start order: nothing to merge).
+struct ReceivedSlabs<'a> {
+    calls: &'a Received,
+    next: usize,
+}
+
+impl SlabSource for ReceivedSlabs<'_> {
+    fn next_slab(&mut self, out: &mut Buffers) -> bool {
+        let Received { bytes, at, n } = self.calls;
+        let (from, to) = (self.next, (self.next + SLAB).min(*n));
+        self.next = to;
+        for (k, col) in [&mut out.0, &mut out.1, &mut out.2].into_iter().enumerate() {
+            col.clear();
+            let column = &bytes[at + k * n * 8..at + (k + 1) * n * 8];
+            col.extend(column[from * 8..to * 8].chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())));
+        }
+        to > from
+    }
 }
 
 #[cfg(test)]
@@ -186,7 +236,7 @@ mod tests {
             nodes: vec![crate::model::PathNode { thread: 1, parent: -1, region: 0, calls: 2, inclusive_ns: 4, exclusive_ns: 3 }],
             wall_ns: 99,
         });
-        let q = decode(&encode(&p)).unwrap();
+        let q = decode(encode(&p)).unwrap();
         assert_eq!(q.call_paths, p.call_paths, "the call paths travel to rank 0");
         assert_eq!(q.info, p.info);
         assert_eq!(q.regions.len(), 2);
@@ -199,7 +249,39 @@ mod tests {
         assert_eq!(q.counters, p.counters, "perf events and annotations travel to rank 0");
         assert_eq!(q.mpi, p.mpi, "the MPI calls travel to rank 0");
         assert_eq!(q.samples, p.samples, "the samples travel to rank 0");
-        assert!(decode(&encode(&p)[..20]).is_err());
-        assert!(decode(b"garbage").is_err());
+        let bytes = |b: &[u8]| {
+            let mut v = PageVec::new();
+            v.extend_from_slice(b);
+            v
+        };
+        assert!(decode(bytes(&encode(&p)[..20])).is_err());
+        assert!(decode(bytes(b"garbage")).is_err());
+        // Columns cut short by one byte: said, never read past the end.
+        let whole = encode(&p);
+        assert_eq!(decode(bytes(&whole[..whole.len() - 1])).err().unwrap(), "malformed rank data: short columns");
+    }
+
+    /// A region of more calls than a slab is read from the received bytes slab by slab, in
+    /// order, the same calls.
+    #[test]
+    fn received_calls_read_slab_by_slab() {
+        let n = 2 * SLAB as i64 + 123;
+        let starts: Vec<i64> = (0..n).map(|i| 10 * i).collect();
+        let ends: Vec<i64> = (0..n).map(|i| 10 * i + 3 + i % 7).collect();
+        let tids: Vec<i64> = (0..n).map(|i| i % 3).collect();
+        let mut p = RankProfile::default();
+        p.regions.push(RegionData::from_columns("big", starts.clone(), ends.clone(), tids.clone()));
+        let q = decode(encode(&p)).unwrap();
+        assert_eq!(q.regions[0].calls(), n as usize);
+        let c = q.regions[0].columns();
+        assert!(c.starts == starts && c.ends == ends && c.thread_ids == tids);
+        let mut slabs = Vec::new();
+        q.regions[0]
+            .for_each_slab::<()>(|s| {
+                slabs.push(s.starts.len());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(slabs, [SLAB, SLAB, 123]);
     }
 }

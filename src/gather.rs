@@ -62,7 +62,7 @@ fn gather_and_write(run: RunContext<'_>, ctx: &MpiContext, own: &RankProfile, ce
     // Receive rank by rank, even after a failure, so that no rank is left waiting.
     for r in 1..ctx.size {
         let bytes = ctx.comm.send_value(r, tag::GO, &1u8).and_then(|_| ctx.comm.recv_bytes(r, u64::MAX));
-        match bytes.map_err(|e| e.to_string()).and_then(|b| decode(&b)) {
+        match bytes.map_err(|e| e.to_string()).and_then(decode) {
             Ok(p) => write(&file, r as usize, &p, &mut hdf5_error),
             Err(e) => hdf5_error = hdf5_error.or(Some(format!("rank{r}: {e}"))),
         }

@@ -101,7 +101,7 @@ pub fn census(comm: &Comm, mine: &Census) -> Result<Census> {
     let bytes = serde_json::to_vec(mine).map_err(json_error)?;
     let merged = comm.reduce_tree(bytes, |left, right| {
         let l: Census = serde_json::from_slice(&left).map_err(|e| e.to_string())?;
-        let r: Census = serde_json::from_slice(&right).map_err(|e| e.to_string())?;
+        let r: Census = serde_json::from_slice(right).map_err(|e| e.to_string())?;
         serde_json::to_vec(&l.then(r)).map_err(|e| e.to_string())
     })?;
     let all = comm.bcast_bytes(merged, 0)?;

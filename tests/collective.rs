@@ -308,24 +308,37 @@ fn ranks_with_more_calls_than_a_round_write_in_several_rounds() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Each rank stages a round's encoded calls (up to a million: several MiB) for the collective
-/// write, in mappings of its own: a malloc-heavy host (tests/c/host_allocator.c under mpirun)
-/// gets its arrays from glibc the same way after sp_finalize as before it. Freed through
-/// malloc, the staging raised glibc's mmap threshold on every rank, and the host's arrays
+/// Each way of writing over MPI leaves every rank's allocator as the host had it: a
+/// malloc-heavy host (tests/c/host_allocator.c under mpirun, 2 ranks) gets its arrays from
+/// glibc the same way after sp_finalize as before it. The collective write stages a round's
+/// encoded calls (several MiB) and rank 0 receives each other rank's calls (24 bytes a call)
+/// when it writes them: both in mappings of their own. Freed through malloc, the staging raised
+/// glibc's mmap threshold on every rank, the received calls on rank 0, and the host's arrays
 /// after finalize came from the heap (0 of 40 mapped).
 #[test]
-fn the_collective_write_leaves_each_ranks_allocator_alone() {
-    let dir = scratch("collective_host_allocator");
+fn every_way_of_writing_over_mpi_leaves_each_ranks_allocator_alone() {
+    let dir = scratch("mpi_host_allocator");
     let exe = compile_with("mpicc", &["-std=c99", "-DWITH_MPI"], "host_allocator_mpi", &["tests/c/host_allocator.c"], &dir, &[]);
     let file = dir.join("out.h5");
-    let out = mpirun(2, &exe, &[file.to_str().unwrap(), "profile"], &dir, &[("SCOPE_PROFILER_LAYOUT", "columnar"), ("SCOPE_PROFILER_COLLECTIVE", "1")], &[], true);
-    let stdout = text(&out.stdout);
-    let mut phases: Vec<&str> = stdout.lines().filter(|l| l.starts_with("PHASE ")).collect();
-    phases.sort();
-    let expected = ["PHASE after 40/40", "PHASE after 40/40", "PHASE before 40/40", "PHASE before 40/40", "PHASE recording 40/40", "PHASE recording 40/40"];
-    assert_eq!(phases, expected, "the ranks' arrays (mapped by glibc / steps)\nstderr:\n{}", text(&out.stderr));
-    // Both ranks' 8 million calls each are in the file (the staging was used).
-    let counts: Vec<u64> = hdf5::File::open(&file).unwrap().dataset("rank_region_index/event_counts").unwrap().read_raw().unwrap();
-    assert_eq!(counts.iter().sum::<u64>(), 2 * 40 * 200_000, "{counts:?}");
+    for (layout, collective) in [("columnar", "1"), ("columnar", "0"), ("regions", "1")] {
+        let _ = std::fs::remove_file(&file);
+        let out = mpirun(2, &exe, &[file.to_str().unwrap(), "profile"], &dir, &[("SCOPE_PROFILER_LAYOUT", layout), ("SCOPE_PROFILER_COLLECTIVE", collective)], &[], true);
+        let stdout = text(&out.stdout);
+        let mut phases: Vec<&str> = stdout.lines().filter(|l| l.starts_with("PHASE ")).collect();
+        phases.sort();
+        let expected = ["PHASE after 40/40", "PHASE after 40/40", "PHASE before 40/40", "PHASE before 40/40", "PHASE recording 40/40", "PHASE recording 40/40"];
+        assert_eq!(phases, expected, "{layout}, collective {collective}: the ranks' arrays (mapped by glibc / steps)\nstderr:\n{}", text(&out.stderr));
+        // Both ranks' 8 million calls each are in the file.
+        let h5 = hdf5::File::open(&file).unwrap();
+        let calls: u64 = if layout == "columnar" {
+            h5.dataset("rank_region_index/event_counts").unwrap().read_raw::<u64>().unwrap().iter().sum()
+        } else {
+            (0..2).flat_map(|r| {
+                let g = h5.group(&format!("rank{r}/regions")).unwrap();
+                g.member_names().unwrap().into_iter().map(move |n| g.dataset(&format!("{n}/start_times")).unwrap().size() as u64)
+            }).sum()
+        };
+        assert_eq!(calls, 2 * 40 * 200_000, "{layout}, collective {collective}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,13 +121,19 @@ impl<T: Copy> PageVec<T> {
 
     /// `len` zeros (a fresh mapping reads as zeros: nothing is written then).
     pub fn zeroed(len: usize) -> Self {
-        let mut v = PageVec::with_capacity(len);
+        PageVec::try_zeroed(len).unwrap_or_else(|| out_of_memory(len.saturating_mul(Self::SIZE)))
+    }
+
+    /// `zeroed`, or None when the memory cannot be had (for sizes that come from elsewhere).
+    pub fn try_zeroed(len: usize) -> Option<Self> {
+        let mut v = PageVec::new();
+        v.try_grow_to(len).ok()?;
         if !v.mapped && len > 0 {
             // SAFETY: cap >= len values of the malloc'd block; all-zero bits are what callers ask for.
             unsafe { std::ptr::write_bytes(v.ptr.as_ptr(), 0, len) };
         }
         v.len = len;
-        v
+        Some(v)
     }
 
     pub fn len(&self) -> usize {
@@ -223,10 +229,17 @@ impl<T: Copy> PageVec<T> {
     }
 
     fn grow_to(&mut self, cap: usize) {
-        if cap <= self.cap {
-            return;
+        if let Err(bytes) = self.try_grow_to(cap) {
+            out_of_memory(bytes);
         }
-        let bytes = cap.checked_mul(Self::SIZE).unwrap_or_else(|| out_of_memory(usize::MAX));
+    }
+
+    /// `grow_to`, the bytes that could not be had as the error (the vector unchanged then).
+    fn try_grow_to(&mut self, cap: usize) -> Result<(), usize> {
+        if cap <= self.cap {
+            return Ok(());
+        }
+        let bytes = cap.checked_mul(Self::SIZE).ok_or(usize::MAX)?;
         if bytes < LARGE {
             // Small: malloc (never mapped by glibc at this size).
             let p = if self.cap == 0 {
@@ -236,9 +249,9 @@ impl<T: Copy> PageVec<T> {
                 // SAFETY: our malloc'd block of `self.cap` values (not mapped: bytes < LARGE).
                 unsafe { std::alloc::realloc(self.ptr.as_ptr().cast(), Self::heap_layout(self.cap), bytes) }
             };
-            let Some(p) = NonNull::new(p.cast::<T>()) else { out_of_memory(bytes) };
+            let Some(p) = NonNull::new(p.cast::<T>()) else { return Err(bytes) };
             (self.ptr, self.cap) = (p, cap);
-            return;
+            return Ok(());
         }
         let bytes = round_to_pages(bytes);
         let p = if self.mapped {
@@ -249,7 +262,7 @@ impl<T: Copy> PageVec<T> {
             unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) }
         };
         if p == libc::MAP_FAILED {
-            out_of_memory(bytes);
+            return Err(bytes);
         }
         if !self.mapped && self.cap > 0 {
             // From the heap into the mapping: the values move over, the block goes back.
@@ -263,6 +276,7 @@ impl<T: Copy> PageVec<T> {
         self.ptr = unsafe { NonNull::new_unchecked(p.cast()) };
         self.cap = bytes / Self::SIZE;
         self.mapped = true;
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ pub mod plugin;
 // Offsets in CLOCK_MONOTONIC ns, the clock of the file's timestamps after conversion (the
 // hot path may read the TSC; its ticks never enter this comparison).
 use crate::clock::monotonic_ns as now_ns;
+use crate::model::PageVec;
 use crate::status::{Error, Result, Status};
 use plugin::{MpiState, Ops};
 use std::ffi::{CString, c_int, c_void};
@@ -188,7 +189,7 @@ impl Comm {
 
     /// The counterpart of `send_bytes`. The length comes from a rank of our own job over our
     /// private communicator, and `limit` bounds it all the same.
-    pub fn recv_bytes(&self, from: i32, limit: u64) -> Result<Vec<u8>> {
+    pub fn recv_bytes(&self, from: i32, limit: u64) -> Result<PageVec<u8>> {
         self.recv_bytes_tagged(from, tag::DATA, limit)
     }
 
@@ -198,14 +199,15 @@ impl Comm {
         self.send(to, tag, bytes)
     }
 
-    fn recv_bytes_tagged(&self, from: i32, tag: i32, limit: u64) -> Result<Vec<u8>> {
+    /// The bytes in a mapping of their own when large (`PageVec`): a rank's calls, megabytes
+    /// freed through malloc, would move glibc's mmap threshold for the host's allocations.
+    fn recv_bytes_tagged(&self, from: i32, tag: i32, limit: u64) -> Result<PageVec<u8>> {
         let len: u64 = self.recv_value(from, tag::LEN)?;
         if len > limit {
             return Err(Error::new(Status::Mpi, format!("rank {from} announced {len} bytes, more than the {limit} expected")));
         }
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len as usize).map_err(|_| Error::new(Status::Mpi, format!("no memory for {len} bytes from rank {from}")))?;
-        buf.resize(len as usize, 0);
+        let no_memory = || Error::new(Status::Mpi, format!("no memory for {len} bytes from rank {from}"));
+        let mut buf = usize::try_from(len).ok().and_then(PageVec::try_zeroed).ok_or_else(no_memory)?;
         self.recv_into(from, tag, &mut buf)?;
         Ok(buf)
     }
@@ -215,7 +217,7 @@ impl Comm {
     /// combined, and keeps `merge(left, right)`. Rank 0 gets the result over all ranks (None
     /// elsewhere) after ceil(log2 P) messages; no rank receives more than that many. With an
     /// associative `merge`, the result is the left-to-right fold over the ranks in rank order.
-    pub fn reduce_tree(&self, mine: Vec<u8>, merge: impl Fn(Vec<u8>, Vec<u8>) -> std::result::Result<Vec<u8>, String>) -> Result<Option<Vec<u8>>> {
+    pub fn reduce_tree(&self, mine: Vec<u8>, merge: impl Fn(Vec<u8>, &[u8]) -> std::result::Result<Vec<u8>, String>) -> Result<Option<Vec<u8>>> {
         let (rank, size) = (self.rank, self.size);
         let mut acc = mine;
         let mut step = 1i32;
@@ -227,7 +229,7 @@ impl Comm {
             }
             if rank + step < size {
                 let right = self.recv_bytes_tagged(rank + step, tag::TREE, u64::MAX)?;
-                acc = merge(acc, right).map_err(|e| Error::new(Status::Mpi, format!("combining rank {}'s data: {e}", rank + step)))?;
+                acc = merge(acc, &right).map_err(|e| Error::new(Status::Mpi, format!("combining rank {}'s data: {e}", rank + step)))?;
             }
             step = step.saturating_mul(2);
         }
