@@ -14,7 +14,8 @@
 //! allocating and freeing it moves none of glibc's thresholds. Below `LARGE` it is a malloc'd
 //! block, which glibc never maps (its threshold is at least 128 KiB), so freeing it moves
 //! nothing either. Every buffer of the library that can reach `LARGE` bytes is one (call-log
-//! chunks, slab buffers, column encodings, the bytes a rank sends). `tests/host_allocator.rs` watches a host's own mappings with and without
+//! chunks, slab buffers, column encodings, the bytes a rank sends and rank 0 receives, the
+//! collective write's staging). `tests/host_allocator.rs` watches a host's own mappings with and without
 //! the library.
 
 use std::mem::MaybeUninit;
