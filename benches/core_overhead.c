@@ -12,6 +12,8 @@
  * Rounds alternate between the three so frequency changes and noise hit all alike; the
  * reported time per pair is the median over rounds. Also reports resident memory per
  * recorded call and the time of sp_finalize for all recorded calls (written to a file).
+ * With CORE_OVERHEAD_ROUNDS set, each round's handle pair, rdtsc pair and page faults go to
+ * stderr (which round is the worst, and whether it took the faults).
  * Usage: core_overhead [calls_per_round=1000000] [rounds=5] [output.h5] */
 #include <scope_profiler.h>
 
@@ -105,6 +107,9 @@ int main(int argc, char **argv) {
         double t2 = now_s();
         getrusage(RUSAGE_THREAD, &ru1);
         faults += ru1.ru_minflt - ru0.ru_minflt;
+        if (getenv("CORE_OVERHEAD_ROUNDS"))
+            fprintf(stderr, "round %d: handle pair %.2f ns, rdtsc pair %.2f ns, %ld page faults\n", r, (now_s() - t1) / n * 1e9,
+                    (u1 - u0) / n * 1e9, (long)(ru1.ru_minflt - ru0.ru_minflt));
         for (long i = 0; i < n; i++) {
             sp_region_start("bench_name");
             sp_region_stop("bench_name");
