@@ -184,6 +184,7 @@ fn refused_after_stop(stderr: &str) -> u64 {
 /// before the signal is in the file.
 #[test]
 fn sigterm_holds_threads_in_instrumented_functions_until_the_write_is_done() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_functions");
     let exe = compile(Lang::C, "functions_loop", &["tests/c/functions_loop.c"], &dir, &["-g", "-finstrument-functions", "-lpthread"]);
     let (file, side) = (dir.join("out.h5"), dir.join("side"));
@@ -207,11 +208,13 @@ fn sigterm_holds_threads_in_instrumented_functions_until_the_write_is_done() {
 
 #[test]
 fn sigterm_without_any_setting_writes_the_profile() {
+    let _beside = beside_the_deadline_tests();
     signal_writes_the_profile("kill_term", libc::SIGTERM, "SIGTERM", &[]);
 }
 
 #[test]
 fn sigint_without_any_setting_writes_the_profile() {
+    let _beside = beside_the_deadline_tests();
     signal_writes_the_profile("kill_int", libc::SIGINT, "SIGINT", &[]);
 }
 
@@ -219,16 +222,19 @@ fn sigint_without_any_setting_writes_the_profile() {
 /// SIGUSR1 at its default action (which ends the process).
 #[test]
 fn sigusr1_at_its_default_action_writes_the_profile() {
+    let _beside = beside_the_deadline_tests();
     signal_writes_the_profile("kill_usr1", libc::SIGUSR1, "SIGUSR1", &[]);
 }
 
 #[test]
 fn sigterm_to_an_openmp_program_writes_the_profile() {
+    let _beside = beside_the_deadline_tests();
     signal_writes_the_profile("kill_omp", libc::SIGTERM, "SIGTERM", &["-fopenmp"]);
 }
 
 #[test]
 fn sigterm_to_a_fortran_program_writes_the_profile() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_fortran");
     let exe = fortran_support::build_fortran("gfortran", "tests/fortran/kill_loop.f90", &dir, "kill_loop", &[]);
     let (file, side) = (dir.join("out.h5"), dir.join("side"));
@@ -289,6 +295,7 @@ fn start_mpirun(dir: &Path, np: usize, threads: usize, options: &[&str], env: &[
 /// gives one file with every rank and every call complete before the signal.
 #[test]
 fn mpirun_sigterm_leaves_rank_files_and_one_line_to_merge_them() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_mpirun");
     let np = 3;
     // Open MPI kills the ranks 1 s after forwarding SIGTERM; this loaded 2-core machine may
@@ -328,6 +335,7 @@ fn mpirun_sigterm_leaves_rank_files_and_one_line_to_merge_them() {
 /// the signal hit, and decides the exit (here `_exit(42)`).
 #[test]
 fn host_handler_from_before_setup_runs_after_the_write() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_host_before");
     let exe = build(&dir, &[]);
     let child = start(&exe, &dir, 2, "host_handler", 0, &[]);
@@ -344,6 +352,7 @@ fn host_handler_from_before_setup_runs_after_the_write() {
 /// exit keeps the profile (run on the signal watcher: the handler interrupted a thread).
 #[test]
 fn host_handler_from_after_setup_that_exits_keeps_the_profile() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_host_after");
     let exe = build(&dir, &[]);
     let child = start(&exe, &dir, 2, "host_exit_after", 0, &[]);
@@ -363,6 +372,7 @@ fn host_handler_from_after_setup_that_exits_keeps_the_profile() {
 /// and exits 0, and its sp_finalize finds the profile already written.
 #[test]
 fn host_handler_that_lets_the_program_go_on_decides() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_host_flag");
     let exe = build(&dir, &[]);
     let child = start(&exe, &dir, 2, "host_flag", 0, &[]);
@@ -386,6 +396,7 @@ fn host_handler_that_lets_the_program_go_on_decides() {
 /// A host that ignores SIGTERM keeps ignoring it: no write, no exit. SIGINT still works.
 #[test]
 fn ignored_sigterm_stays_ignored() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_ignore");
     let exe = build(&dir, &[]);
     let child = start(&exe, &dir, 1, "ignore_term", 0, &[]);
@@ -407,6 +418,7 @@ fn ignored_sigterm_stays_ignored() {
 /// was put back by then: the same end.)
 #[test]
 fn sigterm_during_sp_finalize_writes_once_then_ends() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_during_finalize");
     let exe = build(&dir, &[]);
     let calls = 1_500_000u64;
@@ -429,6 +441,7 @@ fn sigterm_during_sp_finalize_writes_once_then_ends() {
 /// then the process ends as the signal asks; a file that is there is complete.
 #[test]
 fn a_second_signal_ends_the_process_without_hanging() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_twice");
     let exe = build(&dir, &[]);
     let child = start(&exe, &dir, 2, "plain", 0, &[]);
@@ -449,6 +462,7 @@ fn a_second_signal_ends_the_process_without_hanging() {
 /// `none` turns it off: the signal ends the process as it would without us, nothing written.
 #[test]
 fn signals_none_leaves_the_signal_alone() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_none");
     let exe = build(&dir, &[]);
     let child = start(&exe, &dir, 1, "plain", 0, &[("SCOPE_PROFILER_SIGNALS", "none")]);
@@ -468,6 +482,7 @@ fn signals_none_leaves_the_signal_alone() {
 /// leaves the parent's profile as it is (it used to replace it with its own copy).
 #[test]
 fn a_forked_child_never_writes_over_its_parents_profile() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_fork");
     let exe = build(&dir, &[]);
     let calls = 400_000u64;
@@ -487,6 +502,7 @@ fn a_forked_child_never_writes_over_its_parents_profile() {
 /// refused with SP_ERR_REENTRANT; they never crash or deadlock, and what was recorded is exact.
 #[test]
 fn calls_from_a_signal_handler_are_refused_not_crashing() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_reentry");
     let exe = compile(Lang::C, "signal_reentry", &["tests/c/signal_reentry.c"], &dir, &[]);
     let file = dir.join("reentry.h5");
@@ -518,6 +534,7 @@ fn calls_from_a_signal_handler_are_refused_not_crashing() {
 /// write must start no thread (one could never end). It returns, with every call written.
 #[test]
 fn dlclose_with_two_busy_threads_writes_without_starting_threads() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_dlclose_threads");
     let exe = compile_host("dlclose_host", "tests/c/dlclose_host.c", &dir);
     let out = dir.join("out.h5");
@@ -564,6 +581,7 @@ fn unpaced_loop_terminated(exe: &Path, dir: &Path) -> (std::process::Child, BTre
 /// says. The half-written rest (a private directory) stays until `recover` removes it.
 #[test]
 fn sigkill_while_the_calls_are_written_keeps_the_statistics() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_staged_sigkill");
     let exe = build(&dir, &[]);
     // Unpaced: about a million calls, whose write takes far longer than the polling below.
@@ -621,6 +639,7 @@ fn sigkill_while_the_calls_are_written_keeps_the_statistics() {
 /// directory of the file being written is removed, and the line says what was not written.
 #[test]
 fn a_signal_write_cut_short_by_its_deadline_leaves_nothing_half_written() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_staged_deadline");
     let exe = build(&dir, &[]);
     let mut cmd = Command::new(&exe);
@@ -657,17 +676,23 @@ fn a_signal_write_cut_short_by_its_deadline_leaves_nothing_half_written() {
 /// is broken only if no attempt keeps every rank's statistics.
 #[test]
 fn mpirun_with_its_default_sigkill_timeout_keeps_every_ranks_statistics() {
-    let _alone = MPIRUN_DEADLINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = MPIRUN_DEADLINE.write().unwrap_or_else(|e| e.into_inner());
     retried(5, mpirun_default_attempt);
 }
 
-/// Held by each test of a write within mpirun's second: two at once (the test threads run
-/// two tests side by side) take the 2 cores from each other's ranks (the big profile's ranks
-/// build their call paths on two threads each).
-static MPIRUN_DEADLINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Held for writing by each test of a write within mpirun's second, for reading by every other
+/// test of this file: such a test runs alone (the test threads run two tests side by side,
+/// which would take the 2 cores, and the disk, from its ranks within that second).
+static MPIRUN_DEADLINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// What every test but those within mpirun's second holds while it runs (see `MPIRUN_DEADLINE`).
+fn beside_the_deadline_tests() -> std::sync::RwLockReadGuard<'static, ()> {
+    MPIRUN_DEADLINE.read().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `attempt` run up to `times` times until one succeeds (a rank that got no CPU within the
-/// launcher's second is tried again); the test fails with every attempt's account.
+/// launcher's second is tried again, after a pause that lets a burst of other work pass); the
+/// test fails with every attempt's account.
 fn retried(times: usize, attempt: impl Fn(usize) -> Result<(), String>) {
     let mut tried = Vec::new();
     for k in 0..times {
@@ -675,6 +700,7 @@ fn retried(times: usize, attempt: impl Fn(usize) -> Result<(), String>) {
             Ok(()) => return,
             Err(e) => tried.push(e),
         }
+        std::thread::sleep(Duration::from_secs(3));
     }
     panic!("no attempt kept every rank's statistics:\n{}", tried.join("\n"));
 }
@@ -746,6 +772,7 @@ fn mpirun_default_attempt(attempt: usize) -> Result<(), String> {
 /// profile) is never taken for calls: `sptool recover` removes it and says so.
 #[test]
 fn a_removal_cut_short_is_cleaned_up_by_recovery() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_removal_cut");
     let gone = dir.join(".out.spill.r1.0123456789abcdef.removing");
     std::fs::create_dir_all(&gone).unwrap();
@@ -810,7 +837,7 @@ fn spill_dirs(dir: &Path) -> Vec<PathBuf> {
 /// library's verbosity 2, whose timing line of each rank is what BENCHMARKS.md reports.
 #[test]
 fn mpirun_default_timeout_keeps_a_big_profiles_statistics_and_its_calls_in_a_raw_dump() {
-    let _alone = MPIRUN_DEADLINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = MPIRUN_DEADLINE.write().unwrap_or_else(|e| e.into_inner());
     retried(2, big_mpirun_attempt);
 }
 
@@ -911,6 +938,7 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
 /// that run's whole profile, leaves it as it is, and removes the dump, saying so.
 #[test]
 fn a_dump_left_beside_its_runs_complete_file_is_removed_by_recover() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_dump_beside_complete");
     let exe = build(&dir, &[]);
     let (child, _) = unpaced_loop_terminated(&exe, &dir);
@@ -957,6 +985,7 @@ fn a_dump_left_beside_its_runs_complete_file_is_removed_by_recover() {
 /// beside it instead of replacing it.
 #[test]
 fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
+    let _beside = beside_the_deadline_tests();
     let dir = scratch("kill_dump_cut");
     let exe = build(&dir, &[]);
     let (child, before) = unpaced_loop_terminated(&exe, &dir);
@@ -998,6 +1027,7 @@ fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
 /// told apart from a slow machine without them).
 #[test]
 fn a_hung_program_is_reported_with_its_stacks() {
+    let _beside = beside_the_deadline_tests();
     let mut cmd = Command::new("sleep");
     cmd.arg("300");
     let started = Instant::now();
