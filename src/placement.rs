@@ -258,7 +258,7 @@ fn let_go(f: std::fs::File) {
 /// finish a file. (Kept with the list, by thread, not in a thread-local: a thread-local with a
 /// destructor, first touched by the write at a `dlclose`, would be destroyed after the
 /// library is gone.)
-pub fn when_placed(hook: Box<dyn FnMut(&Path) + Send>) -> WhenPlaced {
+pub fn when_placed(hook: PlacedHook) -> WhenPlaced {
     let me = this_thread();
     let mut list = unfinished();
     list.hooks.retain(|(t, _)| *t != me);
@@ -287,11 +287,14 @@ fn this_thread() -> libc::pthread_t {
     unsafe { libc::pthread_self() }
 }
 
+/// A thread's `when_placed` hook.
+type PlacedHook = Box<dyn FnMut(&Path) + Send>;
+
 /// What the lock of the unfinished list guards: the private directories of files still being
 /// written, and the threads' `when_placed` hooks.
 struct Unfinished {
     dirs: Vec<PathBuf>,
-    hooks: Vec<(libc::pthread_t, Box<dyn FnMut(&Path) + Send>)>,
+    hooks: Vec<(libc::pthread_t, PlacedHook)>,
 }
 
 /// The private directories of files still being written by this process.

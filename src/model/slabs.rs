@@ -187,7 +187,8 @@ impl RegionData {
                         *guard = Some((merger, next));
                         return Ok(w);
                     }
-                    next.first.get_or_insert(Call { start: (*buf).0[0], end: (*buf).1[0] });
+                    let (starts, ends, _) = &*buf;
+                    next.first.get_or_insert(Call { start: starts[0], end: ends[0] });
                     let place = next;
                     next.advance(&slab_of(&buf));
                     *guard = Some((merger, next));
