@@ -356,6 +356,10 @@ mod tests {
         v.clear();
         assert!(v.is_empty() && v.capacity() >= 400_005);
         assert!(v.is_mapped());
+        // A length no memory can hold (one another rank announced): None, not an abort.
+        assert!(PageVec::<u8>::try_zeroed(1 << 62).is_none());
+        assert!(PageVec::<u64>::try_zeroed(usize::MAX / 4).is_none(), "bytes overflow");
+        assert_eq!(PageVec::<u8>::try_zeroed(3).map(|v| v.to_vec()), Some(vec![0, 0, 0]));
         let z: PageVec<u64> = PageVec::zeroed(1 << 17);
         assert!(z.iter().all(|&x| x == 0) && z.len() == 1 << 17 && z.is_mapped());
         let small: PageVec<u64> = PageVec::zeroed(100);

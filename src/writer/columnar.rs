@@ -390,7 +390,7 @@ impl<'t> EventColumns<'t> {
     /// per thread (their places in the columns are known beforehand): a profile of many
     /// moderate regions uses both cores as one large region does.
     pub fn write_regions(&self, at: u64, regions: &[RegionData], max_threads: u64) -> hdf5::Result<Vec<Partial>> {
-        let side_by_side = self.direct().is_some() && crate::model::helper_threads_allowed();
+        let side_by_side = self.direct().is_some();
         let (mut places, mut sums, mut later) = (Vec::with_capacity(regions.len()), Vec::with_capacity(regions.len()), Vec::new());
         let mut next = at;
         for (i, region) in regions.iter().enumerate() {

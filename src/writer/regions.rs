@@ -65,7 +65,7 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let threads = new_column::<i64>(&g, "thread_ids", n)?;
     let direct = starts.direct().is_some() && ends.direct().is_some() && threads.direct().is_some();
     let columns = [starts, ends, threads];
-    if direct && !region.shares_its_merge() && crate::model::helper_threads_allowed() {
+    if direct && !region.shares_its_merge() {
         return Ok(Some(columns));
     }
     let mut at = 0;
