@@ -4,6 +4,8 @@
  * With REGIONS, each thread's calls go to REGIONS regions one after another (flat start/stop
  * pairs, CALLS/2/REGIONS a region and thread) instead of the two nested ones: a profile of many
  * moderate regions.
+ * With FINALIZE_SPEED_HOST_MIB=M, the program first touches M MiB of memory of its own on small
+ * pages (a simulation's arrays: what finalize pays per GiB of the host's memory).
  * Prints the file size per call, the finalize time, the plain-write time, their ratio, and the
  * resident memory growth while recording and at the peak of finalize. */
 #include <scope_profiler.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,6 +96,15 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "flat%d", r);
             h_flat[r] = sp_region_register(name);
         }
+    }
+    const char *host_mib = getenv("FINALIZE_SPEED_HOST_MIB");
+    if (host_mib && atol(host_mib) > 0) {
+        size_t bytes = (size_t)atol(host_mib) << 20;
+        char *arrays = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (arrays == MAP_FAILED) return 1;
+        madvise(arrays, bytes, MADV_NOHUGEPAGE);
+        memset(arrays, 1, bytes);
+        printf("host arrays: %s MiB touched on small pages\n", host_mib);
     }
     long rss0 = vm("VmRSS:");
     pthread_t t[2];

@@ -775,12 +775,22 @@ pub mod huge {
         if blocks.is_empty() {
             return None;
         }
-        let (rss, huge) = resident(&blocks).unwrap_or((0, 0));
-        Some(describe(rss, huge, &pricing()))
+        Some(describe(resident(&blocks), &pricing()))
     }
 
-    /// `report` from the resident and huge-page bytes of the blocks and the pricing.
-    pub fn describe(rss: u64, huge: u64, pricing: &Pricing) -> String {
+    /// `report` from the resident and huge-page bytes of the blocks (None: not read) and the
+    /// pricing.
+    pub fn describe(pages: Option<(u64, u64)>, pricing: &Pricing) -> String {
+        let Some((rss, huge)) = pages else {
+            let unread = format!(
+                "what the kernel gave was not read: this kernel has no PAGEMAP_SCAN (Linux 6.7), and /proc/self/smaps is not read in a process of more than {} MiB",
+                SMAPS_RSS_LIMIT >> 20
+            );
+            return match pricing.dear {
+                Some(_) => format!("2 MiB, then 4 KiB (huge pages turned off after block {}; {unread})", pricing.huge_blocks),
+                None => format!("2 MiB asked for ({unread})"),
+            };
+        };
         let resident = format!("{} of {} KiB resident on 2 MiB pages", huge >> 10, rss >> 10);
         match pricing.dear {
             Some((touch, small)) => format!(
@@ -828,6 +838,64 @@ pub mod huge {
             Arena { current: None, pricing }
         }
 
+        /// A `BLOCK`-aligned block of our own (not the arena's), advised as asked; unmapped by
+        /// the caller.
+        fn own_block(huge: bool) -> *mut u8 {
+            // SAFETY: an anonymous mapping of our own, trimmed to one aligned block.
+            unsafe {
+                let p = libc::mmap(std::ptr::null_mut(), 2 * BLOCK, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+                assert_ne!(p, libc::MAP_FAILED);
+                let aligned = (p as usize).next_multiple_of(BLOCK);
+                if aligned > p as usize {
+                    libc::munmap(p, aligned - p as usize);
+                }
+                libc::munmap((aligned + BLOCK) as *mut libc::c_void, p as usize + BLOCK - aligned);
+                libc::madvise(aligned as *mut libc::c_void, BLOCK, if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE });
+                aligned as *mut u8
+            }
+        }
+
+        /// Whether this kernel has `PAGEMAP_SCAN` (6.7 and later).
+        fn kernel_scans() -> bool {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            let mut v = release.trim().split(|c: char| !c.is_ascii_digit()).map(|x| x.parse::<u32>().unwrap_or(0));
+            (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 7)
+        }
+
+        #[test]
+        fn the_blocks_pages_are_read_from_their_page_tables_alone() {
+            let (small, huge, untouched) = (own_block(false), own_block(true), own_block(false));
+            // SAFETY: whole pages inside our own blocks, written once each.
+            unsafe {
+                for page in [0, 5, 511] {
+                    small.add(page * 4096).write_volatile(1);
+                }
+                huge.write_volatile(1);
+            }
+            let Some(got) = scan::resident(&[small as usize]) else {
+                assert!(!kernel_scans(), "this kernel has PAGEMAP_SCAN, but the scan failed");
+                eprintln!("no PAGEMAP_SCAN on this kernel: the scan is not checked");
+                return;
+            };
+            assert_eq!(got, (3 * 4096, 0), "three small pages touched");
+            assert_eq!(scan::resident(&[untouched as usize]), Some((0, 0)));
+            let (rss, on_huge) = scan::resident(&[huge as usize]).unwrap();
+            // The kernel may give a small page where a huge one was asked for (fragmented
+            // memory, THP off): either way all or nothing of it is on huge pages.
+            assert!((rss, on_huge) == (BLOCK as u64, BLOCK as u64) || (rss, on_huge) == (4096, 0), "{rss} {on_huge}");
+            if on_huge > 0 {
+                assert!(vm_flags(huge as usize).contains(" hg"));
+            }
+            let both = scan::resident(&[small as usize, huge as usize, untouched as usize]).unwrap();
+            assert_eq!(both, (3 * 4096 + rss, on_huge), "the blocks summed");
+            // SAFETY: our own blocks, no reference into them left.
+            unsafe {
+                for b in [small, huge, untouched] {
+                    libc::munmap(b.cast(), BLOCK);
+                }
+            }
+        }
+
         #[test]
         fn a_dear_huge_page_turns_them_off_for_later_blocks() {
             // Stand-in for a VM whose host backs fresh memory slowly: small pages priced at
@@ -848,7 +916,7 @@ pub mod huge {
             assert_eq!(a.pricing.huge_blocks, 1, "the second block asked for small pages");
             // SAFETY: inside the second block, which is zeroed and ours.
             assert_eq!(unsafe { second.1.add(BLOCK / 8 - 1).read() }, 0);
-            let text = describe(4 << 20, 2 << 20, &a.pricing);
+            let text = describe(Some((4 << 20, 2 << 20)), &a.pricing);
             assert!(text.starts_with("2 MiB, then 4 KiB (the first touch of huge block 1 took ") && text.ends_with("2048 of 4096 KiB resident on 2 MiB pages)"), "{text}");
         }
 
@@ -868,8 +936,9 @@ pub mod huge {
                 }
                 assert_eq!((arena.pricing.huge_blocks, arena.pricing.dear), (3, None));
             }
-            assert_eq!(describe(4 << 20, 4 << 20, &a.pricing), "2 MiB (transparent huge pages)");
-            assert_eq!(describe(4 << 20, 0, &a.pricing), "4 KiB (the kernel gave small pages: 0 of 4096 KiB resident on 2 MiB pages)");
+            assert_eq!(describe(Some((4 << 20, 4 << 20)), &a.pricing), "2 MiB (transparent huge pages)");
+            assert_eq!(describe(Some((4 << 20, 0)), &a.pricing), "4 KiB (the kernel gave small pages: 0 of 4096 KiB resident on 2 MiB pages)");
+            assert!(describe(None, &a.pricing).starts_with("2 MiB asked for (what the kernel gave was not read: "));
         }
 
         #[test]
@@ -926,9 +995,30 @@ pub mod huge {
         }
     }
 
-    /// Resident and huge-page bytes of the mappings that hold these blocks (the kernel merges
-    /// adjacent blocks into one mapping).
+    /// Resident and huge-page bytes of these blocks: from the kernel's page tables of the blocks
+    /// alone (`PAGEMAP_SCAN`, Linux 6.7 and later); on older kernels from `/proc/self/smaps`,
+    /// whose reading walks the page tables of the whole process (about 12 ms per GiB of the
+    /// host's memory on small pages, BENCHMARKS.md section 10), so only for a process of at most
+    /// `SMAPS_RSS_LIMIT` resident. None when neither could be had.
     fn resident(blocks: &[usize]) -> Option<(u64, u64)> {
+        scan::resident(blocks).or_else(|| (process_rss()? <= SMAPS_RSS_LIMIT).then(|| smaps_resident(blocks)).flatten())
+    }
+
+    /// The largest process whose `/proc/self/smaps` is read for the report (about 12 ms).
+    const SMAPS_RSS_LIMIT: u64 = 1 << 30;
+
+    /// The process's resident bytes (`/proc/self/statm`, no page-table walk).
+    fn process_rss() -> Option<u64> {
+        let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+        let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        pages.checked_mul(u64::try_from(page).ok().filter(|&p| p > 0)?)
+    }
+
+    /// Resident and huge-page bytes of the mappings that hold these blocks, from
+    /// `/proc/self/smaps` (the kernel merges adjacent blocks into one mapping).
+    fn smaps_resident(blocks: &[usize]) -> Option<(u64, u64)> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         let (mut rss, mut huge, mut take) = (0u64, 0u64, false);
         for line in smaps.lines() {
@@ -947,6 +1037,85 @@ pub mod huge {
             }
         }
         Some((rss, huge))
+    }
+
+    /// The blocks' pages through the `PAGEMAP_SCAN` ioctl of `/proc/self/pagemap`
+    /// (linux/fs.h): the kernel walks the page tables of the ranges asked for only.
+    mod scan {
+        use super::BLOCK;
+
+        #[repr(C)]
+        #[derive(Default)]
+        struct PmScanArg {
+            size: u64,
+            flags: u64,
+            start: u64,
+            end: u64,
+            walk_end: u64,
+            vec: u64,
+            vec_len: u64,
+            max_pages: u64,
+            category_inverted: u64,
+            category_mask: u64,
+            category_anyof_mask: u64,
+            return_mask: u64,
+        }
+
+        #[repr(C)]
+        #[derive(Default, Clone, Copy)]
+        struct PageRegion {
+            start: u64,
+            end: u64,
+            categories: u64,
+        }
+
+        const PAGE_IS_PRESENT: u64 = 1 << 3;
+        const PAGE_IS_HUGE: u64 = 1 << 6;
+        /// `_IOWR('f', 16, struct pm_scan_arg)`.
+        const PAGEMAP_SCAN: u64 = (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
+
+        /// Resident and huge-page bytes of `blocks` (each `BLOCK` bytes from its address);
+        /// None when the kernel has no `PAGEMAP_SCAN` (before 6.7) or refuses it.
+        pub fn resident(blocks: &[usize]) -> Option<(u64, u64)> {
+            let pagemap = std::fs::File::open("/proc/self/pagemap").ok()?;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&pagemap);
+            let mut regions = [PageRegion::default(); 64];
+            let (mut rss, mut huge) = (0u64, 0u64);
+            for &b in blocks {
+                let end = b.checked_add(BLOCK)? as u64;
+                let mut at = b as u64;
+                while at < end {
+                    let mut arg = PmScanArg {
+                        size: std::mem::size_of::<PmScanArg>() as u64,
+                        start: at,
+                        end,
+                        vec: regions.as_mut_ptr() as u64,
+                        vec_len: regions.len() as u64,
+                        category_anyof_mask: PAGE_IS_PRESENT,
+                        return_mask: PAGE_IS_PRESENT | PAGE_IS_HUGE,
+                        ..Default::default()
+                    };
+                    // SAFETY: `arg` is the kernel's `pm_scan_arg` (its size given), `vec` points
+                    // to `vec_len` writable `page_region`s that outlive the call; the ranges are
+                    // ours (the kernel only reads their page tables).
+                    let n = unsafe { libc::ioctl(fd, PAGEMAP_SCAN as _, &mut arg as *mut PmScanArg) };
+                    let n = usize::try_from(n).ok()?.min(regions.len());
+                    for r in &regions[..n] {
+                        let bytes = r.end.saturating_sub(r.start).min(BLOCK as u64);
+                        rss += bytes;
+                        if r.categories & PAGE_IS_HUGE != 0 {
+                            huge += bytes;
+                        }
+                    }
+                    // The kernel stops early when the vector is full: go on from where it did.
+                    if arg.walk_end <= at || arg.walk_end > end {
+                        break;
+                    }
+                    at = arg.walk_end;
+                }
+            }
+            Some((rss, huge))
+        }
     }
 }
 
