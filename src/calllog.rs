@@ -886,6 +886,10 @@ pub mod huge {
             if on_huge > 0 {
                 assert!(vm_flags(huge as usize).contains(" hg"));
             }
+            // The older kernels' way: the whole mapping that holds the block (which the kernel
+            // may have merged with a neighbour of the same advice), never on huge pages.
+            let (mapping, mapping_huge) = smaps_resident(&[small as usize]).unwrap();
+            assert!(mapping >= 3 * 4096 && mapping_huge == 0, "{mapping} {mapping_huge}");
             let both = scan::resident(&[small as usize, huge as usize, untouched as usize]).unwrap();
             assert_eq!(both, (3 * 4096 + rss, on_huge), "the blocks summed");
             // SAFETY: our own blocks, no reference into them left.

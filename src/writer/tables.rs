@@ -483,7 +483,7 @@ impl RawColumn {
         if stored != ty.size() {
             return Err(hdf5::Error::from(format!("{name}: {stored} bytes per element in the file, {} expected", ty.size())));
         }
-        let direct = if len > 0 { direct_target(group, &ds) } else { None };
+        let direct = if len > 0 { direct_target(group, &ds, len.saturating_mul(ty.size() as u64)) } else { None };
         Ok(RawColumn { ds, ty, len, direct })
     }
 
