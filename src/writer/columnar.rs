@@ -219,42 +219,66 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
         fill_pairs_onto(&mut e.d, &starts[1..], &starts[..n - 1], |b, a| b.wrapping_sub(a));
     }
     let u: &[i64] = &e.u;
-    let (mut total, mut minimum, mut maximum, mut start_minimum, mut end_maximum) = (p.total, p.minimum, p.maximum, p.start_minimum, p.end_maximum);
+    let (mut total, mut start_minimum, mut end_maximum) = (p.total, p.start_minimum, p.end_maximum);
+    // The slab's own shortest and longest call (they bound the moments and histograms below).
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     for ((&d, &a), &b) in u.iter().zip(starts).zip(ends) {
         total = total.wrapping_add(d);
-        minimum = minimum.min(d);
-        maximum = maximum.max(d);
+        lo = lo.min(d);
+        hi = hi.max(d);
         start_minimum = start_minimum.min(a);
         end_maximum = end_maximum.max(b);
     }
-    (p.total, p.minimum, p.maximum, p.start_minimum, p.end_maximum) = (total, minimum, maximum, start_minimum, end_maximum);
-    // The moments, exact: a difference from the shift that fits 64 bits squares with one
-    // widening multiply; a slab with one that does not is summed again at 128 bits.
-    let (mut s1, mut s2, mut wide) = (0i128, 0i128, false);
-    for &d in u {
-        let (x, o) = d.overflowing_sub(shift);
-        wide |= o;
-        s1 = s1.wrapping_add(x as i128);
-        s2 = s2.wrapping_add((x as i128).wrapping_mul(x as i128));
+    (p.total, p.start_minimum, p.end_maximum) = (total, start_minimum, end_maximum);
+    if n > 0 {
+        (p.minimum, p.maximum) = (p.minimum.min(lo), p.maximum.max(hi));
     }
-    if wide {
-        (s1, s2) = (0, 0);
-        for &d in u {
-            let x = d as i128 - shift as i128;
-            s1 = s1.wrapping_add(x);
-            s2 = s2.wrapping_add(x.wrapping_mul(x));
+    // The moments, exact: sums of the differences from the shift and of their squares.
+    let (s1, s2) = match hi.checked_sub(shift).zip(shift.checked_sub(lo)) {
+        // Every difference under 2^31 either way: its square fits 62 bits and is one 32-bit
+        // multiply (four at a time), summed in 64 bits over as many calls as cannot overflow.
+        Some((above, below)) if n > 0 && above.max(below) < 1 << 31 => {
+            let bound = above.max(below).max(1) as u64;
+            // Calls per run: their squares' sum fits 64 bits, their sum 62.
+            let run = usize::try_from(u64::MAX / (bound * bound)).unwrap_or(usize::MAX).clamp(1, 1 << 31);
+            let (mut s1, mut s2) = (0i128, 0i128);
+            for part in u.chunks(run) {
+                let (mut p1, mut p2) = (0i64, 0u64);
+                for &d in part {
+                    let x = d - shift;
+                    let m = x.unsigned_abs() as u32 as u64;
+                    p1 += x;
+                    p2 += m * m;
+                }
+                s1 = s1.wrapping_add(p1 as i128);
+                s2 = s2.wrapping_add(p2 as i128);
+            }
+            (s1, s2)
         }
-    }
+        _ => {
+            let (mut s1, mut s2) = (0i128, 0i128);
+            for &d in u {
+                let x = d as i128 - shift as i128;
+                s1 = s1.wrapping_add(x);
+                s2 = s2.wrapping_add(x.wrapping_mul(x));
+            }
+            (s1, s2)
+        }
+    };
     p.s1 = p.s1.wrapping_add(s1);
     p.s2 = p.s2.wrapping_add(s2);
     // A histogram for every thread up to the slab's highest (a thread without calls keeps
     // zeros, which is what it is written as).
-    let threads = tids.iter().copied().max().map_or(0, |t| t.max(0) as usize + 1);
+    let (t_lo, t_hi) = tids.iter().fold((i64::MAX, i64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+    let threads = if n > 0 { t_hi.max(0) as usize + 1 } else { 0 };
     if p.hists.len() < threads {
         p.hists.resize(threads, Vec::new());
     }
     p.hists.iter_mut().filter(|h| h.is_empty()).for_each(|h| *h = vec![0; HIST_BUCKETS]);
-    if (1..=LANE_THREADS).contains(&threads) {
+    if n == 0 {
+    } else if t_lo >= 0 && threads <= FIELD_THREADS && lo >= 0 && bucket(hi) - bucket(lo) <= THRESHOLDS {
+        count_by_thresholds(u, tids, bucket(lo), bucket(hi), &mut p.hists[..threads]);
+    } else if threads <= LANE_THREADS {
         count_in_lanes(u, tids, &mut p.hists[..threads]);
     } else {
         count_in_runs(u, tids, &mut p.hists);
@@ -262,6 +286,67 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
     p.count += n as u64;
     if let Some(&d) = u.last() {
         p.last = p.last.max((place.at + n, d));
+    }
+}
+
+/// Threads and bucket boundaries up to which a slab's histograms are counted by thresholds.
+const FIELD_THREADS: usize = 4;
+const THRESHOLDS: usize = 4;
+
+/// Count the durations `u` (all >= 0, in buckets `b_lo..=b_hi`, at most `THRESHOLDS` + 1 of
+/// them) of the threads `tids` (0..`FIELD_THREADS`) into `hists`, with no look-up per call: for
+/// each boundary between the buckets, the calls at or above it are counted (a bucket's count is
+/// the difference of its two boundaries'), each thread in a 16-bit field of one 64-bit count
+/// (the call adds `1 << 16 * thread`, masked by its comparison), four calls at a time. A field
+/// of one of the four lanes counts at most a quarter of a part's calls, so parts of
+/// `4 * 65535` calls never carry from one thread's field into the next.
+#[inline(always)]
+fn count_by_thresholds(u: &[i64], tids: &[i64], b_lo: usize, b_hi: usize, hists: &mut [Vec<u64>]) {
+    // A duration is in bucket b >= 2 or above when it is at least 2^(b - 1); unused
+    // boundaries are never reached (no duration is above i64::MAX).
+    let mut at_least = [i64::MAX; THRESHOLDS];
+    for (k, b) in (b_lo + 1..=b_hi).enumerate() {
+        at_least[k] = 1i64 << (b - 1);
+    }
+    let threads = hists.len();
+    let mut all = [0u64; 4];
+    let mut above = [[0u64; THRESHOLDS]; 4];
+    for (pu, pt) in u.chunks(4 * 0xFFFF).zip(tids.chunks(4 * 0xFFFF)) {
+        let (mut n4, mut c4) = ([0u64; 4], [[0u64; 4]; THRESHOLDS]);
+        let (qu, qt) = (pu.chunks_exact(4), pt.chunks_exact(4));
+        let (ru, rt) = (qu.remainder(), qt.remainder());
+        for (q, t) in qu.zip(qt) {
+            for lane in 0..4 {
+                let field = 1u64 << ((t[lane] as u64 & 3) * 16);
+                n4[lane] += field;
+                for k in 0..THRESHOLDS {
+                    c4[k][lane] += field & ((q[lane] >= at_least[k]) as u64).wrapping_neg();
+                }
+            }
+        }
+        for (lane, (&d, &t)) in ru.iter().zip(rt).enumerate() {
+            let field = 1u64 << ((t as u64 & 3) * 16);
+            n4[lane] += field;
+            for k in 0..THRESHOLDS {
+                c4[k][lane] += field & ((d >= at_least[k]) as u64).wrapping_neg();
+            }
+        }
+        // The fields out of each lane, summed over the lanes.
+        for t in 0..threads {
+            let field = |v: u64| (v >> (16 * t)) & 0xFFFF;
+            all[t] += n4.iter().map(|&v| field(v)).sum::<u64>();
+            for k in 0..THRESHOLDS {
+                above[t][k] += c4[k].iter().map(|&v| field(v)).sum::<u64>();
+            }
+        }
+    }
+    let last = b_hi - b_lo;
+    for (t, hist) in hists.iter_mut().enumerate() {
+        // Calls at or above each boundary from b_lo on: all of them, then the thresholds'.
+        let at = |k: usize| if k == 0 { all[t] } else { above[t][k - 1] };
+        for k in 0..=last {
+            hist[b_lo + k] += at(k) - if k < last { at(k + 1) } else { 0 };
+        }
     }
 }
 
@@ -496,6 +581,46 @@ mod tests {
         (d, u, total, min, max, s1, s2, hists)
     }
 
+    /// Counting by thresholds gives the look-up's histograms: every number of threads and of
+    /// buckets it takes, durations on the buckets' boundaries, and one thread's calls more than
+    /// a 16-bit field holds in a lane.
+    #[test]
+    fn thresholds_count_as_the_lookup() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..40 {
+            let threads = 1 + case % FIELD_THREADS;
+            let b_lo = 1 + (next() % 50) as usize;
+            let b_hi = b_lo + (case / 4) % (THRESHOLDS + 1);
+            let n = [1usize, 3, 4, 5, 1000, 65_536, 4 * 65_535 + 3, 4 * 65_536 + 1][case % 8];
+            let floor = |b: usize| if b <= 1 { 0 } else { 1i64 << (b - 1) };
+            let (mut u, mut tids) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for i in 0..n {
+                let b = b_lo + (next() as usize) % (b_hi - b_lo + 1);
+                let width = floor(b + 1) - floor(b);
+                // The bucket's floor, its top, or anywhere between.
+                u.push(match next() % 3 {
+                    0 => floor(b),
+                    1 => floor(b) + width - 1,
+                    _ => floor(b) + (next() as i64 & i64::MAX) % width,
+                });
+                // The largest parts all on one thread (fields filled to the top).
+                tids.push(if n > 200_000 { (threads - 1) as i64 } else { (i as i64 + (next() % 2) as i64) % threads as i64 });
+            }
+            assert!(u.iter().all(|&d| (b_lo..=b_hi).contains(&bucket(d))));
+            let (lo, hi) = (*u.iter().min().unwrap(), *u.iter().max().unwrap());
+            let (mut got, mut want) = (vec![vec![0u64; HIST_BUCKETS]; threads], vec![vec![0u64; HIST_BUCKETS]; threads]);
+            count_by_thresholds(&u, &tids, bucket(lo), bucket(hi), &mut got);
+            count_in_lanes(&u, &tids, &mut want);
+            assert_eq!(got, want, "case {case}: {threads} threads, buckets {b_lo}..={b_hi}, {n} calls");
+        }
+    }
+
     /// The encoding in passes gives the one-loop encoding's columns and sums exactly, also
     /// when durations are far from the region's first (the moments at 128 bits) or wrap.
     #[test]
@@ -514,7 +639,17 @@ mod tests {
             let mut t = 1_000i64;
             for _ in 0..n {
                 t = t.wrapping_add((next() % 50) as i64);
-                let dur = if huge && next() % 3 == 0 { next() as i64 } else { (next() % 100_000) as i64 };
+                let dur = if huge && next() % 3 == 0 {
+                    next() as i64
+                } else if round % 4 == 2 {
+                    // Differences near 2^30: the squares summed in several runs.
+                    (next() % (1 << 30)) as i64
+                } else if round % 7 == 1 {
+                    // Durations within a few buckets (counted by thresholds).
+                    100 + (next() % 900) as i64
+                } else {
+                    (next() % 100_000) as i64
+                };
                 starts.push(t);
                 ends.push(t.wrapping_add(dur));
                 // One thread; threads counted in lanes; more threads than that.
