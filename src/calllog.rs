@@ -483,6 +483,7 @@ impl Cursor<'_> {
     /// Decode up to `starts.len()` calls into `starts` and `ends` (as many as both hold);
     /// returns how many (0 at the end of the log). The packed calls of a chunk are decoded in
     /// one tight loop; escaped calls and chunk ends go through `decode_one`/`next`.
+    #[inline(always)]
     pub fn next_block(&mut self, starts: &mut [i64], ends: &mut [i64]) -> usize {
         let cap = starts.len().min(ends.len());
         let (starts, ends) = (&mut starts[..cap], &mut ends[..cap]);

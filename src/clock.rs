@@ -571,6 +571,7 @@ pub struct Converter<'a> {
 impl Converter<'_> {
     /// Convert a block of ticks in place: ticks -> `CLOCK_MONOTONIC` ns, each as
     /// `Timebase::to_ns` converts it.
+    #[inline(always)]
     pub fn convert_in_place(&mut self, ticks: &mut [i64]) {
         if self.identity || ticks.is_empty() {
             return;
