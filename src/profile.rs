@@ -55,6 +55,9 @@ struct Source<'a> {
     ends: Box<[i64]>,
     pos: usize,
     len: usize,
+    /// The current block's starts are in order (checked as it is filled): `merge_exact` then
+    /// needs no clamp of its reads.
+    sorted: bool,
 }
 
 enum Decoded<'a> {
@@ -67,7 +70,7 @@ impl<'a> Source<'a> {
     fn new(tid: i64, calls: Decoded<'a>, timebase: &'a Timebase) -> Source<'a> {
         // One element more than a block: `merge_exact` reads one past the calls it merges.
         let block = || vec![0i64; BLOCK + 1].into_boxed_slice();
-        Source { tid, calls, to_ns: (timebase.converter(), timebase.converter()), starts: block(), ends: block(), pos: 0, len: 0 }
+        Source { tid, calls, to_ns: (timebase.converter(), timebase.converter()), starts: block(), ends: block(), pos: 0, len: 0, sorted: false }
     }
 
     /// True while calls are left, with at least one in the current block.
@@ -111,6 +114,7 @@ impl<'a> Source<'a> {
         self.to_ns.1.convert_in_place(&mut self.ends[..n]);
         // The bound after the block (see `merge_exact`).
         self.starts[n] = i64::MAX;
+        self.sorted = self.starts[..=n].windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]));
         (self.pos, self.len) = (0, n);
         n > 0
     }
@@ -251,7 +255,8 @@ impl Out<'_> {
         out_s.reserve(n);
         out_e.reserve(n);
         out_t.reserve(n);
-        merge_exact(
+        let merge = if a.sorted && b.sorted { merge_exact::<false> } else { merge_exact::<true> };
+        merge(
             (&a.starts[a.pos..=a.pos + ka], &a.ends[a.pos..=a.pos + ka], a.tid),
             (&b.starts[b.pos..=b.pos + kb], &b.ends[b.pos..=b.pos + kb], b.tid),
             (&mut out_s.spare_capacity_mut()[..n], &mut out_e.spare_capacity_mut()[..n], &mut out_t.spare_capacity_mut()[..n]),
@@ -301,7 +306,11 @@ fn merge_split(a: &[i64], b: &[i64], k: usize) -> usize {
 /// without branches: which thread comes next is a coin toss when two threads record at once,
 /// so a branch would be mispredicted half the time, and the two halves are two independent
 /// chains of load, compare and index update, which the CPU runs side by side.
-fn merge_exact(a: Run<'_>, b: Run<'_>, out: OutCols<'_>) {
+///
+/// `CLAMP` keeps every read inside the slices whatever the input (a conditional move on each
+/// index); without it the input must be in order, each side with its bound (the caller checked
+/// the blocks' order: no clamps, two registers fewer in a loop short of them).
+fn merge_exact<const CLAMP: bool>(a: Run<'_>, b: Run<'_>, out: OutCols<'_>) {
     let (na, nb) = (a.0.len() - 1, b.0.len() - 1);
     assert!(a.1.len() == na + 1 && b.1.len() == nb + 1);
     let n = na + nb;
@@ -319,11 +328,12 @@ fn merge_exact(a: Run<'_>, b: Run<'_>, out: OutCols<'_>) {
     // candidates are loaded, so that choosing is a conditional move, not a branch.
     macro_rules! step {
         ($i:ident, $j:ident, $o:expr) => {{
-            // SAFETY: the reads are clamped into the slices (the bounds already keep i <= na and
-            // j <= nb for sorted input; the clamp, a conditional move, keeps any input in
-            // bounds), and every output index is below n.
+            // SAFETY: the reads stay in the slices: the bounds keep i <= na and j <= nb for
+            // input in order (which the caller checked when it asks for no clamp), and the
+            // clamp, a conditional move, keeps any other input in bounds; every output index is
+            // below n.
             unsafe {
-                let (i, j) = ($i.min(na), $j.min(nb));
+                let (i, j) = if CLAMP { ($i.min(na), $j.min(nb)) } else { ($i, $j) };
                 let (x, y, xe, ye) = (*a_s.add(i), *b_s.add(j), *a_e.add(i), *b_e.add(j));
                 let take_b = y < x;
                 *o_s.add($o) = if take_b { y } else { x };
