@@ -276,7 +276,7 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
     }
     p.hists.iter_mut().filter(|h| h.is_empty()).for_each(|h| *h = vec![0; HIST_BUCKETS]);
     if n == 0 {
-    } else if t_lo >= 0 && threads <= FIELD_THREADS && lo >= 0 && bucket(hi) - bucket(lo) <= THRESHOLDS {
+    } else if t_lo >= 0 && threads <= FIELD_THREADS && lo >= 0 {
         count_by_thresholds(u, tids, bucket(lo), bucket(hi), &mut p.hists[..threads]);
     } else if threads <= LANE_THREADS {
         count_in_lanes(u, tids, &mut p.hists[..threads]);
@@ -289,63 +289,87 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
     }
 }
 
-/// Threads and bucket boundaries up to which a slab's histograms are counted by thresholds.
+/// Threads, and buckets above the shortest call's, up to which a slab's histograms are counted
+/// by thresholds.
 const FIELD_THREADS: usize = 4;
 const THRESHOLDS: usize = 4;
 
-/// Count the durations `u` (all >= 0, in buckets `b_lo..=b_hi`, at most `THRESHOLDS` + 1 of
-/// them) of the threads `tids` (0..`FIELD_THREADS`) into `hists`, with no look-up per call: for
-/// each boundary between the buckets, the calls at or above it are counted (a bucket's count is
-/// the difference of its two boundaries'), each thread in a 16-bit field of one 64-bit count
-/// (the call adds `1 << 16 * thread`, masked by its comparison), four calls at a time. A field
-/// of one of the four lanes counts at most a quarter of a part's calls, so parts of
-/// `4 * 65535` calls never carry from one thread's field into the next.
+/// Count the durations `u` (all >= 0, in buckets `b_lo..=b_hi`) of the threads `tids`
+/// (0..`FIELD_THREADS`) into `hists`, with no look-up per call for the calls of the shortest
+/// call's bucket and the `THRESHOLDS` above it (where a region's calls mostly are): for each
+/// boundary between those buckets, and the one above them, the calls at or above it are
+/// counted (a bucket's count is the difference of its two boundaries'), each thread in a 16-bit
+/// field of one 64-bit count (the call adds `1 << 16 * thread`, masked by its comparison), four
+/// calls at a time. A field of one of the four lanes counts at most a quarter of a part's
+/// calls, so parts of `4 * 65535` calls never carry from one thread's field into the next. The
+/// longer calls (the tail: interrupted calls, outliers) are then looked up one by one.
 #[inline(always)]
 fn count_by_thresholds(u: &[i64], tids: &[i64], b_lo: usize, b_hi: usize, hists: &mut [Vec<u64>]) {
-    // A duration is in bucket b >= 2 or above when it is at least 2^(b - 1); unused
-    // boundaries are never reached (no duration is above i64::MAX).
-    let mut at_least = [i64::MAX; THRESHOLDS];
-    for (k, b) in (b_lo + 1..=b_hi).enumerate() {
-        at_least[k] = 1i64 << (b - 1);
+    const K: usize = THRESHOLDS + 1;
+    // A duration is in bucket b >= 2 or above when it is above 2^(b - 1) - 1; boundaries past
+    // bucket 63 are never passed (no duration is above i64::MAX).
+    let mut over = [i64::MAX; K];
+    for (k, b) in (b_lo + 1..=(b_lo + K).min(63)).enumerate() {
+        over[k] = (1i64 << (b - 1)) - 1;
     }
     let threads = hists.len();
-    let mut all = [0u64; 4];
-    let mut above = [[0u64; THRESHOLDS]; 4];
+    let mut all = [0u64; FIELD_THREADS];
+    let mut above = [[0u64; K]; FIELD_THREADS];
     for (pu, pt) in u.chunks(4 * 0xFFFF).zip(tids.chunks(4 * 0xFFFF)) {
-        let (mut n4, mut c4) = ([0u64; 4], [[0u64; 4]; THRESHOLDS]);
+        let (mut n4, mut c4) = ([0u64; 4], [[0u64; 4]; K]);
         let (qu, qt) = (pu.chunks_exact(4), pt.chunks_exact(4));
         let (ru, rt) = (qu.remainder(), qt.remainder());
         for (q, t) in qu.zip(qt) {
             for lane in 0..4 {
                 let field = 1u64 << ((t[lane] as u64 & 3) * 16);
                 n4[lane] += field;
-                for k in 0..THRESHOLDS {
-                    c4[k][lane] += field & ((q[lane] >= at_least[k]) as u64).wrapping_neg();
+                for k in 0..K {
+                    c4[k][lane] += field & ((q[lane] > over[k]) as u64).wrapping_neg();
                 }
             }
         }
         for (lane, (&d, &t)) in ru.iter().zip(rt).enumerate() {
             let field = 1u64 << ((t as u64 & 3) * 16);
             n4[lane] += field;
-            for k in 0..THRESHOLDS {
-                c4[k][lane] += field & ((d >= at_least[k]) as u64).wrapping_neg();
+            for k in 0..K {
+                c4[k][lane] += field & ((d > over[k]) as u64).wrapping_neg();
             }
         }
         // The fields out of each lane, summed over the lanes.
         for t in 0..threads {
             let field = |v: u64| (v >> (16 * t)) & 0xFFFF;
             all[t] += n4.iter().map(|&v| field(v)).sum::<u64>();
-            for k in 0..THRESHOLDS {
+            for k in 0..K {
                 above[t][k] += c4[k].iter().map(|&v| field(v)).sum::<u64>();
             }
         }
     }
-    let last = b_hi - b_lo;
+    // The window's buckets: b_lo and the THRESHOLDS above it (those that hold calls); the count
+    // above the window is the tail's.
+    let last = (b_hi - b_lo).min(THRESHOLDS);
     for (t, hist) in hists.iter_mut().enumerate() {
         // Calls at or above each boundary from b_lo on: all of them, then the thresholds'.
         let at = |k: usize| if k == 0 { all[t] } else { above[t][k - 1] };
         for k in 0..=last {
-            hist[b_lo + k] += at(k) - if k < last { at(k + 1) } else { 0 };
+            hist[b_lo + k] += at(k) - at(k + 1);
+        }
+    }
+    // The tail, above the window, looked up call by call in the runs of 16 calls that hold
+    // some of it, until all of it is found (it is rare: the runs' maxima are found four calls
+    // at a time, and a run's branch is predicted).
+    let mut left: u64 = above.iter().map(|a| a[THRESHOLDS]).sum();
+    let tail = over[THRESHOLDS];
+    for (ru, rt) in u.chunks(16).zip(tids.chunks(16)) {
+        if left == 0 {
+            break;
+        }
+        if ru.iter().fold(i64::MIN, |m, &d| m.max(d)) > tail {
+            for (&d, &t) in ru.iter().zip(rt) {
+                if d > tail {
+                    hists[t as usize & 3][bucket(d)] += 1;
+                    left -= 1;
+                }
+            }
         }
     }
 }
@@ -593,21 +617,23 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for case in 0..40 {
+        for case in 0..56 {
             let threads = 1 + case % FIELD_THREADS;
-            let b_lo = 1 + (next() % 50) as usize;
-            let b_hi = b_lo + (case / 4) % (THRESHOLDS + 1);
+            // Up to the last buckets (durations up to i64::MAX).
+            let b_lo = if case % 9 == 0 { 59 + (next() % 5) as usize } else { 1 + (next() % 50) as usize };
+            // Within the window, and past it (a tail looked up call by call).
+            let b_hi = (b_lo + [0, 1, 2, 3, 4, 5, 9][(case / 4) % 7]).min(63);
             let n = [1usize, 3, 4, 5, 1000, 65_536, 4 * 65_535 + 3, 4 * 65_536 + 1][case % 8];
             let floor = |b: usize| if b <= 1 { 0 } else { 1i64 << (b - 1) };
+            let top = |b: usize| if b >= 63 { i64::MAX } else { floor(b + 1) - 1 };
             let (mut u, mut tids) = (Vec::with_capacity(n), Vec::with_capacity(n));
             for i in 0..n {
                 let b = b_lo + (next() as usize) % (b_hi - b_lo + 1);
-                let width = floor(b + 1) - floor(b);
                 // The bucket's floor, its top, or anywhere between.
                 u.push(match next() % 3 {
                     0 => floor(b),
-                    1 => floor(b) + width - 1,
-                    _ => floor(b) + (next() as i64 & i64::MAX) % width,
+                    1 => top(b),
+                    _ => floor(b) + (next() as i64 & i64::MAX) % (top(b) - floor(b) + 1),
                 });
                 // The largest parts all on one thread (fields filled to the top).
                 tids.push(if n > 200_000 { (threads - 1) as i64 } else { (i as i64 + (next() % 2) as i64) % threads as i64 });
