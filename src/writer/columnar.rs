@@ -190,37 +190,56 @@ fn encode_avx2(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial,
 fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
     let n = slab.starts.len().min(slab.ends.len()).min(slab.thread_ids.len());
     let (starts, ends, tids) = (&slab.starts[..n], &slab.ends[..n], &slab.thread_ids[..n]);
-    match width {
-        1 => fill(&mut e.t8, tids, |t| t as u8),
-        2 => fill(&mut e.t16, tids, |t| t as u16),
-        _ => fill(&mut e.t32, tids, |t| t as u32),
+    for c in [&mut e.u, &mut e.d] {
+        c.clear();
+        c.reserve(n);
     }
-    match width {
-        1 => (e.t16.clear(), e.t32.clear()),
-        2 => (e.t8.clear(), e.t32.clear()),
-        _ => (e.t8.clear(), e.t16.clear()),
-    };
+    (e.t8.clear(), e.t16.clear(), e.t32.clear());
     p.first = p.first.or(place.first);
     let shift = place.first.map_or(0, |c| c.end.wrapping_sub(c.start));
-    let prev = place.prev_start.unwrap_or(0);
+    let mut prev = place.prev_start.unwrap_or(0);
     if p.count == 0 && n > 0 {
         let d = ends[0] - starts[0];
         (p.minimum, p.maximum, p.start_minimum, p.end_maximum) = (d, d, starts[0], ends[0]);
     }
-    // The columns, each in a loop of its own (they vectorize). Wrapping: the times of a
-    // recovered run come from a spill file that may be damaged (in range, each, but not
-    // necessarily with differences and sums that fit); wrong statistics for impossible calls,
-    // never a panic. Same instructions in a release build.
-    fill_pairs(&mut e.u, ends, starts, |b, a| b.wrapping_sub(a));
-    e.d.clear();
-    if n > 0 {
-        e.d.reserve(n);
+    // A part at a time, so that its passes find it in the cache. The columns, each in a loop
+    // of its own (they vectorize). Wrapping: the times of a recovered run come from a spill file
+    // that may be damaged (in range, each, but not necessarily with differences and sums that
+    // fit); wrong statistics for impossible calls, never a panic. Same instructions in a
+    // release build.
+    for i in (0..n).step_by(PART) {
+        let j = (i + PART).min(n);
+        let (starts, ends, tids) = (&starts[i..j], &ends[i..j], &tids[i..j]);
+        match width {
+            1 => fill_onto(&mut e.t8, tids, |t| t as u8),
+            2 => fill_onto(&mut e.t16, tids, |t| t as u16),
+            _ => fill_onto(&mut e.t32, tids, |t| t as u32),
+        }
+        fill_pairs_onto(&mut e.u, ends, starts, |b, a| b.wrapping_sub(a));
         e.d.push(starts[0].wrapping_sub(prev));
-        fill_pairs_onto(&mut e.d, &starts[1..], &starts[..n - 1], |b, a| b.wrapping_sub(a));
+        fill_pairs_onto(&mut e.d, &starts[1..], &starts[..j - i - 1], |b, a| b.wrapping_sub(a));
+        prev = starts[j - i - 1];
+        summarize(&e.u[i..j], starts, ends, tids, shift, p);
     }
-    let u: &[i64] = &e.u;
+    p.count += n as u64;
+    if let Some(&d) = e.u.last() {
+        p.last = p.last.max((place.at + n, d));
+    }
+}
+
+/// Calls encoded at a time (32 KiB of each column: the passes over a part find it in the L2
+/// cache, where a slab's columns would not fit).
+const PART: usize = 4096;
+
+/// Add the statistics of some calls (their durations `u`, starts, ends and threads) to `p`:
+/// total, extremes, moments and histograms (but not the count).
+#[inline(always)]
+fn summarize(u: &[i64], starts: &[i64], ends: &[i64], tids: &[i64], shift: i64, p: &mut Partial) {
+    if u.is_empty() {
+        return;
+    }
     let (mut total, mut start_minimum, mut end_maximum) = (p.total, p.start_minimum, p.end_maximum);
-    // The slab's own shortest and longest call (they bound the moments and histograms below).
+    // These calls' own shortest and longest (they bound the moments and histograms below).
     let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     for ((&d, &a), &b) in u.iter().zip(starts).zip(ends) {
         total = total.wrapping_add(d);
@@ -230,14 +249,12 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
         end_maximum = end_maximum.max(b);
     }
     (p.total, p.start_minimum, p.end_maximum) = (total, start_minimum, end_maximum);
-    if n > 0 {
-        (p.minimum, p.maximum) = (p.minimum.min(lo), p.maximum.max(hi));
-    }
+    (p.minimum, p.maximum) = (p.minimum.min(lo), p.maximum.max(hi));
     // The moments, exact: sums of the differences from the shift and of their squares.
     let (s1, s2) = match hi.checked_sub(shift).zip(shift.checked_sub(lo)) {
         // Every difference under 2^31 either way: its square fits 62 bits and is one 32-bit
         // multiply (four at a time), summed in 64 bits over as many calls as cannot overflow.
-        Some((above, below)) if n > 0 && above.max(below) < 1 << 31 => {
+        Some((above, below)) if above.max(below) < 1 << 31 => {
             let bound = above.max(below).max(1) as u64;
             // Calls per run: their squares' sum fits 64 bits, their sum 62.
             let run = usize::try_from(u64::MAX / (bound * bound)).unwrap_or(usize::MAX).clamp(1, 1 << 31);
@@ -267,25 +284,20 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
     };
     p.s1 = p.s1.wrapping_add(s1);
     p.s2 = p.s2.wrapping_add(s2);
-    // A histogram for every thread up to the slab's highest (a thread without calls keeps
+    // A histogram for every thread up to these calls' highest (a thread without calls keeps
     // zeros, which is what it is written as).
     let (t_lo, t_hi) = tids.iter().fold((i64::MAX, i64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
-    let threads = if n > 0 { t_hi.max(0) as usize + 1 } else { 0 };
+    let threads = t_hi.max(0) as usize + 1;
     if p.hists.len() < threads {
         p.hists.resize(threads, Vec::new());
     }
     p.hists.iter_mut().filter(|h| h.is_empty()).for_each(|h| *h = vec![0; HIST_BUCKETS]);
-    if n == 0 {
-    } else if t_lo >= 0 && threads <= FIELD_THREADS && lo >= 0 {
+    if t_lo >= 0 && threads <= FIELD_THREADS && lo >= 0 {
         count_by_thresholds(u, tids, bucket(lo), bucket(hi), &mut p.hists[..threads]);
     } else if threads <= LANE_THREADS {
         count_in_lanes(u, tids, &mut p.hists[..threads]);
     } else {
         count_in_runs(u, tids, &mut p.hists);
-    }
-    p.count += n as u64;
-    if let Some(&d) = u.last() {
-        p.last = p.last.max((place.at + n, d));
     }
 }
 
@@ -424,23 +436,16 @@ fn count_in_runs(u: &[i64], tids: &[i64], hists: &mut [Vec<u64>]) {
     }
 }
 
-/// `out` := `f` of each of `values`.
+/// `f` of each of `values` appended to `out`.
 #[inline(always)]
-fn fill<T: Copy, U: Copy>(out: &mut PageVec<U>, values: &[T], f: impl Fn(T) -> U) {
-    out.clear();
+fn fill_onto<T: Copy, U: Copy>(out: &mut PageVec<U>, values: &[T], f: impl Fn(T) -> U) {
+    let len = out.len();
     out.reserve(values.len());
     for (slot, &v) in out.spare_capacity_mut().iter_mut().zip(values) {
         slot.write(f(v));
     }
-    // SAFETY: the first values.len() spare values were written (reserve made the room).
-    unsafe { out.set_len(values.len()) };
-}
-
-/// `out` := `f(a[i], b[i])` for each i.
-#[inline(always)]
-fn fill_pairs(out: &mut PageVec<i64>, a: &[i64], b: &[i64], f: impl Fn(i64, i64) -> i64) {
-    out.clear();
-    fill_pairs_onto(out, a, b, f);
+    // SAFETY: the values.len() spare values after `len` were written (reserve made the room).
+    unsafe { out.set_len(len + values.len()) };
 }
 
 /// `f(a[i], b[i])` for each i appended to `out`.
