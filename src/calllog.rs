@@ -517,15 +517,15 @@ impl Cursor<'_> {
 }
 
 impl Cursor<'_> {
-    /// Ask for the words of the block after the next `calls` of this chunk: a block is read long
-    /// after it is asked for (the merge takes turns between the threads' logs), and a log of
-    /// millions of calls is read from memory, not from the cache, whose prefetchers stop at
-    /// each 4 KiB page.
+    /// Ask for the words of the block two after the next `calls` of this chunk (the next one was
+    /// asked for by the call before): a block is read long after it is asked for (the merge
+    /// takes turns between the threads' logs), and a log of millions of calls is read from
+    /// memory, not from the cache, whose prefetchers stop at each 4 KiB page.
     #[inline(always)]
     fn prefetch_after(&self, calls: usize) {
         #[cfg(target_arch = "x86_64")]
         {
-            let ahead = self.words.get(self.pos.saturating_add(calls)..).unwrap_or(&[]);
+            let ahead = self.words.get(self.pos.saturating_add(2 * calls)..).unwrap_or(&[]);
             let ahead = &ahead[..ahead.len().min(calls)];
             for line in ahead.chunks(8) {
                 // SAFETY: a prefetch of memory of the chunk, which reads nothing and never faults.
