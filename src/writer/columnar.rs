@@ -194,7 +194,9 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
         c.clear();
         c.reserve(n);
     }
-    (e.t8.clear(), e.t16.clear(), e.t32.clear());
+    e.t8.clear();
+    e.t16.clear();
+    e.t32.clear();
     p.first = p.first.or(place.first);
     let shift = place.first.map_or(0, |c| c.end.wrapping_sub(c.start));
     let mut prev = place.prev_start.unwrap_or(0);
@@ -610,18 +612,22 @@ mod tests {
         (d, u, total, min, max, s1, s2, hists)
     }
 
+    /// A stream of pseudo-random numbers from `seed` (xorshift64).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Counting by thresholds gives the look-up's histograms: every number of threads and of
     /// buckets it takes, durations on the buckets' boundaries, and one thread's calls more than
     /// a 16-bit field holds in a lane.
     #[test]
     fn thresholds_count_as_the_lookup() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         for case in 0..56 {
             let threads = 1 + case % FIELD_THREADS;
             // Up to the last buckets (durations up to i64::MAX).
@@ -656,13 +662,7 @@ mod tests {
     /// when durations are far from the region's first (the moments at 128 bits) or wrap.
     #[test]
     fn passes_agree_with_one_loop() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         for round in 0..60 {
             let n = [1usize, 2, 7, 1000, 70_000][round % 5];
             let huge = round % 4 == 3;
