@@ -804,7 +804,7 @@ pub mod huge {
     pub fn describe(pages: Option<(u64, u64)>, pricing: &Pricing) -> String {
         let Some((rss, huge)) = pages else {
             let unread = format!(
-                "what the kernel gave was not read: this kernel has no PAGEMAP_SCAN (Linux 6.7), and /proc/self/smaps is not read in a process of more than {} MiB",
+                "what the kernel gave was not read: PAGEMAP_SCAN (Linux 6.7 and later) is missing or was refused, and /proc/self/smaps is read only in a process of at most {} MiB",
                 SMAPS_RSS_LIMIT >> 20
             );
             return match pricing.dear {

@@ -326,7 +326,7 @@ impl<T> Copy for Direct<'_, T> {}
 pub fn new_column<T: ColumnValue>(group: &hdf5::Group, name: &str, n: usize) -> hdf5::Result<Column<T>> {
     use hdf5::plist::dataset_create::{AllocTime, FillTime};
     let ds = group.new_dataset::<T>().shape(n).fill_time(FillTime::Never).alloc_time(Some(AllocTime::Early)).create(name)?;
-    let direct = if n > 0 { direct_target(group, &ds, (n * std::mem::size_of::<T>()) as u64).map(|(fd, offset)| (fd, offset, n)) } else { None };
+    let direct = if n > 0 { direct_target(group, &ds, (n as u64).saturating_mul(std::mem::size_of::<T>() as u64)).map(|(fd, offset)| (fd, offset, n)) } else { None };
     Ok(Column { ds, direct, _values: std::marker::PhantomData })
 }
 
