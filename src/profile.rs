@@ -42,6 +42,22 @@ const BLOCK: usize = 512;
 // An empty slab has room for the merge of two blocks.
 const _: () = assert!(SLAB >= 2 * BLOCK);
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: this thread merges on the paths every CPU and input takes (no AVX2 build, the
+    /// clamped merge), to compare them with the fast ones.
+    static BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread merges on the baseline paths (tests only).
+#[inline(always)]
+fn baseline() -> bool {
+    #[cfg(test)]
+    return BASELINE.with(|b| b.get());
+    #[cfg(not(test))]
+    false
+}
+
 /// One thread's calls of a region during the merge, decoded a block at a time and converted to
 /// nanoseconds (the one place where recorded call times are converted; the conversion keeps
 /// the order, so merging converted starts is merging recorded ones).
@@ -82,7 +98,7 @@ impl<'a> Source<'a> {
     #[inline(never)]
     fn refill(&mut self) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && !baseline() {
             // SAFETY: the CPU has AVX2.
             return unsafe { self.refill_avx2() };
         }
@@ -255,7 +271,7 @@ impl Out<'_> {
         out_s.reserve(n);
         out_e.reserve(n);
         out_t.reserve(n);
-        let merge = if a.sorted && b.sorted { merge_exact::<false> } else { merge_exact::<true> };
+        let merge = if a.sorted && b.sorted && !baseline() { merge_exact::<false> } else { merge_exact::<true> };
         merge(
             (&a.starts[a.pos..=a.pos + ka], &a.ends[a.pos..=a.pos + ka], a.tid),
             (&b.starts[b.pos..=b.pos + kb], &b.ends[b.pos..=b.pos + kb], b.tid),
@@ -594,6 +610,11 @@ mod tests {
                     thread_ids: all.iter().map(|c| c.2).collect(),
                 };
                 assert!(region.columns() == want, "one buffer: {case}");
+                // The baseline build of the refill and the clamped merge give the same.
+                BASELINE.with(|b| b.set(true));
+                let baseline = region.columns();
+                BASELINE.with(|b| b.set(false));
+                assert!(baseline == want, "one buffer, baseline paths: {case}");
                 let mut piped = Columns::default();
                 region
                     .for_each_slab_pipelined::<()>(|s| {
