@@ -716,6 +716,31 @@ pub mod huge {
         }
     }
 
+    /// A fresh mapping of `BLOCK` bytes at a multiple of `BLOCK`, advised for huge pages or
+    /// against them; None when no memory could be mapped.
+    fn aligned_block(huge: bool) -> Option<NonNull<u8>> {
+        // SAFETY: an anonymous private mapping; the parts outside the aligned block are unmapped
+        // at once, and the block is advised, nothing else.
+        unsafe {
+            let len = 2 * BLOCK;
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0);
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            let start = p as usize;
+            let aligned = start.next_multiple_of(BLOCK);
+            if aligned > start {
+                libc::munmap(p, aligned - start);
+            }
+            let tail = aligned + BLOCK;
+            if start + len > tail {
+                libc::munmap(tail as *mut libc::c_void, start + len - tail);
+            }
+            libc::madvise(aligned as *mut libc::c_void, BLOCK, if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE });
+            NonNull::new(aligned as *mut u8)
+        }
+    }
+
     impl Arena {
         /// A new block, advised as the pricing says; the first touch of a block that asked for
         /// huge pages is timed (it is the fault that gives the whole huge page) and priced.
@@ -723,34 +748,16 @@ pub mod huge {
             if self.pricing.small_page.is_none() && self.pricing.wants_huge() {
                 self.pricing.small_page = probe_small_page();
             }
-            // SAFETY: an anonymous private mapping; the parts outside the aligned block are
-            // unmapped at once, and the block is advised and its first word written (with the
-            // zero it holds), nothing else.
-            unsafe {
-                let len = 2 * BLOCK;
-                let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0);
-                if p == libc::MAP_FAILED {
-                    return None;
-                }
-                let start = p as usize;
-                let aligned = start.next_multiple_of(BLOCK);
-                if aligned > start {
-                    libc::munmap(p, aligned - start);
-                }
-                let tail = aligned + BLOCK;
-                if start + len > tail {
-                    libc::munmap(tail as *mut libc::c_void, start + len - tail);
-                }
-                let huge = self.pricing.wants_huge();
-                libc::madvise(aligned as *mut libc::c_void, BLOCK, if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE });
-                if huge {
-                    let t = Instant::now();
-                    std::ptr::write_volatile(aligned as *mut u64, 0);
-                    self.pricing.account(t.elapsed());
-                }
-                BLOCKS.lock().push(aligned);
-                NonNull::new(aligned as *mut u8)
+            let huge = self.pricing.wants_huge();
+            let aligned = aligned_block(huge)?;
+            if huge {
+                let t = Instant::now();
+                // SAFETY: the first word of the block just mapped, written with the zero it holds.
+                unsafe { std::ptr::write_volatile(aligned.as_ptr().cast::<u64>(), 0) };
+                self.pricing.account(t.elapsed());
             }
+            BLOCKS.lock().push(aligned.as_ptr() as usize);
+            Some(aligned)
         }
 
         fn chunk(&mut self, bytes: usize) -> Option<(Arc<Block>, *mut u64)> {
@@ -862,18 +869,7 @@ pub mod huge {
         /// A `BLOCK`-aligned block of our own (not the arena's), advised as asked; unmapped by
         /// the caller.
         fn own_block(huge: bool) -> *mut u8 {
-            // SAFETY: an anonymous mapping of our own, trimmed to one aligned block.
-            unsafe {
-                let p = libc::mmap(std::ptr::null_mut(), 2 * BLOCK, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
-                assert_ne!(p, libc::MAP_FAILED);
-                let aligned = (p as usize).next_multiple_of(BLOCK);
-                if aligned > p as usize {
-                    libc::munmap(p, aligned - p as usize);
-                }
-                libc::munmap((aligned + BLOCK) as *mut libc::c_void, p as usize + BLOCK - aligned);
-                libc::madvise(aligned as *mut libc::c_void, BLOCK, if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE });
-                aligned as *mut u8
-            }
+            aligned_block(huge).expect("a block of memory").as_ptr()
         }
 
         /// Whether this kernel has `PAGEMAP_SCAN` (6.7 and later).
@@ -911,6 +907,8 @@ pub mod huge {
             // may have merged with a neighbour of the same advice), never on huge pages.
             let (mapping, mapping_huge) = smaps_resident(&[small as usize]).unwrap();
             assert!(mapping >= 3 * 4096 && mapping_huge == 0, "{mapping} {mapping_huge}");
+            // Which it reads only in a process small enough, as /proc/self/statm says.
+            assert!(process_rss().is_some_and(|rss| rss >= mapping), "{:?}", process_rss());
             let both = scan::resident(&[small as usize, huge as usize, untouched as usize]).unwrap();
             assert_eq!(both, (3 * 4096 + rss, on_huge), "the blocks summed");
             // SAFETY: our own blocks, no reference into them left.
