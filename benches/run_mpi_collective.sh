@@ -6,6 +6,9 @@
 # above). REPEAT rounds, the three ways alternating. One line per run:
 #   way ranks calls/rank file-bytes finalize-s raw-s ratio status
 # then benches/fit_mpi_collective.py fits finalize = a + b log2 P + c bytes to the collective runs.
+# BENCH_MPIIO_WARM=1: every rank opens a scratch file with MPI-IO first, so that neither
+# sp_finalize nor the raw write pays the MPI library's loading of its MPI-IO components
+# (benches/mpi_collective.c); its time is printed ("mpiio-first-open S").
 # Usage: NPS="2 4 8 16 32 64" CALLS="20000 200000" REPEAT=3 benches/run_mpi_collective.sh [DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +28,8 @@ for rep in $(seq "${REPEAT:-3}"); do
           default) layout= collective=1 ;;
         esac
         SCOPE_PROFILER_LAYOUT=$layout SCOPE_PROFILER_COLLECTIVE=$collective \
-          mpirun --oversubscribe -np "$np" -x SCOPE_PROFILER_LAYOUT -x SCOPE_PROFILER_COLLECTIVE \
+          BENCH_MPIIO_WARM=${BENCH_MPIIO_WARM:-0} \
+          mpirun --oversubscribe -np "$np" -x SCOPE_PROFILER_LAYOUT -x SCOPE_PROFILER_COLLECTIVE -x BENCH_MPIIO_WARM \
           target/bench/mpi_collective "$calls" "$dir" "$way"
       done
     done

@@ -26,7 +26,7 @@
 
 use crate::encode::{decode, encode_groups};
 use crate::metadata::run_metadata;
-use crate::model::{PageVec, RankProfile};
+use crate::model::RankProfile;
 use crate::mpi_comm::{self, MpiContext, MpiFile, tag};
 use crate::output::{Outcome, RunContext};
 use crate::status::{Error, Result, Status};
@@ -312,31 +312,20 @@ fn encode_events(census: &Census, profile: &RankProfile, w: &mut Rounds<'_>) -> 
         if w.error.is_some() {
             break;
         }
-        let p = columnar::encode_region(region, census.plan.max_threads, |e| {
-            w.stage(e);
+        // Encoded straight into the staging, which is written whenever a round is full.
+        let mut staged = std::mem::replace(&mut w.staged, Encoded::new());
+        let p = columnar::encode_region_onto(region, census.plan.max_threads, &mut staged, |e| {
+            w.flush_full(e);
             Ok::<(), ()>(())
         })
         .unwrap_or_default();
+        w.staged = staged;
         if p.count as usize != region.calls() {
             w.error.get_or_insert(failed(format!("region '{}': {} of {} calls encoded", region.name, p.count, region.calls())));
         }
         rows.push(columnar::row(region, p));
     }
     rows
-}
-
-/// A rank's encoded calls waiting for their round (from `Rounds::next_event` on).
-#[derive(Default)]
-struct Staged {
-    deltas: PageVec<i64>,
-    durations: PageVec<i64>,
-    threads: PageVec<u8>,
-}
-
-impl Staged {
-    fn len(&self) -> usize {
-        self.deltas.len()
-    }
 }
 
 /// The rounds of collective transfers of one rank (the same number on every rank).
@@ -350,19 +339,20 @@ struct Rounds<'a> {
     /// This rank's first event, and the next one to write.
     next_event: u64,
     thread_width: usize,
-    staged: Staged,
+    /// This rank's encoded calls waiting for their round (from `next_event` on).
+    staged: Encoded,
     error: Option<Error>,
 }
 
 impl<'a> Rounds<'a> {
     /// For a rank whose first event is `first_event`, with `calls` calls.
     fn new(cols: &'a Columns, plan: &crate::writer::Plan, first_event: u64, calls: u64) -> Rounds<'a> {
-        let thread_width = columnar::thread_width(plan.max_threads);
-        // The staging holds at most a round's calls and a slab: reserved once.
+        // The staging holds at most a round's calls and a slab: reserved once. Mappings of
+        // their own (`PageVec`): a few MiB freed through malloc would move glibc's mmap
+        // threshold for the host's allocations after finalize.
         let n = (calls.min(BATCH) as usize).saturating_add(crate::model::SLAB.min(calls as usize));
-        // Mappings of their own (`PageVec`): a few MiB freed through malloc would move glibc's
-        // mmap threshold for the host's allocations after finalize.
-        let staged = Staged { deltas: PageVec::with_capacity(n), durations: PageVec::with_capacity(n), threads: PageVec::with_capacity(n * thread_width) };
+        let thread_width = columnar::thread_width(plan.max_threads);
+        let staged = Encoded::with_capacity(n, thread_width);
         Rounds {
             file: None,
             offsets: &[],
@@ -376,21 +366,17 @@ impl<'a> Rounds<'a> {
         }
     }
 
-    /// Add an encoded slab; write a round whenever more than `BATCH` calls wait (the last round
-    /// takes the rest, with the rows).
-    fn stage(&mut self, e: &Encoded) {
-        if self.error.is_some() {
-            return;
-        }
-        self.staged.deltas.extend_from_slice(&e.d);
-        self.staged.durations.extend_from_slice(&e.u);
-        self.staged.threads.extend_from_slice(e.thread_bytes());
-        while self.staged.len() as u64 > BATCH && self.error.is_none() {
+    /// After a slab was encoded onto `staged` (taken out of `self` meanwhile): write a round
+    /// whenever more than `BATCH` calls wait (the last round takes the rest, with the rows).
+    fn flush_full(&mut self, staged: &mut Encoded) {
+        while staged.len() as u64 > BATCH && self.error.is_none() {
             if self.done + 1 >= self.rounds {
                 self.error = Some(failed("more calls than announced".into()));
                 return;
             }
+            self.staged = std::mem::replace(staged, Encoded::new());
             self.round(BATCH as usize, &[]);
+            *staged = std::mem::replace(&mut self.staged, Encoded::new());
         }
     }
 
@@ -410,12 +396,12 @@ impl<'a> Rounds<'a> {
     fn round(&mut self, calls: usize, rows: &[Piece]) {
         let mut pieces: Vec<(u64, &[u8])> = Vec::new();
         if self.error.is_none() && calls > 0 {
-            let tw = self.thread_width;
-            let s = &self.staged;
+            let (s, tw) = (&self.staged, self.thread_width);
+            let threads = s.thread_bytes();
             for (path, bytes) in [
-                ("events/start_deltas", plain_bytes(&s.deltas[..calls])),
-                ("events/durations", plain_bytes(&s.durations[..calls])),
-                ("events/thread_ids", &s.threads[..calls * tw]),
+                ("events/start_deltas", plain_bytes(&s.d[..calls])),
+                ("events/durations", plain_bytes(&s.u[..calls])),
+                ("events/thread_ids", &threads[..calls * tw]),
             ] {
                 match self.place(self.cols.id(path), self.next_event, bytes.len()) {
                     Ok(at) => pieces.push((at, bytes)),
@@ -450,10 +436,7 @@ impl<'a> Rounds<'a> {
             }
         }
         self.done += 1;
-        let tw = self.thread_width;
-        self.staged.deltas.remove_front(calls);
-        self.staged.durations.remove_front(calls);
-        self.staged.threads.remove_front(calls * tw);
+        self.staged.remove_front(calls);
         self.next_event += calls as u64;
     }
 }

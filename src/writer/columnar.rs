@@ -59,8 +59,42 @@ impl Drop for Encoded {
 }
 
 impl Encoded {
+    /// Empty, with no storage (a placeholder while the storage is lent out).
+    pub const fn new() -> Encoded {
+        Encoded { d: PageVec::new(), u: PageVec::new(), t8: PageVec::new(), t16: PageVec::new(), t32: PageVec::new() }
+    }
+
+    /// Room for `calls` calls with thread ids of `width` bytes (mappings of their own, given
+    /// back to the pool when small enough).
+    pub fn with_capacity(calls: usize, width: usize) -> Encoded {
+        let mut e = Encoded { d: PageVec::with_capacity(calls), u: PageVec::with_capacity(calls), t8: PageVec::new(), t16: PageVec::new(), t32: PageVec::new() };
+        match width {
+            1 => e.t8.reserve(calls),
+            2 => e.t16.reserve(calls),
+            _ => e.t32.reserve(calls),
+        }
+        e
+    }
+
     pub fn len(&self) -> usize {
         self.d.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.d.clear();
+        self.u.clear();
+        self.t8.clear();
+        self.t16.clear();
+        self.t32.clear();
+    }
+
+    /// Drop the first `n` calls (those written), keeping the rest in order.
+    pub fn remove_front(&mut self, n: usize) {
+        self.d.remove_front(n);
+        self.u.remove_front(n);
+        self.t8.remove_front(n);
+        self.t16.remove_front(n);
+        self.t32.remove_front(n);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -170,6 +204,12 @@ impl Partial {
 /// the worker's `Partial`. `place` says where the slab is in its region: the first gap is from
 /// the call before, and the first call of the region starts absolute.
 pub fn encode(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
+    e.clear();
+    encode_onto(slab, place, width, p, e)
+}
+
+/// `encode`, appended to what `e` holds (a rank's staging of several slabs and regions).
+pub fn encode_onto(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("lzcnt") {
         // SAFETY: the CPU has AVX2 and LZCNT.
@@ -190,13 +230,10 @@ fn encode_avx2(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial,
 fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partial, e: &mut Encoded) {
     let n = slab.starts.len().min(slab.ends.len()).min(slab.thread_ids.len());
     let (starts, ends, tids) = (&slab.starts[..n], &slab.ends[..n], &slab.thread_ids[..n]);
-    for c in [&mut e.u, &mut e.d] {
-        c.clear();
-        c.reserve(n);
-    }
-    e.t8.clear();
-    e.t16.clear();
-    e.t32.clear();
+    // Appended after what `e` holds (its columns are equally long).
+    let base = e.u.len();
+    e.u.reserve(n);
+    e.d.reserve(n);
     p.first = p.first.or(place.first);
     let shift = place.first.map_or(0, |c| c.end.wrapping_sub(c.start));
     let mut prev = place.prev_start.unwrap_or(0);
@@ -221,7 +258,7 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
         e.d.push(starts[0].wrapping_sub(prev));
         fill_pairs_onto(&mut e.d, &starts[1..], &starts[..j - i - 1], |b, a| b.wrapping_sub(a));
         prev = starts[j - i - 1];
-        summarize(&e.u[i..j], starts, ends, tids, shift, p);
+        summarize(&e.u[base + i..base + j], starts, ends, tids, shift, p);
     }
     p.count += n as u64;
     if let Some(&d) = e.u.last() {
@@ -504,6 +541,23 @@ pub fn encode_region<E>(region: &RegionData, max_threads: u64, mut sink: impl Fn
     Ok(sum)
 }
 
+/// `encode_region`, with every slab encoded onto `e` (appended to what it holds), and
+/// `after(e)` once each slab is: for a writer that gathers several regions' calls before it
+/// writes them (a rank's round of the collective write), with no slab encoded apart and
+/// copied. The merge runs one slab ahead on a helper thread, as for `encode_region`.
+pub fn encode_region_onto<E>(region: &RegionData, max_threads: u64, e: &mut Encoded, mut after: impl FnMut(&mut Encoded) -> Result<(), E>) -> Result<Partial, E> {
+    let width = thread_width(max_threads);
+    let (mut sum, mut place) = (Partial::default(), SlabPlace::default());
+    region.for_each_slab_pipelined(|slab| {
+        place.first.get_or_insert(Call { start: slab.starts[0], end: slab.ends[0] });
+        encode_onto(slab, &place, width, &mut sum, e);
+        place.at += slab.starts.len();
+        place.prev_start = slab.starts.last().copied();
+        after(e)
+    })?;
+    Ok(sum)
+}
+
 /// The event columns of a file being written by this process.
 pub struct EventColumns<'t> {
     deltas: &'t RawColumn,
@@ -706,6 +760,53 @@ mod tests {
                     assert_eq!(&got, h, "round {round} {name} thread {t}");
                 }
             }
+        }
+    }
+
+    /// Slabs encoded onto one staging that already holds calls give the columns and sums of
+    /// each slab encoded apart (the collective write's rounds read them from there); the
+    /// staging's front written and removed, what follows stays in order.
+    #[test]
+    fn slabs_encoded_onto_a_staging_are_the_slabs_encoded_apart() {
+        let mut next = xorshift(0xD1B5_4A32_D192_ED03);
+        for (width, threads) in [(1usize, 3u64), (2, 300), (4, 70_000)] {
+            let mut staged = Encoded::with_capacity(16, width);
+            // Calls from an earlier region, already staged.
+            let mut expected: (Vec<i64>, Vec<i64>, Vec<u8>) = (vec![5, 6], vec![7, 8], vec![9; 2 * width]);
+            staged.d.extend_from_slice(&expected.0);
+            staged.u.extend_from_slice(&expected.1);
+            match width {
+                1 => staged.t8.extend_from_slice(&[9, 9]),
+                2 => staged.t16.extend_from_slice(&[0x0909, 0x0909]),
+                _ => staged.t32.extend_from_slice(&[0x0909_0909, 0x0909_0909]),
+            }
+            let (mut onto, mut apart) = (Partial::default(), Partial::default());
+            let mut place = SlabPlace::default();
+            let mut t = 10_000i64;
+            for n in [1usize, 4095, 4097, 9000] {
+                let (mut starts, mut ends, mut tids) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..n {
+                    t += (next() % 40) as i64;
+                    starts.push(t);
+                    ends.push(t + (next() % 5000) as i64);
+                    tids.push((next() % threads) as i64);
+                }
+                let slab = Slab { starts: &starts, ends: &ends, thread_ids: &tids };
+                place.first.get_or_insert(Call { start: starts[0], end: ends[0] });
+                let mut e = Encoded::default();
+                encode(slab, &place, width, &mut apart, &mut e);
+                encode_onto(slab, &place, width, &mut onto, &mut staged);
+                expected.0.extend_from_slice(&e.d);
+                expected.1.extend_from_slice(&e.u);
+                expected.2.extend_from_slice(e.thread_bytes());
+                place.at += n;
+                place.prev_start = starts.last().copied();
+            }
+            assert_eq!((&staged.d[..], &staged.u[..], staged.thread_bytes()), (&expected.0[..], &expected.1[..], &expected.2[..]), "width {width}");
+            assert_eq!((onto.count, onto.total, onto.minimum, onto.maximum, onto.s1, onto.s2, onto.last), (apart.count, apart.total, apart.minimum, apart.maximum, apart.s1, apart.s2, apart.last), "width {width}");
+            assert_eq!(onto.hists, apart.hists, "width {width}");
+            staged.remove_front(3);
+            assert_eq!((&staged.d[..], &staged.u[..], staged.thread_bytes()), (&expected.0[3..], &expected.1[3..], &expected.2[3 * width..]), "width {width}");
         }
     }
 }
