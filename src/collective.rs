@@ -1,5 +1,6 @@
 //! The collective write of the schema-3 layouts (columnar, aggregate) over MPI: every rank
-//! writes its own part of the one file through MPI-IO; no rank receives another rank's calls.
+//! writes its own part of the one file through MPI-IO (on one node, with its own `pwrite`s:
+//! `Way`); no rank receives another rank's calls.
 //!
 //! Rank 0 lays the file out with serial HDF5, from the unified `Census` (`unify`): it creates
 //! the file privately (`writer::ProfileFile`, as every writer does), writes the metadata, the
@@ -21,7 +22,7 @@
 //! (`route`).
 //!
 //! `SCOPE_PROFILER_TEST_FAULT=<step>@<rank>` (for tests only, read once) makes rank `<rank>`
-//! fail at `<step>`: `layout` (rank 0 laying the file out), `open` (opening it with MPI-IO),
+//! fail at `<step>`: `layout` (rank 0 laying the file out), `open` (opening it),
 //! `write` (its data is bad: it writes nothing after its first round), `close` (closing it).
 
 use crate::encode::{decode, encode_groups};
@@ -118,6 +119,11 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         Ok((raw, offsets)) => {
             let mut b = 0i64.to_le_bytes().to_vec();
             b.extend(offsets.iter().flat_map(|o| o.to_le_bytes()));
+            // The file's identity (device, inode; zeros if unknown), which a rank that writes
+            // it by path on this node checks it opened.
+            let id = std::fs::metadata(raw.path()).map_or((0, 0), |m| (std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)));
+            b.extend(id.0.to_le_bytes());
+            b.extend(id.1.to_le_bytes());
             b.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(raw.path().as_os_str()));
             b
         }
@@ -130,11 +136,15 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         return Ok(outcome(status as i32, 0, "laying the file out", &mine));
     }
     let n = cols.defs().len();
-    if shared.len() <= 8 + n * 8 {
-        return Err(Error::new(Status::Mpi, format!("rank 0 sent {} bytes of offsets and path, more than {} expected", shared.len(), 8 + n * 8)));
+    let head = 8 + n * 8 + 16;
+    if shared.len() <= head {
+        return Err(Error::new(Status::Mpi, format!("rank 0 sent {} bytes of offsets and path, more than {head} expected", shared.len())));
     }
-    let offsets: Vec<u64> = shared[8..8 + n * 8].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
-    let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&shared[8 + n * 8..]));
+    let words: Vec<u64> = shared[8..head].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let (offsets, id) = (words[..n].to_vec(), (words[n], words[n + 1]));
+    let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&shared[head..]));
+    // The same on every rank: what every rank was told.
+    let way = Way::of(census, id);
     let raw = laid.and_then(|l| l.ok()).map(|(raw, _)| raw);
     if early && ctx.rank == 0 {
         rows = Some(encode_events(census, profile, &mut w));
@@ -143,7 +153,7 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     phases.mark("lay out");
     // Every rank opens it.
     let mut mine: Option<Error> = None;
-    let file = match comm.open_file(&path) {
+    let file = match Target::open(way, comm, &path, id) {
         Ok(f) => Some(f),
         Err(e) => {
             mine = Some(e);
@@ -161,7 +171,7 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         if let Some(r) = raw {
             r.abandon();
         }
-        return Ok(outcome(code, rank, "opening the file with MPI-IO", &mine));
+        return Ok(outcome(code, rank, way.opening(), &mine));
     }
     let file = file.expect("opened on every rank");
 
@@ -220,7 +230,7 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
         warn::always(&msg);
     }
     phases.mark("move into place");
-    phases.say();
+    phases.say(way);
     Ok(Outcome { code: 0, written, why: String::new() })
 }
 
@@ -244,10 +254,101 @@ impl Phases {
         }
     }
 
-    fn say(&self) {
+    fn say(&self, way: Way) {
         if self.on {
             let steps: Vec<String> = self.done.iter().map(|(w, t)| format!("{w} {t:.3} s")).collect();
-            warn::always(&format!("collective write on rank 0: {}", steps.join(", ")));
+            warn::always(&format!("collective write on rank 0 ({}): {}", way.name(), steps.join(", ")));
+        }
+    }
+}
+
+/// How the ranks write their parts into the file rank 0 laid out.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Way {
+    /// MPI-IO's collective transfers: ranks on several nodes (or asked for). On a parallel
+    /// file system the MPI library gathers the pieces at a few aggregators that write large
+    /// blocks.
+    MpiIo,
+    /// Every rank on one node (the same kernel): each writes its pieces with `pwrite` into the
+    /// file by its path (checked to be the one rank 0 made). MPI-IO would only copy the bytes
+    /// between processes of the node on their way to the same page cache, and loading its
+    /// components costs each process milliseconds of CPU at its first file.
+    OneNode,
+}
+
+impl Way {
+    /// From what every rank holds alike: the census and the file's identity from rank 0.
+    fn of(census: &Census, id: (u64, u64)) -> Way {
+        if census.kernel.is_some() && !census.settings.mpiio && id != (0, 0) { Way::OneNode } else { Way::MpiIo }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Way::MpiIo => "MPI-IO",
+            Way::OneNode => "one node: pwrite by every rank",
+        }
+    }
+
+    fn opening(self) -> &'static str {
+        match self {
+            Way::MpiIo => "opening the file with MPI-IO",
+            Way::OneNode => "opening the file",
+        }
+    }
+}
+
+/// The file as every rank writes it.
+enum Target {
+    Mpi(MpiFile),
+    OneNode(std::fs::File),
+}
+
+impl Target {
+    /// Open the file at `path` the `way` every rank does (collective for MPI-IO).
+    fn open(way: Way, comm: &mpi_comm::Comm, path: &std::path::Path, id: (u64, u64)) -> Result<Target> {
+        match way {
+            Way::MpiIo => comm.open_file(path).map(Target::Mpi),
+            Way::OneNode => {
+                use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(path)
+                    .map_err(|e| failed(format!("opening {}: {e}", path.display())))?;
+                let m = f.metadata().map_err(|e| failed(format!("{}: {e}", path.display())))?;
+                if (m.dev(), m.ino()) != id {
+                    return Err(failed(format!("{} is not the file rank 0 laid out (another file system at that path here)", path.display())));
+                }
+                Ok(Target::OneNode(f))
+            }
+        }
+    }
+
+    /// This rank's pieces (offset in the file, bytes), in one round.
+    fn write(&self, pieces: &[(u64, &[u8])]) -> Result<()> {
+        match self {
+            Target::Mpi(f) => f.write_pieces_all(pieces),
+            Target::OneNode(f) => {
+                for &(at, bytes) in pieces {
+                    std::os::unix::fs::FileExt::write_all_at(f, bytes, at).map_err(|e| failed(format!("writing {} bytes at {at}: {e}", bytes.len())))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Close it (collective for MPI-IO), with what closing reports.
+    fn close(self) -> Result<()> {
+        match self {
+            Target::Mpi(f) => f.close(),
+            Target::OneNode(f) => {
+                let fd = std::os::fd::IntoRawFd::into_raw_fd(f);
+                // SAFETY: the descriptor was just taken out of the File, closed once here.
+                match unsafe { libc::close(fd) } {
+                    0 => Ok(()),
+                    _ => Err(failed(format!("closing the file: {}", std::io::Error::last_os_error()))),
+                }
+            }
         }
     }
 }
@@ -331,7 +432,7 @@ fn encode_events(census: &Census, profile: &RankProfile, w: &mut Rounds<'_>) -> 
 /// The rounds of collective transfers of one rank (the same number on every rank).
 struct Rounds<'a> {
     /// The file and its datasets' offsets, once open.
-    file: Option<&'a MpiFile>,
+    file: Option<&'a Target>,
     offsets: &'a [u64],
     cols: &'a Columns,
     rounds: u64,
@@ -426,7 +527,7 @@ impl<'a> Rounds<'a> {
         }
         match self.file {
             Some(f) => {
-                if let Err(e) = f.write_pieces_all(&pieces) {
+                if let Err(e) = f.write(&pieces) {
                     self.error.get_or_insert(e);
                 }
             }
@@ -438,5 +539,25 @@ impl<'a> Rounds<'a> {
         self.done += 1;
         self.staged.remove_front(calls);
         self.next_event += calls as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain writes only with one kernel for every rank, MPI-IO not asked for, and the file's
+    /// identity known (the ranks check they opened that file).
+    #[test]
+    fn the_ranks_write_by_themselves_only_on_one_node() {
+        let census = |kernel: Option<&str>, mpiio: bool| {
+            let settings = crate::unify::Settings { layout: "columnar".into(), collective: true, mpiio, verbosity: 0, reference: None };
+            Census { kernel: kernel.map(String::from), ..Census::of(0, &RankProfile::default(), "n1", settings) }
+        };
+        let k = Some("0b0c5e6d-1f2a-4c3b-9d8e-7f6a5b4c3d2e");
+        assert_eq!(Way::of(&census(k, false), (5, 7)), Way::OneNode);
+        assert_eq!(Way::of(&census(None, false), (5, 7)), Way::MpiIo);
+        assert_eq!(Way::of(&census(k, true), (5, 7)), Way::MpiIo);
+        assert_eq!(Way::of(&census(k, false), (0, 0)), Way::MpiIo);
     }
 }

@@ -56,6 +56,9 @@ pub struct Config {
     /// on); off: through rank 0, as the regions layout is (the reference the collective write is
     /// tested against).
     pub collective: bool,
+    /// How the ranks of a collective write put their parts into the file
+    /// (`SCOPE_PROFILER_COLLECTIVE_IO`, docs/collective_write.md).
+    pub collective_io: CollectiveIo,
     /// What is kept of the program's MPI calls (`SCOPE_PROFILER_MPI`, docs/mpi.md).
     pub mpi: crate::mpi_stats::Settings,
     /// Sampling (`SCOPE_PROFILER_SAMPLE_*`, docs/sampling.md).
@@ -92,6 +95,26 @@ impl SummaryMode {
 /// Up to this many ranks the default layout is `regions`; above, `columnar` (written by every
 /// rank collectively; `regions` is written through rank 0). See docs/layouts.md.
 pub const REGIONS_UP_TO_RANKS: i64 = 16;
+
+/// How the ranks of a collective write put their parts into the file rank 0 laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CollectiveIo {
+    /// Each rank with `pwrite` when every rank runs on one node (one kernel), else MPI-IO.
+    #[default]
+    Auto,
+    /// MPI-IO's collective write always.
+    MpiIo,
+}
+
+impl CollectiveIo {
+    pub fn parse(value: &str) -> Option<CollectiveIo> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(CollectiveIo::Auto),
+            "mpiio" | "mpi-io" => Some(CollectiveIo::MpiIo),
+            _ => None,
+        }
+    }
+}
 
 /// How the file stores the regions (see docs/layouts.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -144,6 +167,7 @@ pub mod env {
     pub const FILTER: &str = "SCOPE_PROFILER_FILTER";
     pub const THROTTLE: &str = "SCOPE_PROFILER_THROTTLE";
     pub const COLLECTIVE: &str = "SCOPE_PROFILER_COLLECTIVE";
+    pub const COLLECTIVE_IO: &str = "SCOPE_PROFILER_COLLECTIVE_IO";
     pub const SUMMARY: &str = "SCOPE_PROFILER_SUMMARY";
     pub const SUMMARY_ROWS: &str = "SCOPE_PROFILER_SUMMARY_ROWS";
 }
@@ -275,6 +299,15 @@ impl Config {
             sampling: crate::sampling::Settings::from_env(&env),
             layout_explicit,
             collective: bool_env(env::COLLECTIVE).unwrap_or(true),
+            collective_io: env(env::COLLECTIVE_IO)
+                .and_then(|v| {
+                    let parsed = CollectiveIo::parse(&v);
+                    if parsed.is_none() {
+                        crate::warn::once("env:collective_io", &format!("ignoring {}={v:?}: expected auto or mpiio", env::COLLECTIVE_IO));
+                    }
+                    parsed
+                })
+                .unwrap_or_default(),
         }
     }
 

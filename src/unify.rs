@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 pub struct Settings {
     pub layout: String,
     pub collective: bool,
+    /// MPI-IO asked for (`SCOPE_PROFILER_COLLECTIVE_IO=mpiio`), even on one node.
+    pub mpiio: bool,
     pub verbosity: u32,
     /// Tests only (`SCOPE_PROFILER_TEST_REFERENCE`): after a collective write, write the same
     /// data through rank 0 to this path too, the reference the collective file must equal.
@@ -40,6 +42,7 @@ impl Settings {
         Settings {
             layout: config.layout_for(ranks).name().to_string(),
             collective: config.collective,
+            mpiio: config.collective_io == crate::config::CollectiveIo::MpiIo,
             verbosity: config.verbosity,
             reference: std::env::var(ENV_REFERENCE).ok().filter(|p| !p.is_empty()),
         }
@@ -60,7 +63,20 @@ pub struct Census {
     /// Ranks whose results are kept in `rank<N>` groups (counters, LIKWID), in rank order: the
     /// one part of a collective write that goes through rank 0.
     pub grouped: Vec<i64>,
+    /// The kernel every rank runs on (its boot id), when they all run on the same one: one
+    /// node, whose ranks can write the file with plain `pwrite`s. None when they run on
+    /// several, or one could not tell.
+    pub kernel: Option<String>,
     pub settings: Settings,
+}
+
+/// This node's kernel: its boot id, different on every node and at every boot (None where
+/// /proc does not tell).
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = id.trim();
+    // A UUID; anything else is not trusted to tell nodes apart.
+    (id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')).then(|| id.to_string())
 }
 
 impl Census {
@@ -74,6 +90,7 @@ impl Census {
             hosts: if host.is_empty() { Vec::new() } else { vec![host.to_string()] },
             clock,
             grouped: if crate::writer::has_rank_groups(profile) { vec![rank] } else { Vec::new() },
+            kernel: boot_id(),
             settings,
         }
     }
@@ -88,6 +105,9 @@ impl Census {
         }
         self.clock = self.clock.then(later.clock);
         self.grouped.extend(later.grouped);
+        if self.kernel != later.kernel {
+            self.kernel = None;
+        }
         self
     }
 }
@@ -130,7 +150,7 @@ mod tests {
         if r == 2 {
             p.counters.annotated.push(Default::default());
         }
-        let settings = Settings { layout: if r == 0 { "columnar" } else { "regions" }.into(), collective: true, verbosity: r as u32, reference: None };
+        let settings = Settings { layout: if r == 0 { "columnar" } else { "regions" }.into(), collective: true, mpiio: false, verbosity: r as u32, reference: None };
         Census::of(r, &p, host, settings)
     }
 
@@ -156,5 +176,22 @@ mod tests {
         // Through JSON, as between ranks.
         let back: Census = serde_json::from_slice(&serde_json::to_vec(&fold).unwrap()).unwrap();
         assert_eq!(back, fold);
+    }
+
+    /// The ranks are on one node only when every rank's kernel is the same one: a second
+    /// kernel anywhere in the fold, or a rank that could not tell, makes it None.
+    #[test]
+    fn one_kernel_only_when_every_rank_has_the_same() {
+        let on = |k: Option<&str>| Census { kernel: k.map(String::from), ..rank(0, &["a"], "n1") };
+        let a = "0b0c5e6d-1f2a-4c3b-9d8e-7f6a5b4c3d2e";
+        let b = "1b0c5e6d-1f2a-4c3b-9d8e-7f6a5b4c3d2e";
+        let fold = |ks: &[Option<&str>]| ks.iter().map(|&k| on(k)).reduce(Census::then).unwrap().kernel;
+        assert_eq!(fold(&[Some(a), Some(a), Some(a)]).as_deref(), Some(a));
+        assert_eq!(fold(&[Some(a), Some(a), Some(b)]), None);
+        assert_eq!(fold(&[Some(a), None, Some(a)]), None);
+        assert_eq!(fold(&[None, None]), None);
+        // This machine tells its own.
+        let mine = boot_id().expect("this Linux has /proc/sys/kernel/random/boot_id");
+        assert_eq!(Some(mine), rank(1, &["a"], "n1").kernel);
     }
 }

@@ -115,15 +115,27 @@ fn check_collective_file(file: &Path, np: usize, calls: i64, layout: &str) {
 }
 
 /// Run mpi_collective on `np` ranks in `layout` ("" for the default), writing the collective
-/// file and, from the same data, the reference through rank 0; both equal, and right.
-fn collective_equals_rank0(dir: &Path, exe: &Path, np: usize, calls: i64, layout: &str, mca: &[&str]) -> (PathBuf, Output) {
-    let tag = format!("np{np}_{}{}", if layout.is_empty() { "default" } else { layout }, mca.last().map(|m| format!("_{m}")).unwrap_or_default());
+/// file and, from the same data, the reference through rank 0; both equal, and right. `io` is
+/// `SCOPE_PROFILER_COLLECTIVE_IO` ("" for the default).
+fn collective_equals_rank0(dir: &Path, exe: &Path, np: usize, calls: i64, layout: &str, io: &str, mca: &[&str]) -> (PathBuf, Output) {
+    let tag = format!("np{np}_{}_{io}{}", if layout.is_empty() { "default" } else { layout }, mca.last().map(|m| format!("_{m}")).unwrap_or_default());
     let (file, reference) = (dir.join(format!("{tag}.h5")), dir.join(format!("{tag}.rank0.h5")));
-    let mut env = vec![("SCOPE_PROFILER_TEST_REFERENCE", reference.to_str().unwrap())];
+    let mut env = vec![("SCOPE_PROFILER_TEST_REFERENCE", reference.to_str().unwrap()), ("SCOPE_PROFILER_VERBOSE", "2")];
     if !layout.is_empty() {
         env.push(("SCOPE_PROFILER_LAYOUT", layout));
     }
+    if !io.is_empty() {
+        env.push(("SCOPE_PROFILER_COLLECTIVE_IO", io));
+    }
     let out = mpirun(np, exe, &[file.to_str().unwrap(), &calls.to_string()], dir, &env, mca, true);
+    // Which way the ranks wrote it (rank 0 says at verbosity 2): by themselves on this one
+    // node, unless MPI-IO was asked for.
+    let stderr = text(&out.stderr);
+    let way = if io == "mpiio" { "(MPI-IO)" } else { "(one node: pwrite by every rank)" };
+    if np > 1 {
+        assert_eq!(stderr.matches("collective write on rank 0 (").count(), 1, "{stderr}");
+        assert!(stderr.contains(&format!("collective write on rank 0 {way}")), "expected {way}:\n{stderr}");
+    }
     let stdout = text(&out.stdout);
     assert_eq!(stdout.matches("scope_profiler summary").count(), 1, "{stdout}");
     assert_same_files(&file, &reference);
@@ -138,7 +150,7 @@ fn the_collective_file_equals_the_file_written_through_rank_0_for_1_2_3_and_8_ra
     let exe = build(&dir);
     for np in [1usize, 2, 3, 8] {
         for layout in ["columnar", "aggregate"] {
-            let (file, out) = collective_equals_rank0(&dir, &exe, np, 300, layout, &[]);
+            let (file, out) = collective_equals_rank0(&dir, &exe, np, 300, layout, "", &[]);
             // The summary comes from the cross-rank reductions: the reference run printed
             // nothing else, and its numbers are the file's.
             let stdout = text(&out.stdout);
@@ -160,19 +172,23 @@ fn the_collective_file_equals_the_file_written_through_rank_0_for_1_2_3_and_8_ra
 fn thirty_two_and_sixty_four_ranks_oversubscribed() {
     let dir = scratch("collective_large");
     let exe = build(&dir);
-    let (_, out) = collective_equals_rank0(&dir, &exe, 32, 20, "", &[]);
+    let (_, out) = collective_equals_rank0(&dir, &exe, 32, 20, "", "", &[]);
     assert!(!text(&out.stderr).contains("written through rank 0"), "{}", text(&out.stderr));
-    collective_equals_rank0(&dir, &exe, 64, 20, "aggregate", &[]);
+    collective_equals_rank0(&dir, &exe, 64, 20, "aggregate", "", &[]);
 }
 
-/// OpenMPI 4.1's two MPI-IO implementations write what the rank-0 path writes.
+/// OpenMPI 4.1's two MPI-IO implementations write what the rank-0 path writes (MPI-IO asked
+/// for: on one node the ranks write with pwrite by default), in both schema-3 layouts and in
+/// several rounds.
 #[test]
 fn romio_and_ompio_write_the_same_file() {
     let dir = scratch("collective_io");
     let exe = build(&dir);
     for io in ["romio321", "ompio"] {
-        collective_equals_rank0(&dir, &exe, 5, 3000, "columnar", &["--mca", "io", io]);
+        collective_equals_rank0(&dir, &exe, 5, 3000, "columnar", "mpiio", &["--mca", "io", io]);
     }
+    collective_equals_rank0(&dir, &exe, 3, 2000, "aggregate", "mpiio", &[]);
+    collective_equals_rank0(&dir, &exe, 3, 450_000, "columnar", "mpiio", &[]);
 }
 
 /// A failure on one rank at any step: every rank learns it in the same collective step, nobody
@@ -182,28 +198,30 @@ fn a_failure_on_one_rank_makes_every_rank_write_its_own_file() {
     let dir = scratch("collective_fault");
     let exe = build(&dir);
     let np = 4;
-    for (step, rank) in [("layout", 0), ("open", 2), ("write", 1), ("close", 3)] {
-        let file = dir.join(format!("{step}.h5"));
+    for (step, rank, io) in [("layout", 0, "auto"), ("open", 2, "auto"), ("write", 1, "auto"), ("close", 3, "auto"), ("open", 1, "mpiio"), ("write", 2, "mpiio"), ("close", 0, "mpiio")] {
+        let name = format!("{step}_{io}");
+        let file = dir.join(format!("{name}.h5"));
         let fault = format!("{step}@{rank}");
+        let fault_io = format!("{fault} ({io})");
         let started = std::time::Instant::now();
-        let out = mpirun(np, &exe, &[file.to_str().unwrap(), "500"], &dir, &[("SCOPE_PROFILER_LAYOUT", "columnar"), ("SCOPE_PROFILER_TEST_FAULT", &fault)], &[], false);
-        assert!(started.elapsed() < std::time::Duration::from_secs(120), "{fault}: took {:?}", started.elapsed());
+        let out = mpirun(np, &exe, &[file.to_str().unwrap(), "500"], &dir, &[("SCOPE_PROFILER_LAYOUT", "columnar"), ("SCOPE_PROFILER_TEST_FAULT", &fault), ("SCOPE_PROFILER_COLLECTIVE_IO", io)], &[], false);
+        assert!(started.elapsed() < std::time::Duration::from_secs(120), "{fault_io}: took {:?}", started.elapsed());
         let stderr = text(&out.stderr);
-        assert!(!out.status.success(), "{fault}: sp_finalize reports the failure\n{stderr}");
-        assert!(!file.exists(), "{fault}: no collective file");
-        assert!(stderr.contains(&format!("the collective write failed on rank {rank}")), "{fault}:\n{stderr}");
-        let files: Vec<PathBuf> = (0..np).map(|r| dir.join(format!("{step}.rank{r}.h5"))).collect();
+        assert!(!out.status.success(), "{fault_io}: sp_finalize reports the failure\n{stderr}");
+        assert!(!file.exists(), "{fault_io}: no collective file");
+        assert!(stderr.contains(&format!("the collective write failed on rank {rank}")), "{fault_io}:\n{stderr}");
+        let files: Vec<PathBuf> = (0..np).map(|r| dir.join(format!("{name}.rank{r}.h5"))).collect();
         for f in &files {
-            assert!(f.exists(), "{fault}: {} missing\n{stderr}", f.display());
+            assert!(f.exists(), "{fault_io}: {} missing\n{stderr}", f.display());
         }
-        assert!(stderr.contains("scope_profiler_merge"), "{fault}: the message names the merge tool\n{stderr}");
-        let merged = dir.join(format!("{step}.merged.h5"));
+        assert!(stderr.contains("scope_profiler_merge"), "{fault_io}: the message names the merge tool\n{stderr}");
+        let merged = dir.join(format!("{name}.merged.h5"));
         let m = run(Command::new(env!("CARGO_BIN_EXE_scope_profiler_merge")).arg("-o").arg(&merged).args(&files));
-        assert!(m.status.success(), "{fault}: {}", text(&m.stderr));
+        assert!(m.status.success(), "{fault_io}: {}", text(&m.stderr));
         check_collective_file(&merged, np, 500, "columnar");
         // No file of the private directory is left behind.
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with('.')).collect();
-        assert!(left.is_empty(), "{fault}: {left:?}");
+        assert!(left.is_empty(), "{fault_io}: {left:?}");
     }
 }
 
@@ -301,7 +319,7 @@ fn regions_above_16_ranks_warns_once_that_it_goes_through_rank_0() {
 fn ranks_with_more_calls_than_a_round_write_in_several_rounds() {
     let dir = scratch("collective_rounds");
     let exe = build(&dir);
-    let (file, _) = collective_equals_rank0(&dir, &exe, 3, 450_000, "columnar", &[]);
+    let (file, _) = collective_equals_rank0(&dir, &exe, 3, 450_000, "columnar", "", &[]);
     let h5 = hdf5::File::open(&file).unwrap();
     assert_eq!(h5.dataset("events/durations").unwrap().size(), 450_000 * (1 + 3 + 3 + 2) + 1 + 2 + 3 + 2 * 3 + 3);
     drop(h5);

@@ -656,6 +656,8 @@ fn the_profilers_own_mpi_traffic_is_never_the_programs() {
             ("SCOPE_PROFILER_MPI", "calls"),
             ("SCOPE_PROFILER_LAYOUT", "columnar"),
             ("SCOPE_PROFILER_SUMMARY", "tree"),
+            // MPI-IO, as on several nodes (one node's ranks write with pwrite).
+            ("SCOPE_PROFILER_COLLECTIVE_IO", "mpiio"),
         ];
         let out = launch(family, link, 4, &exe, &["all"], &env, &dir);
         let said = ok(&out, &format!("{family:?} {link:?}"), &dir);

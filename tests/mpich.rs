@@ -68,8 +68,9 @@ fn one_library_serves_mpich_programs_through_its_mpich_plugin() {
     }
 }
 
-/// The collective write through MPICH's MPI-IO (ROMIO) writes what the rank-0 path writes
-/// from the same data (`SCOPE_PROFILER_TEST_REFERENCE`), in both schema-3 layouts.
+/// The collective write through MPICH's MPI-IO (ROMIO, asked for: on one node the ranks write
+/// with pwrite by default) and by the ranks themselves writes what the rank-0 path writes from
+/// the same data (`SCOPE_PROFILER_TEST_REFERENCE`), in both schema-3 layouts.
 #[test]
 fn the_collective_write_works_through_mpich() {
     let root = repo_root();
@@ -86,8 +87,8 @@ fn the_collective_write_works_through_mpich() {
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lscope_profiler", "-lpthread"]));
     assert!(out.status.success(), "{}", text(&out.stderr));
-    for layout in ["columnar", "aggregate"] {
-        let (file, reference) = (dir.join(format!("{layout}.h5")), dir.join(format!("{layout}.rank0.h5")));
+    for (layout, io) in [("columnar", "mpiio"), ("aggregate", "mpiio"), ("columnar", "auto")] {
+        let (file, reference) = (dir.join(format!("{layout}_{io}.h5")), dir.join(format!("{layout}_{io}.rank0.h5")));
         let out = run(Command::new("mpiexec.mpich")
             .args(["-n", "5"])
             .arg(&exe)
@@ -95,9 +96,13 @@ fn the_collective_write_works_through_mpich() {
             .arg("400")
             .current_dir(&dir)
             .env("SCOPE_PROFILER_LAYOUT", layout)
+            .env("SCOPE_PROFILER_COLLECTIVE_IO", io)
+            .env("SCOPE_PROFILER_VERBOSE", "2")
             .env("SCOPE_PROFILER_TEST_REFERENCE", &reference)
             .env_remove("LD_LIBRARY_PATH"));
-        assert!(out.status.success(), "{layout}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{layout} {io}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        let way = if io == "mpiio" { "(MPI-IO)" } else { "(one node: pwrite by every rank)" };
+        assert!(text(&out.stderr).contains(&format!("collective write on rank 0 {way}")), "{layout} {io}: {}", text(&out.stderr));
         let cmp = run(Command::new(python()).arg(root.join("tests/python/compare_files.py")).arg(&file).arg(&reference));
         assert!(cmp.status.success(), "{layout}: the collective file differs from the rank-0 file:\n{}{}", text(&cmp.stdout), text(&cmp.stderr));
         let py = python_view(&file);
