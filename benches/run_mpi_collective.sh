@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Finalize over MPI against a raw MPI_File_write_at_all of the same bytes by the same ranks in
-# the same run (benches/mpi_collective.c), for NPS ranks x CALLS calls per rank, three ways:
+# the same run (benches/mpi_collective.c), for NPS ranks x CALLS calls per rank, four ways:
 # "rank0" (columnar through rank 0: SCOPE_PROFILER_COLLECTIVE=0), "collective" (columnar,
-# written by every rank), "default" (no layout asked for: regions up to 16 ranks, columnar
-# above). REPEAT rounds, the three ways alternating. One line per run:
+# written by every rank), "aggregate" (the other schema-3 layout, written by every rank),
+# "default" (no layout asked for: regions up to 16 ranks, columnar above). WAYS picks some.
+# REPEAT rounds, the ways alternating. One line per run:
 #   way ranks calls/rank file-bytes finalize-s raw-s ratio status
 # then benches/fit_mpi_collective.py fits finalize = a + b log2 P + c bytes to the collective runs.
 # BENCH_MPIIO_WARM=1: every rank opens a scratch file with MPI-IO first, so that neither
@@ -21,11 +22,13 @@ dir="${1:-$PWD/target/bench}"
 for rep in $(seq "${REPEAT:-3}"); do
   for calls in ${CALLS:-20000 200000}; do
     for np in ${NPS:-2 4 8 16 32 64}; do
-      for way in rank0 collective default; do
+      for way in ${WAYS:-rank0 collective aggregate default}; do
         case $way in
           rank0) layout=columnar collective=0 ;;
           collective) layout=columnar collective=1 ;;
+          aggregate) layout=aggregate collective=1 ;;
           default) layout= collective=1 ;;
+          *) echo "unknown way $way" >&2; exit 2 ;;
         esac
         SCOPE_PROFILER_LAYOUT=$layout SCOPE_PROFILER_COLLECTIVE=$collective \
           BENCH_MPIIO_WARM=${BENCH_MPIIO_WARM:-0} \
