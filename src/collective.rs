@@ -469,15 +469,18 @@ impl<'a> Rounds<'a> {
 
     /// After a slab was encoded onto `staged` (taken out of `self` meanwhile): write a round
     /// whenever more than `BATCH` calls wait (the last round takes the rest, with the rows).
+    /// After an error nothing more is written: the staging is emptied, so that it stays within
+    /// a round and a slab whatever the rank recorded.
     fn flush_full(&mut self, staged: &mut Encoded) {
         while staged.len() as u64 > BATCH && self.error.is_none() {
             if self.done + 1 >= self.rounds {
                 self.error = Some(failed("more calls than announced".into()));
-                return;
+                break;
             }
-            self.staged = std::mem::replace(staged, Encoded::new());
-            self.round(BATCH as usize, &[]);
-            *staged = std::mem::replace(&mut self.staged, Encoded::new());
+            self.round_of(staged, BATCH as usize, &[]);
+        }
+        if self.error.is_some() {
+            staged.clear();
         }
     }
 
@@ -495,9 +498,16 @@ impl<'a> Rounds<'a> {
     /// One collective transfer: the first `calls` staged calls and `rows` (nothing after an
     /// error: the rank takes part with no pieces).
     fn round(&mut self, calls: usize, rows: &[Piece]) {
+        let mut staged = std::mem::replace(&mut self.staged, Encoded::new());
+        self.round_of(&mut staged, calls, rows);
+        self.staged = staged;
+    }
+
+    /// `round` with the calls of `staged`.
+    fn round_of(&mut self, staged: &mut Encoded, calls: usize, rows: &[Piece]) {
         let mut pieces: Vec<(u64, &[u8])> = Vec::new();
         if self.error.is_none() && calls > 0 {
-            let (s, tw) = (&self.staged, self.thread_width);
+            let (s, tw) = (&*staged, self.thread_width);
             let threads = s.thread_bytes();
             for (path, bytes) in [
                 ("events/start_deltas", plain_bytes(&s.d[..calls])),
@@ -537,7 +547,7 @@ impl<'a> Rounds<'a> {
             }
         }
         self.done += 1;
-        self.staged.remove_front(calls);
+        staged.remove_front(calls);
         self.next_event += calls as u64;
     }
 }
