@@ -1,11 +1,13 @@
-//! The collective write (real mpirun, real MPI-IO): every rank writes its own part of the one
-//! file. The same finalize also writes the same data through rank 0
-//! (`SCOPE_PROFILER_TEST_REFERENCE`), and the two files must be equal dataset by dataset and
-//! attribute by attribute (`tests/python/compare_files.py`, h5py); the PyPI reader reads the
-//! collective file with the numbers the program recorded. Ranks that differ in every way a
-//! run's ranks can (`tests/c/mpi_collective.c`) on 1, 2, 3, 8, 32 and 64 ranks (oversubscribed),
-//! OpenMPI's two MPI-IO implementations, a failure on one rank at each step, and the count of
-//! collective operations and of the bytes rank 0 receives against the number of ranks.
+//! The collective write (real mpirun, real MPI-IO, and on this one node each rank's own
+//! `pwrite`s, the default here): every rank writes its own part of the one file. The same
+//! finalize also writes the same data through rank 0 (`SCOPE_PROFILER_TEST_REFERENCE`), and the
+//! two files must be equal dataset by dataset and attribute by attribute
+//! (`tests/python/compare_files.py`, h5py); the PyPI reader reads the collective file with the
+//! numbers the program recorded. Ranks that differ in every way a run's ranks can
+//! (`tests/c/mpi_collective.c`) on 1, 2, 3, 8, 32 and 64 ranks (oversubscribed), OpenMPI's two
+//! MPI-IO implementations (`SCOPE_PROFILER_COLLECTIVE_IO=mpiio`), a failure on one rank at each
+//! step either way, and the count of collective operations and of the bytes rank 0 receives
+//! against the number of ranks.
 
 mod support;
 use support::*;
