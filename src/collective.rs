@@ -23,7 +23,9 @@
 //!
 //! `SCOPE_PROFILER_TEST_FAULT=<step>@<rank>` (for tests only, read once) makes rank `<rank>`
 //! fail at `<step>`: `layout` (rank 0 laying the file out), `open` (opening it),
-//! `write` (its data is bad: it writes nothing after its first round), `close` (closing it).
+//! `write` (its data is bad: it writes nothing after its first round), `close` (closing it);
+//! and `path`: on one node, rank `<rank>` cannot open the file by its path (every rank then
+//! writes through MPI-IO).
 
 use crate::encode::{decode, encode_groups};
 use crate::metadata::run_metadata;
@@ -151,9 +153,21 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     }
 
     phases.mark("lay out");
-    // Every rank opens it.
+    // Every rank opens it: on one node by its path, and if any rank cannot (another file
+    // system at that path in its mount namespace, say), every rank through MPI-IO instead.
+    let (mut way, mut opened) = (way, Target::open(way, comm, &path, id, ctx.rank));
+    if way == Way::OneNode && comm.allreduce(&[i64::from(opened.is_ok())], mpi_comm::MIN)?.first() != Some(&1) {
+        match opened {
+            Ok(f) => {
+                let _ = f.close();
+            }
+            Err(e) => warn::once("collective-by-path", &format!("rank {}: {e}; every rank writes through MPI-IO instead", ctx.rank)),
+        }
+        way = Way::MpiIo;
+        opened = Target::open(way, comm, &path, id, ctx.rank);
+    }
     let mut mine: Option<Error> = None;
-    let file = match Target::open(way, comm, &path, id) {
+    let file = match opened {
         Ok(f) => Some(f),
         Err(e) => {
             mine = Some(e);
@@ -305,11 +319,14 @@ enum Target {
 
 impl Target {
     /// Open the file at `path` the `way` every rank does (collective for MPI-IO).
-    fn open(way: Way, comm: &mpi_comm::Comm, path: &std::path::Path, id: (u64, u64)) -> Result<Target> {
+    fn open(way: Way, comm: &mpi_comm::Comm, path: &std::path::Path, id: (u64, u64), rank: i32) -> Result<Target> {
         match way {
             Way::MpiIo => comm.open_file(path).map(Target::Mpi),
             Way::OneNode => {
                 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+                if fault("path", rank) {
+                    return Err(failed(format!("test fault injected: {} cannot be opened by its path here", path.display())));
+                }
                 let f = std::fs::OpenOptions::new()
                     .write(true)
                     .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)

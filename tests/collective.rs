@@ -193,6 +193,32 @@ fn romio_and_ompio_write_the_same_file() {
     collective_equals_rank0(&dir, &exe, 3, 450_000, "columnar", "mpiio", &[]);
 }
 
+/// On one node, a rank that cannot open the file by its path (another file system there in
+/// its mount namespace, say; a test fault here) makes every rank write through MPI-IO instead:
+/// the write succeeds, the file is the one written through rank 0, that rank says why once,
+/// and rank 0 names MPI-IO as the way taken.
+#[test]
+fn a_rank_that_cannot_open_the_file_by_its_path_makes_every_rank_use_mpi_io() {
+    let dir = scratch("collective_path");
+    let exe = build(&dir);
+    let (file, reference) = (dir.join("path.h5"), dir.join("path.rank0.h5"));
+    let env = [
+        ("SCOPE_PROFILER_LAYOUT", "columnar"),
+        ("SCOPE_PROFILER_TEST_REFERENCE", reference.to_str().unwrap()),
+        ("SCOPE_PROFILER_TEST_FAULT", "path@2"),
+        ("SCOPE_PROFILER_VERBOSE", "2"),
+    ];
+    let out = mpirun(4, &exe, &[file.to_str().unwrap(), "700"], &dir, &env, &[], true);
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("every rank writes through MPI-IO instead").count(), 1, "{stderr}");
+    assert!(stderr.contains("rank 2: test fault injected"), "{stderr}");
+    assert!(stderr.contains("collective write on rank 0 (MPI-IO)"), "{stderr}");
+    assert_same_files(&file, &reference);
+    check_collective_file(&file, 4, 700, "columnar");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with('.')).collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// A failure on one rank at any step: every rank learns it in the same collective step, nobody
 /// hangs, every rank writes its own file, and the merge tool makes the normal file of them.
 #[test]
