@@ -21,7 +21,7 @@ fn regions_per_rank(file: &Path, ranks: usize) -> Vec<std::collections::BTreeMap
 fn one_library_serves_mpich_programs_through_its_mpich_plugin() {
     let root = repo_root();
     // The core links no MPI; the plugin built with mpicc.mpich sits next to it.
-    let lib = lib_dir();
+    let lib = link_dir();
     let needed = text(&run(Command::new("readelf").arg("-d").arg(lib.join("libscope_profiler.so"))).stdout);
     assert!(!needed.contains("libmpi"), "the core library links an MPI library:\n{needed}");
     let plugin = lib.join("libscope_profiler_mpi_mpich.so");
@@ -74,7 +74,7 @@ fn one_library_serves_mpich_programs_through_its_mpich_plugin() {
 #[test]
 fn the_collective_write_works_through_mpich() {
     let root = repo_root();
-    let lib = lib_dir();
+    let lib = link_dir();
     let dir = scratch("mpich_collective");
     let exe = dir.join("mpi_collective");
     let out = run(Command::new("mpicc.mpich")
