@@ -1,34 +1,47 @@
-//! Completed calls of one region on one thread, packed into 8 bytes per call.
+//! Completed calls of one region on one thread, packed into 4 bytes per call where they are
+//! short, 8 where they are not.
 //!
 //! Times are clock ticks (`clock::now`): TSC cycles, or `CLOCK_MONOTONIC` ns in monotonic
-//! mode; they become ns only at collect time. A call is stored as one word: the gap from the
-//! previous call's start (i32 ticks, negative after a recursive inner call) and its duration
-//! plus one (u32 ticks; the + 1 keeps every packed word non-zero). Calls that do not fit (the
-//! first call of every chunk, gaps over 2^31 ticks, durations of 2^32 - 2 ticks or more, an
-//! end before the start) take three words: an escape word and the absolute start and end. In
-//! ns that is 2.1 s and 4.29 s; with a TSC at 2-4 GHz about 0.5-1 s and 1-2 s: longer calls
-//! than that are rare enough that 8 bytes per call stays the average. Halving the bytes
-//! written per call halves the page faults of fresh memory, which dominate the recording cost.
+//! mode; they become ns only at collect time. A chunk's data is a stream of 4-byte units, and
+//! a call is stored as the gap from the previous call's start and its duration, in one of
+//! three forms told apart by the first unit:
+//! - **short** (one unit, bit 0 set): gap (0 to 2^15 - 1 ticks) in bits 17-31, duration (0 to
+//!   2^16 - 1 ticks) in bits 1-16; at 2-4 GHz a call of up to 16-32 us that starts within 8-16
+//!   us of the one before: the fine-grained calls, whose recording cost matters;
+//! - **long** (two units): the duration plus one, shifted left by one (bit 0 clear; up to 2^31
+//!   - 3 ticks), then the gap (i32 ticks; negative after a recursive inner call);
+//! - **escaped** (five units): the escape unit `ESCAPE`, then the absolute start and end (i64
+//!   each): the first call of every chunk, gaps over 2^31 ticks, durations of 2^31 - 2 ticks
+//!   or more (in ns 2.1 s, with a TSC at 2-4 GHz 0.5-1 s), an end before the start.
 //!
-//! Words live in chunks that are never moved once full, so a long run never copies its
-//! history. A chunk is a header of `HDR` words (magic and region, fill count, thread and
-//! capacity) followed by its data words. Because the first call of every chunk is escaped,
-//! each chunk decodes on its own; because no stored word of a call is zero and the escape
-//! word of an escaped call is written after its two time words, a chunk's calls end at its
-//! first zero word (chunks start zeroed). So the owner publishes nothing per call: the fill
-//! count is written when the chunk is left (cold path), and a reader of a chunk that was
-//! still being filled stops at the first zero word. The same chunk format lives on the heap
-//! (memory sink) or in a `MAP_SHARED` mapping of the spill file (flight recorder, `spill.rs`),
-//! where the kernel keeps every stored call in the page cache even if the process is killed.
-//! One decoder reads both: `decode_one` (with `unpack` for a packed word, which the cursor's
-//! block loop `Cursor::next_block` also uses), for finalize and for recovery.
+//! Halving the bytes written per short call halves the page faults of fresh memory, which
+//! dominate the recording cost in a VM guest (BENCHMARKS.md section 1). A form's units are
+//! written by one store (the short unit, the long form's eight bytes) or, escaped, with the
+//! escape unit last; no stored first unit is zero.
+//!
+//! Units live in chunks that are never moved once full, so a long run never copies its
+//! history. A chunk is a header of `HDR` 8-byte words (magic and region, fill count in units,
+//! thread and capacity in words) followed by its data units. Because the first call of every
+//! chunk is escaped, each chunk decodes on its own; because no call's first unit is zero and
+//! the escape unit of an escaped call is written after its time units, a chunk's calls end at
+//! its first zero unit (chunks start zeroed). So the owner publishes nothing per call: the fill
+//! count is written when the chunk is left (cold path), and a reader of a chunk that was still
+//! being filled stops at the first zero unit. The same chunk format lives on the heap (memory
+//! sink) or in a `MAP_SHARED` mapping of the spill file (flight recorder, `spill.rs`), where the
+//! kernel keeps every stored call in the page cache even if the process is killed. One decoder
+//! reads both: `decode_one` (with `short_call` and `long_call`, which the cursor's block loop
+//! `Cursor::next_block` also uses), for finalize and for recovery.
 
 use crate::model::pages::{LARGE, PageVec};
 use crate::model::Call;
 use std::sync::atomic::{Ordering, compiler_fence};
 
-/// Words of a chunk header: magic | region << 32, fill (data words used, written when the
-/// chunk is left), thread | capacity << 32 (capacity in words, header included), reserved.
+// The long form's eight bytes are one store whose low half is the unit read first.
+const _: () = assert!(cfg!(target_endian = "little"));
+
+/// Words of a chunk header: magic | region << 32, fill (data units used, written when the
+/// chunk is left), thread | capacity << 32 (capacity in 8-byte words, header included),
+/// reserved.
 pub const HDR: usize = 4;
 const _: () = assert!(HDR == crate::spill::CHUNK_HDR);
 /// "SPCK" in the low half of a chunk's first word.
@@ -37,8 +50,25 @@ pub const CHUNK_MAGIC: u32 = 0x4B43_5053;
 const FIRST_CHUNK: usize = 64;
 /// Largest chunk: 1 MiB.
 pub const MAX_CHUNK: usize = 1 << 17;
-/// Low half of an escape word; a packed duration (+ 1) is always below it.
-const ESCAPE: u64 = 0xFFFF_FFFF;
+/// The first unit of an escaped call (bit 0 clear, so not short; above every long form's).
+const ESCAPE: u32 = 0xFFFF_FFFE;
+/// Bits of a short call's gap and duration.
+const SHORT_GAP_BITS: u32 = 15;
+const SHORT_DURATION_BITS: u32 = 16;
+/// A long call's duration is below this ((duration + 1) << 1 stays below `ESCAPE`).
+const LONG_DURATION_LIMIT: u64 = (ESCAPE as u64 >> 1) - 1;
+
+/// A chunk's data words as the units they hold.
+#[inline(always)]
+pub fn units(words: &[u64]) -> &[u32] {
+    // SAFETY: the same memory, viewed as twice as many u32 (alignment 4 <= 8).
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), words.len() * 2) }
+}
+
+/// The 8-byte words that `units` data units take (the last may be half padding).
+pub fn words_for_units(units: usize) -> usize {
+    units.div_ceil(2)
+}
 
 /// Where a chunk's words are.
 #[derive(Debug)]
@@ -60,7 +90,7 @@ struct Chunk {
     store: Store,
     /// Capacity in words, header included.
     words: usize,
-    /// Data words used (of the current chunk: `CallLog::len` is authoritative).
+    /// Data units used (of the current chunk: `CallLog::len` is authoritative).
     used: usize,
 }
 
@@ -71,21 +101,24 @@ pub const PARENT_TOP: u32 = u32::MAX - 1;
 
 #[derive(Debug)]
 pub struct CallLog {
-    /// First data word of the current chunk (null before the first call).
-    data: *mut u64,
+    /// First data unit of the current chunk (null before the first call).
+    data: *mut u32,
     /// The region of the call enclosing each of this log's calls on its thread, kept by the
     /// recorder (`ThreadData::on_one_path`): `PARENT_UNSET` before the first call, `PARENT_TOP`
     /// for calls inside none.
     pub parent: u32,
+    /// Units used and available in the current chunk.
     len: usize,
     cap: usize,
     prev_start: i64,
-    /// Escaped calls (three words each), so the number of calls needs no pass over the words.
+    /// Long calls (two units each) and escaped calls (five units each), so the number of
+    /// calls needs no pass over the units.
+    longs: usize,
     escapes: usize,
     /// A call started before the one logged before it (recursion): not in start order.
     unsorted: bool,
     /// Calls that end before they start (a clock going backwards between the two reads; such
-    /// a call is always escaped, so this costs nothing on the packed path).
+    /// a call is always escaped, so this costs nothing on the packed paths).
     backwards: u64,
     region: u32,
     thread: u32,
@@ -108,83 +141,95 @@ impl Drop for CallLog {
     }
 }
 
-/// What one pass over a chunk's data words found.
+/// What one pass over a chunk's data units found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkScan {
-    /// Data words holding complete calls.
+    /// Data units holding complete calls.
     pub used: usize,
     pub calls: usize,
+    pub longs: usize,
     pub escapes: usize,
     /// A call started before the one before it.
     pub unsorted: bool,
     pub backwards: u64,
-    /// Words after the last complete call that are not zero (a torn call).
+    /// Units after the last complete call that are not zero (a torn call).
     pub torn: usize,
 }
 
-/// Decode the call at `*pos` of a chunk's data words and move past it; `*prev` is the start
-/// of the call before. None at the end of what was stored: the end of `words`, a zero word,
-/// or an escaped call cut off by the end of `words`. The one decoder of the format: the
-/// cursor (finalize) and `decode_chunk` (recovery) both use it.
+/// Decode the call at `*pos` of a chunk's data units and move past it; `*prev` is the start
+/// of the call before. None at the end of what was stored: the end of `units`, a zero unit,
+/// or a call cut off by the end of `units`. The one decoder of the format: the cursor
+/// (finalize) and `decode_chunk` (recovery) both use it.
 #[inline(always)]
-pub fn decode_one(words: &[u64], pos: &mut usize, prev: &mut i64) -> Option<Call> {
-    let w = *words.get(*pos)?;
-    if is_packed(w) {
-        let c = unpack(w, *prev);
+pub fn decode_one(units: &[u32], pos: &mut usize, prev: &mut i64) -> Option<Call> {
+    let u = *units.get(*pos)?;
+    let c = if u & 1 != 0 {
         *pos += 1;
-        *prev = c.start;
-        return Some(c);
-    }
-    if w != ESCAPE {
+        short_call(u, *prev)
+    } else if u == 0 {
         return None;
-    }
-    let (&s, &e) = (words.get(*pos + 1)?, words.get(*pos + 2)?);
-    *pos += 3;
-    *prev = s as i64;
-    Some(Call { start: s as i64, end: e as i64 })
+    } else if u != ESCAPE {
+        let c = long_call(u, *units.get(*pos + 1)?, *prev);
+        *pos += 2;
+        c
+    } else {
+        let t = units.get(*pos + 1..*pos + 5)?;
+        *pos += 5;
+        let wide = |lo: u32, hi: u32| (lo as u64 | (hi as u64) << 32) as i64;
+        Call { start: wide(t[0], t[1]), end: wide(t[2], t[3]) }
+    };
+    *prev = c.start;
+    Some(c)
 }
 
-/// A packed word's low half is its duration + 1: never 0, never all ones (an escape).
+/// The call of a short unit, given the start of the call before.
 #[inline(always)]
-fn is_packed(w: u64) -> bool {
-    (w as u32).wrapping_sub(1) < ESCAPE as u32 - 1
+fn short_call(u: u32, prev: i64) -> Call {
+    let start = prev.wrapping_add((u >> (SHORT_DURATION_BITS + 1)) as i64);
+    Call { start, end: start.wrapping_add(((u >> 1) & ((1 << SHORT_DURATION_BITS) - 1)) as i64) }
 }
 
-/// The call of a packed word, given the start of the call before.
+/// The call of a long form's two units, given the start of the call before.
 #[inline(always)]
-fn unpack(w: u64, prev: i64) -> Call {
-    let start = prev.wrapping_add((w >> 32) as u32 as i32 as i64);
-    Call { start, end: start.wrapping_add((w & ESCAPE) as i64 - 1) }
+fn long_call(first: u32, gap: u32, prev: i64) -> Call {
+    let start = prev.wrapping_add(gap as i32 as i64);
+    Call { start, end: start.wrapping_add((first >> 1) as i64 - 1) }
 }
 
-/// Decode the data words of one chunk from `*pos`, calling `f` per complete call, until the
+/// Decode the data units of one chunk from `*pos`, calling `f` per complete call, until the
 /// end of what was stored (see `decode_one`).
-pub fn decode_chunk(words: &[u64], pos: &mut usize, prev: &mut i64, mut f: impl FnMut(Call)) {
-    while let Some(c) = decode_one(words, pos, prev) {
+pub fn decode_chunk(units: &[u32], pos: &mut usize, prev: &mut i64, mut f: impl FnMut(Call)) {
+    while let Some(c) = decode_one(units, pos, prev) {
         f(c);
     }
 }
 
-/// One pass over a chunk's data words (recovery): the counts `CallLog` keeps while recording,
+/// One pass over a chunk's data units (recovery): the counts `CallLog` keeps while recording,
 /// and `f` per call.
-pub fn scan_chunk(words: &[u64], mut f: impl FnMut(Call)) -> ChunkScan {
+pub fn scan_chunk(units: &[u32], mut f: impl FnMut(Call)) -> ChunkScan {
     let mut s = ChunkScan::default();
     let (mut pos, mut prev, mut last) = (0, 0i64, None::<i64>);
-    decode_chunk(words, &mut pos, &mut prev, |c| {
+    loop {
+        let at = pos;
+        let Some(c) = decode_one(units, &mut pos, &mut prev) else { break };
+        match pos - at {
+            2 => s.longs += 1,
+            5 => s.escapes += 1,
+            _ => {}
+        }
         s.unsorted |= last.is_some_and(|l| c.start < l);
         last = Some(c.start);
         s.calls += 1;
         s.backwards += (c.end < c.start) as u64;
         f(c);
-    });
+    }
     s.used = pos;
-    // Every escaped call takes two words more than a packed one.
-    s.escapes = (pos - s.calls) / 2;
-    s.torn = words[pos..].iter().filter(|&&w| w != 0).count();
+    s.torn = units[pos..].iter().filter(|&&u| u != 0).count();
     s
 }
 
-/// A chunk header's fields: (region, fill, thread, capacity in words including the header).
+/// A chunk header's fields: (region, fill in units, thread, capacity in words including the
+/// header).
 pub fn parse_header(h: &[u64]) -> Option<(u32, usize, u32, usize)> {
     if h.len() < HDR || h[0] as u32 != CHUNK_MAGIC {
         return None;
@@ -200,6 +245,7 @@ impl CallLog {
             len: 0,
             cap: 0,
             prev_start: 0,
+            longs: 0,
             escapes: 0,
             unsorted: false,
             backwards: 0,
@@ -223,10 +269,24 @@ impl CallLog {
         let duration = call.end.wrapping_sub(call.start) as u64;
         self.prev_start = call.start;
         self.unsorted |= gap < 0;
-        if gap as i32 as i64 == gap && duration < ESCAPE - 1 && self.len < self.cap {
-            // SAFETY: len < cap, and data points at cap writable words.
-            unsafe { *self.data.add(self.len) = ((gap as u64) << 32) | (duration + 1) };
+        if ((gap as u64) >> SHORT_GAP_BITS | duration >> SHORT_DURATION_BITS) == 0 && self.len < self.cap {
+            // SAFETY: len < cap, and data points at cap writable units.
+            unsafe { *self.data.add(self.len) = ((gap as u32) << (SHORT_DURATION_BITS + 1)) | ((duration as u32) << 1) | 1 };
             self.len += 1;
+        } else {
+            self.push_long(call, gap, duration, parent);
+        }
+    }
+
+    /// A call that is not short: long if it fits, else escaped (`push_slow`).
+    #[inline(always)]
+    fn push_long(&mut self, call: Call, gap: i64, duration: u64, parent: u32) {
+        if gap as i32 as i64 == gap && duration < LONG_DURATION_LIMIT && self.len + 1 < self.cap {
+            let both = ((gap as u32 as u64) << 32) | ((duration + 1) << 1);
+            // SAFETY: len + 2 <= cap units, written by one (unaligned) 8-byte store.
+            unsafe { self.data.add(self.len).cast::<u64>().write_unaligned(both) };
+            self.len += 2;
+            self.longs += 1;
         } else {
             self.push_slow(call, parent);
         }
@@ -242,21 +302,21 @@ impl CallLog {
 
     #[cold]
     fn push_escaped(&mut self, call: Call) {
-        if self.cap - self.len < 3 {
+        if self.cap - self.len < 5 {
             self.new_chunk();
         }
         self.escapes += 1;
         self.backwards += (call.end < call.start) as u64;
-        // SAFETY: at least 3 words free after new_chunk (every chunk holds more than 3). The
-        // escape word goes last: a reader (also of a killed process's file) sees either the
-        // whole call or a zero word.
+        // SAFETY: at least 5 units free after new_chunk (every chunk holds more than 5). The
+        // escape unit goes last: a reader (also of a killed process's file) sees either the
+        // whole call or a zero unit.
         unsafe {
-            *self.data.add(self.len + 1) = call.start as u64;
-            *self.data.add(self.len + 2) = call.end as u64;
+            self.data.add(self.len + 1).cast::<u64>().write_unaligned(call.start as u64);
+            self.data.add(self.len + 3).cast::<u64>().write_unaligned(call.end as u64);
             compiler_fence(Ordering::Release);
             *self.data.add(self.len) = ESCAPE;
         }
-        self.len += 3;
+        self.len += 5;
     }
 
     /// Start a new chunk: in the spill file when the flight recorder is on (and has room),
@@ -296,10 +356,10 @@ impl CallLog {
         // SAFETY: base points at `words` writable, zeroed words (a fresh heap box or mapping).
         unsafe {
             std::ptr::copy_nonoverlapping(header.as_ptr(), base, HDR);
-            self.data = base.add(HDR);
+            self.data = base.add(HDR).cast();
         }
         self.len = 0;
-        self.cap = words - HDR;
+        self.cap = (words - HDR) * 2;
     }
 
     /// Leave the current chunk: write its fill count, unmap it if it is in the spill file.
@@ -309,11 +369,13 @@ impl CallLog {
         }
         if let Some(c) = self.chunks.last_mut() {
             c.used = self.len;
+            let header = self.data.cast::<u64>().wrapping_sub(HDR);
             // SAFETY: data is HDR words into the live current chunk; word 1 is the fill.
-            unsafe { *self.data.sub(HDR - 1) = self.len as u64 };
+            unsafe { *header.add(1) = self.len as u64 };
             if matches!(c.store, Store::Spilled(_)) {
-                // SAFETY: data - HDR is the start of the mapping of `c.words` words made in new_chunk.
-                unsafe { crate::spill::unmap_chunk(self.data.sub(HDR), c.words) };
+                // SAFETY: data - HDR words is the start of the mapping of `c.words` words made
+                // in new_chunk.
+                unsafe { crate::spill::unmap_chunk(header, c.words) };
             }
         }
         self.data = std::ptr::null_mut();
@@ -335,20 +397,21 @@ impl CallLog {
             self.unsorted |= scan.unsorted || (!self.chunks.is_empty() && f < self.prev_start);
             self.prev_start = last_start;
         }
+        self.longs += scan.longs;
         self.escapes += scan.escapes;
         self.backwards += scan.backwards;
         self.chunks.push(Chunk { store: Store::Spilled(offset), words, used: scan.used });
     }
 
-    /// Data words used by chunk `c` (the current one: `len`).
+    /// Data units used by chunk `c` (the current one: `len`).
     fn used(&self, i: usize) -> usize {
         if i + 1 == self.chunks.len() && !self.data.is_null() { self.len } else { self.chunks[i].used }
     }
 
     /// Number of calls.
     pub fn len(&self) -> usize {
-        let words = (0..self.chunks.len()).map(|i| self.used(i)).sum::<usize>();
-        words - 2 * self.escapes
+        let units = (0..self.chunks.len()).map(|i| self.used(i)).sum::<usize>();
+        units - self.longs - 4 * self.escapes
     }
 
     /// Calls that end before they start.
@@ -384,18 +447,19 @@ impl CallLog {
             .sum()
     }
 
-    /// The data words of chunk `i` that hold calls.
-    fn chunk_words(&self, i: usize) -> &[u64] {
+    /// The data units of chunk `i` that hold calls.
+    fn chunk_units(&self, i: usize) -> &[u32] {
         let c = &self.chunks[i];
-        let used = self.used(i).min(c.words - HDR);
-        match &c.store {
-            Store::Heap(b) => &b[HDR..HDR + used],
-            Store::Mapped(b) => &b[HDR..HDR + used],
+        let data: &[u64] = match &c.store {
+            Store::Heap(b) => &b[HDR..],
+            Store::Mapped(b) => &b[HDR..],
             // SAFETY: `base` points at the chunk's `c.words` words in a block that `Huge` keeps
-            // mapped; `used` <= `c.words - HDR`.
-            Store::Huge { base, .. } => unsafe { std::slice::from_raw_parts(base.add(HDR), used) },
-            Store::Spilled(offset) => crate::spill::spilled_words(*offset, HDR, c.words).map_or(&[][..], |w| &w[..used.min(w.len())]),
-        }
+            // mapped.
+            Store::Huge { base, .. } => unsafe { std::slice::from_raw_parts(base.add(HDR), c.words - HDR) },
+            Store::Spilled(offset) => crate::spill::spilled_words(*offset, HDR, c.words).unwrap_or(&[]),
+        };
+        let units = units(data);
+        &units[..self.used(i).min(units.len())]
     }
 
     /// Decode the calls one by one, in recording order.
@@ -416,11 +480,11 @@ impl CallLog {
     }
 
     /// Each chunk as stored, in order: its header as it reads once the chunk is left (fill
-    /// count = data words used; capacity in words, header included) and its data words that
+    /// count = data units used; capacity in words, header included) and its data units that
     /// hold calls. For a raw dump of the log in this format (`spill::Dump`).
-    pub fn for_each_chunk(&self, mut f: impl FnMut([u64; HDR], &[u64])) {
+    pub fn for_each_chunk(&self, mut f: impl FnMut([u64; HDR], &[u32])) {
         for (i, c) in self.chunks.iter().enumerate() {
-            let data = self.chunk_words(i);
+            let data = self.chunk_units(i);
             let header = [CHUNK_MAGIC as u64 | (self.region as u64) << 32, data.len() as u64, self.thread as u64 | (c.words as u64) << 32, 0];
             f(header, data);
         }
@@ -432,7 +496,7 @@ pub struct Cursor<'a> {
     log: &'a CallLog,
     /// Index of the next chunk.
     next_chunk: usize,
-    words: &'a [u64],
+    units: &'a [u32],
     /// Byte offset of the current chunk if it is spilled (released once read).
     spilled: Option<(u64, usize)>,
     pos: usize,
@@ -441,7 +505,7 @@ pub struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn new(log: &'a CallLog) -> Cursor<'a> {
-        Cursor { log, next_chunk: 0, words: &[], spilled: None, pos: 0, prev: 0 }
+        Cursor { log, next_chunk: 0, units: &[], spilled: None, pos: 0, prev: 0 }
     }
 
     /// Move to the next chunk; false when there is none. A spilled chunk that was read is
@@ -456,7 +520,7 @@ impl<'a> Cursor<'a> {
             return false;
         }
         let i = self.next_chunk;
-        self.words = log.chunk_words(i);
+        self.units = log.chunk_units(i);
         if let Store::Spilled(offset) = log.chunks[i].store {
             self.spilled = Some((offset, log.chunks[i].words));
         }
@@ -469,7 +533,7 @@ impl<'a> Cursor<'a> {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Call> {
         loop {
-            if let Some(c) = decode_one(self.words, &mut self.pos, &mut self.prev) {
+            if let Some(c) = decode_one(self.units, &mut self.pos, &mut self.prev) {
                 return Some(c);
             }
             if !self.advance_chunk() {
@@ -481,8 +545,8 @@ impl<'a> Cursor<'a> {
 
 impl Cursor<'_> {
     /// Decode up to `starts.len()` calls into `starts` and `ends` (as many as both hold);
-    /// returns how many (0 at the end of the log). The packed calls of a chunk are decoded in
-    /// one tight loop; escaped calls and chunk ends go through `decode_one`/`next`.
+    /// returns how many (0 at the end of the log). The short and long calls of a chunk are
+    /// decoded in one tight loop; escaped calls and chunk ends go through `decode_one`/`next`.
     #[inline(always)]
     pub fn next_block(&mut self, starts: &mut [i64], ends: &mut [i64]) -> usize {
         let cap = starts.len().min(ends.len());
@@ -490,19 +554,26 @@ impl Cursor<'_> {
         self.prefetch_after(cap);
         let mut n = 0;
         while n < cap {
-            let words = self.words;
+            let units = self.units;
             let (mut pos, mut prev) = (self.pos, self.prev);
-            let run = (cap - n).min(words.len().saturating_sub(pos));
-            for ((w, s), e) in words[pos..pos + run].iter().zip(&mut starts[n..n + run]).zip(&mut ends[n..n + run]) {
-                if !is_packed(*w) {
-                    break;
-                }
-                let c = unpack(*w, prev);
+            while n < cap {
+                let Some(&u) = units.get(pos) else { break };
+                let c = if u & 1 != 0 {
+                    pos += 1;
+                    short_call(u, prev)
+                } else {
+                    match units.get(pos + 1) {
+                        Some(&gap) if u != 0 && u != ESCAPE => {
+                            pos += 2;
+                            long_call(u, gap, prev)
+                        }
+                        _ => break,
+                    }
+                };
                 prev = c.start;
-                (*s, *e) = (c.start, c.end);
-                pos += 1;
+                (starts[n], ends[n]) = (c.start, c.end);
+                n += 1;
             }
-            n += pos - self.pos;
             (self.pos, self.prev) = (pos, prev);
             if n == cap {
                 break;
@@ -517,7 +588,7 @@ impl Cursor<'_> {
 }
 
 impl Cursor<'_> {
-    /// Ask for the words of the block two after the next `calls` of this chunk (the next one was
+    /// Ask for the units of the block two after the next `calls` of this chunk (the next one was
     /// asked for by the call before): a block is read long after it is asked for (the merge
     /// takes turns between the threads' logs), and a log of millions of calls is read from
     /// memory, not from the cache, whose prefetchers stop at each 4 KiB page.
@@ -525,9 +596,10 @@ impl Cursor<'_> {
     fn prefetch_after(&self, calls: usize) {
         #[cfg(target_arch = "x86_64")]
         {
-            let ahead = self.words.get(self.pos.saturating_add(2 * calls)..).unwrap_or(&[]);
+            // Short calls take a unit each (16 to a cache line); longer ones are rarer.
+            let ahead = self.units.get(self.pos.saturating_add(2 * calls)..).unwrap_or(&[]);
             let ahead = &ahead[..ahead.len().min(calls)];
-            for line in ahead.chunks(8) {
+            for line in ahead.chunks(16) {
                 // SAFETY: a prefetch of memory of the chunk, which reads nothing and never faults.
                 unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
             }
@@ -569,7 +641,9 @@ pub mod huge {
     use std::time::{Duration, Instant};
 
     /// `SCOPE_PROFILER_HUGE_PAGES=0` keeps the chunks off the arena (the benchmarks' baseline),
-    /// `=1` asks for huge pages whatever they cost; unset (or `auto`), they are priced.
+    /// `=1` asks for huge pages whatever they cost, `=priced` prices them (also in a VM guest);
+    /// unset (or `auto`), they are priced, except in a VM guest, where the arena's blocks are
+    /// on small pages faulted in ahead (`in_guest`).
     pub const ENV: &str = "SCOPE_PROFILER_HUGE_PAGES";
     /// One huge page.
     pub const BLOCK: usize = 2 << 20;
@@ -634,6 +708,8 @@ pub mod huge {
     pub struct Pricing {
         /// `SCOPE_PROFILER_HUGE_PAGES=1`: never turned off.
         pub forced: bool,
+        /// A VM guest and `auto`: huge pages never asked for (`in_guest`).
+        pub guest: bool,
         /// First touch of one small page (the probe's mean), once measured.
         pub small_page: Option<Duration>,
         /// Blocks mapped with huge pages asked for.
@@ -645,7 +721,7 @@ pub mod huge {
     impl Pricing {
         /// Whether the next block asks for huge pages.
         pub fn wants_huge(&self) -> bool {
-            self.dear.is_none()
+            !self.guest && self.dear.is_none()
         }
 
         /// Account the first touch of a block that asked for huge pages; turns them off when it
@@ -665,7 +741,7 @@ pub mod huge {
         pricing: Pricing,
     }
 
-    static ARENA: Mutex<Arena> = Mutex::new(Arena { current: None, pricing: Pricing { forced: false, small_page: None, huge_blocks: 0, dear: None } });
+    static ARENA: Mutex<Arena> = Mutex::new(Arena { current: None, pricing: Pricing { forced: false, guest: false, small_page: None, huge_blocks: 0, dear: None } });
     /// 0: not decided, 1: on, 2: off.
     static MODE: AtomicU8 = AtomicU8::new(0);
     /// The blocks mapped now (their addresses).
@@ -681,12 +757,34 @@ pub mod huge {
                 let setting = std::env::var(ENV).map(|v| v.trim().to_ascii_lowercase());
                 let off = setting.as_deref().is_ok_and(|v| matches!(v, "0" | "false" | "no" | "off"));
                 let forced = setting.as_deref().is_ok_and(|v| matches!(v, "1" | "true" | "yes" | "on"));
+                let priced = forced || setting.as_deref().is_ok_and(|v| v == "priced");
                 let on = !off && std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"));
-                ARENA.lock().pricing.forced = forced;
+                let mut arena = ARENA.lock();
+                arena.pricing.forced = forced;
+                arena.pricing.guest = !priced && in_guest();
                 MODE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
                 on
             }
         }
+    }
+
+    /// Whether this process runs in a VM guest (x86-64: the CPUID hypervisor bit). There the
+    /// kernel takes huge pages from memory the guest has not used yet, whose first touch the
+    /// host backs page by page: one huge page can stall the recording thread for milliseconds
+    /// (5-15 ms measured, BENCHMARKS.md section 1), where small pages faulted in ahead cost a
+    /// predictable 64-80 us per 128 KiB. So in a guest the arena asks for small pages unless
+    /// told otherwise (`=priced`, `=1`).
+    pub fn in_guest() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: CPUID leaf 1 exists on every x86-64 CPU.
+            #[allow(unused_unsafe)]
+            unsafe {
+                std::arch::x86_64::__cpuid(1).ecx & (1 << 31) != 0
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
 
     /// Turn the arena off (tests of the other chunk stores).
@@ -820,6 +918,12 @@ pub mod huge {
             };
         };
         let resident = format!("{} of {} KiB resident on 2 MiB pages", huge >> 10, rss >> 10);
+        if pricing.guest {
+            return format!(
+                "4 KiB (a VM guest: huge pages not asked for, whose first touch can stall a thread for milliseconds there; small pages faulted in {} KiB ahead; SCOPE_PROFILER_HUGE_PAGES=priced tries them)",
+                POPULATE_AHEAD >> 10
+            );
+        }
         match pricing.dear {
             Some((touch, small)) => format!(
                 "2 MiB, then 4 KiB (the first touch of huge block {} took {} us, {} us the {SMALL_PER_BLOCK} small pages it replaces: later blocks on small pages; {resident})",
@@ -941,6 +1045,20 @@ pub mod huge {
             assert_eq!(unsafe { second.1.add(BLOCK / 8 - 1).read() }, 0);
             let text = describe(Some((4 << 20, 2 << 20)), &a.pricing);
             assert!(text.starts_with("2 MiB, then 4 KiB (the first touch of huge block 1 took ") && text.ends_with("2048 of 4096 KiB resident on 2 MiB pages)"), "{text}");
+        }
+
+        #[test]
+        fn in_a_vm_guest_the_blocks_are_on_small_pages_faulted_in_ahead() {
+            if !thp() {
+                return;
+            }
+            let mut a = arena(Pricing { guest: true, ..Pricing::default() });
+            let (_block, p) = a.chunk(64 << 10).unwrap();
+            let flags = vm_flags(p as usize);
+            assert!(flags.contains(" nh") && !flags.contains(" hg"), "{flags}");
+            assert_eq!((a.pricing.huge_blocks, a.pricing.small_page), (0, None), "nothing priced");
+            let text = describe(Some((128 << 10, 0)), &a.pricing);
+            assert!(text.starts_with("4 KiB (a VM guest: huge pages not asked for"), "{text}");
         }
 
         #[test]
@@ -1169,13 +1287,51 @@ mod tests {
         log
     }
 
+    /// The units the calls of a log take, in all.
+    fn units_used(log: &CallLog) -> usize {
+        let mut n = 0;
+        log.for_each_chunk(|h, data| {
+            assert_eq!(h[1] as usize, data.len());
+            n += data.len();
+        });
+        n
+    }
+
     #[test]
     fn keeps_order_and_count_across_chunks() {
         let n = 300_000i64;
         let calls: Vec<Call> = (0..n).map(|i| Call { start: 1_000_000_000_000 + i * 100, end: 1_000_000_000_000 + i * 100 + 50 }).collect();
         let log = round_trip(&calls);
-        // 8 bytes per call, plus the slack of the last chunk.
-        assert!(log.bytes_reserved() <= (n as usize + 2 * MAX_CHUNK) * 8, "{}", log.bytes_reserved());
+        // 4 bytes per (short) call, plus the slack of the last chunk.
+        assert!(log.bytes_reserved() <= n as usize * 4 + 2 * MAX_CHUNK * 8, "{}", log.bytes_reserved());
+    }
+
+    #[test]
+    fn short_calls_take_one_unit_long_ones_two_and_escaped_ones_five() {
+        let t = 1_000_000_000_000i64;
+        // (gap, duration) of the calls after the first (escaped) one, and the units each takes.
+        let cases: [(i64, i64, usize); 10] = [
+            (0, 0, 1),
+            (32_767, 65_535, 1),  // the largest short call
+            (32_768, 10, 2),      // gap too wide for a short call
+            (10, 65_536, 2),      // duration too long for a short call
+            (-1, 10, 2),          // negative gap (recursion)
+            (i32::MAX as i64, 1, 2),
+            (i32::MAX as i64 + 1, 1, 5),
+            (10, LONG_DURATION_LIMIT as i64 - 1, 2), // the longest long call
+            (10, LONG_DURATION_LIMIT as i64, 5),
+            (10, -1, 5),          // an end before the start
+        ];
+        for (gap, duration, want) in cases {
+            let mut log = CallLog::default();
+            let calls = [Call { start: t, end: t + 1 }, Call { start: t + gap, end: t + gap + duration }];
+            for c in calls {
+                log.push(c);
+            }
+            assert_eq!(units_used(&log), 5 + want, "gap {gap}, duration {duration}");
+            assert_eq!(log.len(), 2);
+            assert_eq!(log.columns(), (vec![calls[0].start, calls[1].start], vec![calls[0].end, calls[1].end]), "gap {gap}, duration {duration}");
+        }
     }
 
     #[test]
@@ -1187,7 +1343,8 @@ mod tests {
             Call { start: t + 3_000_000_000, end: t + 3_000_000_001 }, // 2.99 s gap: escaped
             Call { start: t + 2_999_999_990, end: t + 2_999_999_995 }, // small negative gap (recursion)
             Call { start: t + 2_999_999_990, end: t + 2_999_999_990 }, // zero gap, zero duration
-            Call { start: t - 1_000_000, end: t + 4_294_967_294 },   // duration just below the escape
+            Call { start: t - 1_000_000, end: t + 2_147_483_000 },   // a long call
+            Call { start: t - 1_000_000, end: t + 4_294_967_294 },   // 4.3 s: escaped
             Call { start: -7, end: -3 },                              // negative clock values
             Call { start: i64::MAX - 5, end: i64::MAX },
         ];
@@ -1200,9 +1357,10 @@ mod tests {
         let t = 3_700_000_000i64 * 86_400 * 9;
         let calls = [
             Call { start: t, end: t + 4_000 },
-            Call { start: t + 10_000, end: t + 10_000 + 4_294_967_293 }, // 1.16 s: still packed
-            Call { start: t + 15_000, end: t + 15_000 + 4_294_967_294 }, // 2^32 - 2 ticks: escaped
+            Call { start: t + 10_000, end: t + 10_000 + 2_147_483_644 }, // 2^31 - 4 ticks (0.58 s): long
+            Call { start: t + 15_000, end: t + 15_000 + 2_147_483_645 }, // 2^31 - 3 ticks: escaped
             Call { start: t + 20_000, end: t + 20_000 + 4_294_967_295 }, // 2^32 - 1 ticks: escaped
+            Call { start: t + 20_100, end: t + 20_150 },                 // short
             Call { start: t + 8_000_000_000, end: t + 8_000_000_100 },   // 2.2 s gap: escaped
             Call { start: t + 8_000_001_000, end: t + 8_000_000_900 },   // end before start (unsynchronized TSC)
             Call { start: t + 8_000_002_000, end: t + 8_000_002_050 },
@@ -1224,16 +1382,23 @@ mod tests {
     }
 
     #[test]
-    fn calls_end_at_the_first_zero_word() {
+    fn calls_end_at_the_first_zero_unit() {
         // A chunk as a killed writer leaves it: two calls, then an escaped call whose time
-        // words were stored but whose escape word was not (the escape word goes last), then
-        // zeroed words never written.
-        let t = 1_000_000i64;
-        let words = [ESCAPE, t as u64, (t + 5) as u64, (7u64 << 32) | 4, 0, (t + 50) as u64, (t + 60) as u64, 0, 0];
+        // units were stored but whose escape unit was not (the escape unit goes last), then
+        // zeroed units never written.
+        let t = 1_000_000u32;
+        let units = [ESCAPE, t, 0, t + 5, 0, 7 << 17 | 3 << 1 | 1, 0, t + 50, 0, t + 60, 0, 0, 0];
         let (mut pos, mut prev, mut got) = (0, 0, Vec::new());
-        decode_chunk(&words, &mut pos, &mut prev, |c| got.push(c));
+        decode_chunk(&units, &mut pos, &mut prev, |c| got.push(c));
+        let t = t as i64;
         assert_eq!(got, vec![Call { start: t, end: t + 5 }, Call { start: t + 7, end: t + 10 }]);
-        assert_eq!(pos, 4);
+        assert_eq!(pos, 6);
+        // A long call cut after its first unit (a truncated file) is not decoded.
+        let cut = [ESCAPE, 1_000, 0, 1_005, 0, (100 + 1) << 1];
+        let (mut pos, mut prev) = (0, 0);
+        let scan = scan_chunk(&cut, |_| {});
+        decode_chunk(&cut, &mut pos, &mut prev, |_| {});
+        assert_eq!((pos, scan.calls, scan.torn), (5, 1, 1));
         // A zero-length call right after its predecessor (gap 0, duration 0) is not a zero word.
         let mut log = CallLog::default();
         for c in [Call { start: t, end: t }, Call { start: t, end: t }, Call { start: t, end: t + 1 }] {

@@ -8,7 +8,7 @@
 //! `output::write_single_with` for one process, `output::write_rank_file_with` per rank and
 //! `merge::merge_rank_files` for several (with the ranks' own files, if some wrote one).
 
-use crate::calllog::{HDR, parse_header, scan_chunk};
+use crate::calllog::{HDR, parse_header, scan_chunk, units};
 use crate::clock::{Anchor, Timebase};
 use crate::config::{Config, Layout, MetadataDetail, Options};
 use crate::model::{AttrValue, RankProfile, RunFacts};
@@ -415,7 +415,7 @@ pub fn recover_dirs(target: &Path, dirs: &[PathBuf], overwrite: bool) -> Result<
             parts.push(format!("{excess} call(s) of chunks whose headers claim more threads and regions than the run can have had"));
         }
         if torn > 0 {
-            parts.push(format!("{torn} word(s) of torn calls"));
+            parts.push(format!("{torn} unit(s) of 4 bytes of torn calls"));
         }
         if bad > 0 {
             parts.push(format!("{bad} damaged chunk(s)"));
@@ -980,6 +980,14 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     let file = run_dir.file(CALLS_FILE)?.ok_or_else(|| format!("{}: missing", path.display()))?;
     let mut magic = [0u8; 8];
     if file.read_exact_at(&mut magic, 0).is_err() || &magic != FILE_MAGIC {
+        if magic[..7] == FILE_MAGIC[..7] {
+            return Err(format!(
+                "{}: a spill file of another version of scope_profiler (format {}, this one reads {}): recover it with that version's sptool",
+                path.display(),
+                magic[7] as char,
+                FILE_MAGIC[7] as char
+            ));
+        }
         return Err(format!("{}: not a spill file (or of another version)", path.display()));
     }
     let map = map_reader(&file).ok_or_else(|| format!("{}: cannot map: {}", path.display(), std::io::Error::last_os_error()))?;
@@ -1017,8 +1025,9 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
             continue;
         };
         let end = (word + cap).min(all.len());
-        let room = cap - HDR;
-        let mut data = &all[word + HDR..end];
+        // Data units: the fill count counts them.
+        let room = (cap - HDR) * 2;
+        let mut data = units(&all[word + HDR..end]);
         // A fill count past the chunk's end is damage in the header: the calls are read as in
         // a chunk still being filled, up to the first zero word.
         let fill = if fill > room {
@@ -1030,7 +1039,7 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         if fill > 0 {
             data = &data[..fill.min(data.len())];
         }
-        // A file cut short (a truncated copy): the published words that are missing.
+        // A file cut short (a truncated copy): the published units that are missing.
         let missing = if fill > data.len() { fill - data.len() } else { 0 };
         let mut plausible = true;
         let scan = scan_chunk(data, |c| plausible &= (0..TICK_LIMIT).contains(&c.start) && (0..TICK_LIMIT).contains(&c.end));
@@ -1069,7 +1078,7 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
     let (mut calls, mut last_tick) = (0u64, i64::MIN);
     let mut per_region: BTreeMap<u32, u64> = BTreeMap::new();
     for c in &chunks {
-        let data = &all[c.word + HDR..c.word + HDR + c.used];
+        let data = &units(&all[c.word + HDR..(c.word + c.cap).min(all.len())])[..c.used];
         let t = threads.entry(c.thread).or_insert_with(|| ThreadData::for_thread(c.thread, true));
         let cell = t.stats().cell(c.region);
         let (mut first, mut last) = (None, 0i64);
@@ -1230,10 +1239,12 @@ mod tests {
         assert_eq!(s.len(), calls.len());
         assert_eq!(e[10], calls[10].end);
         // A chunk cut inside an escaped call keeps the complete calls and reports the rest.
-        let words = [0xFFFF_FFFFu64, 10, 20, 5u64 << 32 | 2, 0xFFFF_FFFF, 99];
+        // Units: an escaped call (10, 20), a short one (gap 5, duration 1), then an escape
+        // unit with the first of its four time units only.
+        let units = [0xFFFF_FFFEu32, 10, 0, 20, 0, 5 << 17 | 1 << 1 | 1, 0xFFFF_FFFE, 99];
         let mut got = Vec::new();
-        let scan = scan_chunk(&words, |c| got.push((c.start, c.end)));
+        let scan = scan_chunk(&units, |c| got.push((c.start, c.end)));
         assert_eq!(got, vec![(10, 20), (15, 16)]);
-        assert_eq!((scan.calls, scan.escapes, scan.used, scan.torn), (2, 1, 4, 2));
+        assert_eq!((scan.calls, scan.escapes, scan.used, scan.torn), (2, 1, 6, 2));
     }
 }

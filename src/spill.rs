@@ -34,8 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Words per page: the smallest spilled chunk (mappings are page-aligned).
 pub const PAGE_WORDS: usize = 512;
 pub const HEADER_BYTES: u64 = 4096;
-pub const FILE_MAGIC: &[u8; 8] = b"SPSPILL2";
-pub const FORMAT_VERSION: u64 = 2;
+pub const FILE_MAGIC: &[u8; 8] = b"SPSPILL3";
+pub const FORMAT_VERSION: u64 = 3;
 pub const CALLS_FILE: &str = "calls.spill";
 pub const META_FILE: &str = "meta.json";
 pub const NAMES_FILE: &str = "names";
@@ -457,9 +457,10 @@ pub struct Dump {
     written: u64,
 }
 
-/// What a chunk of `words` data words takes in a dump: its header and data, in whole pages.
-pub fn dump_chunk_words(data_words: usize) -> usize {
-    (CHUNK_HDR + data_words).next_multiple_of(PAGE_WORDS)
+/// What a chunk of `data_units` data units (4 bytes each) takes in a dump: its header and
+/// data, in whole pages of 8-byte words.
+pub fn dump_chunk_words(data_units: usize) -> usize {
+    (CHUNK_HDR + data_units.div_ceil(2)).next_multiple_of(PAGE_WORDS)
 }
 
 /// Words of a chunk header (the call log's `HDR`; the storage only needs its size).
@@ -525,8 +526,8 @@ impl Dump {
     }
 
     /// Append one chunk: `header` as the call log reads it (its capacity is replaced by the
-    /// pages the chunk takes here), `data` its data words that hold calls.
-    pub fn chunk(&mut self, mut header: [u64; CHUNK_HDR], data: &[u64]) -> std::io::Result<()> {
+    /// pages the chunk takes here), `data` its data units that hold calls.
+    pub fn chunk(&mut self, mut header: [u64; CHUNK_HDR], data: &[u32]) -> std::io::Result<()> {
         let words = dump_chunk_words(data.len());
         if self.written >= self.chunks || self.at + words as u64 * 8 > self.end {
             return Err(std::io::Error::other("more chunks than the dump was begun for"));
@@ -535,9 +536,9 @@ impl Dump {
         header[2] = (header[2] & 0xFFFF_FFFF) | (words as u64) << 32;
         let iov = [
             libc::iovec { iov_base: header.as_ptr() as *mut libc::c_void, iov_len: CHUNK_HDR * 8 },
-            libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() * 8 },
+            libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() * 4 },
         ];
-        let want = (CHUNK_HDR + data.len()) * 8;
+        let want = CHUNK_HDR * 8 + data.len() * 4;
         // SAFETY: two buffers we hold for the call, written at an offset of our own file.
         let n = unsafe { libc::pwritev(self.calls.as_raw_fd(), iov.as_ptr(), 2, self.at as libc::off_t) };
         if n < 0 {
@@ -547,10 +548,10 @@ impl Dump {
         if n < want {
             // A short write (a signal, a full disk on the way): the rest as plain writes.
             // SAFETY: plain old data, viewed as bytes for the write.
-            let bytes = |w: &[u64]| unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) };
+            let bytes = |p: *const u8, len: usize| unsafe { std::slice::from_raw_parts(p, len) };
             let mut all = Vec::with_capacity(want);
-            all.extend_from_slice(bytes(&header));
-            all.extend_from_slice(bytes(data));
+            all.extend_from_slice(bytes(header.as_ptr().cast(), CHUNK_HDR * 8));
+            all.extend_from_slice(bytes(data.as_ptr().cast(), data.len() * 4));
             self.calls.write_all_at(&all[n..], self.at + n as u64)?;
         }
         self.at += words as u64 * 8;

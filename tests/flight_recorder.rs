@@ -276,16 +276,17 @@ fn torn_spill_data_keeps_every_complete_call() {
     let run = spill_dirs(&dir).pop().unwrap();
     let calls = run.join("calls.spill");
     let full = scope_profiler::recover::read_run(&run).unwrap().calls;
-    // Cut the file in the middle of the published words of a chunk (inside a word): the calls
-    // before the cut survive, the cut-off words are reported.
+    // Cut the file in the middle of the published units of a chunk (inside a unit): the calls
+    // before the cut survive, the cut-off units are reported.
     let bytes = std::fs::read(&calls).unwrap();
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let mut off = 4096;
     let cut = loop {
         let (fill, cap) = (word(off + 8) as usize, (word(off + 16) >> 32) as usize);
         assert!(cap > 0, "no chunk with 200 calls found");
+        // The fill count is in 4-byte units.
         if fill >= 200 {
-            break off + 32 + 8 * 150 + 4;
+            break off + 32 + 4 * 150 + 2;
         }
         off += cap * 8;
     };
