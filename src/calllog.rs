@@ -65,11 +65,6 @@ pub fn units(words: &[u64]) -> &[u32] {
     unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), words.len() * 2) }
 }
 
-/// The 8-byte words that `units` data units take (the last may be half padding).
-pub fn words_for_units(units: usize) -> usize {
-    units.div_ceil(2)
-}
-
 /// Where a chunk's words are.
 #[derive(Debug)]
 enum Store {

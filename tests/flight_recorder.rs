@@ -298,6 +298,28 @@ fn torn_spill_data_keeps_every_complete_call() {
     assert!(r.message.contains("recovered") && r.message.contains("dropped") && !r.message.contains("nothing dropped"), "{}", r.message);
 }
 
+/// A spill file of another format version (written by another version of the library) is not
+/// read as this version's calls: recovery says which format it is and what to do.
+#[test]
+fn a_spill_of_another_format_version_is_named_not_misread() {
+    let dir = scratch("flight_other_version");
+    let exe = build(&dir);
+    let child = start(&exe, &dir, 1, "plain", 0, &[]);
+    wait_running(&dir, 1);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+    let run = spill_dirs(&dir).pop().unwrap();
+    assert!(scope_profiler::recover::read_run(&run).unwrap().calls > 0);
+    // The 8-byte call format of format 2.
+    let calls = run.join("calls.spill");
+    let mut bytes = std::fs::read(&calls).unwrap();
+    assert_eq!(&bytes[..8], scope_profiler::spill::FILE_MAGIC);
+    bytes[7] = b'2';
+    std::fs::write(&calls, &bytes).unwrap();
+    let e = scope_profiler::recover::read_run(&run).err().expect("a spill of format 2 must not be read");
+    assert!(e.contains("another version of scope_profiler (format 2, this one reads 3)"), "{e}");
+}
+
 /// A spill file cut at a chunk boundary (a truncated copy: every chunk left is whole) or with
 /// a hole of zeros where chunks were: recovery counts the chunks the file recorded handing
 /// out that are not there, and never says "nothing dropped" while calls are missing.
