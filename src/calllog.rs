@@ -632,8 +632,9 @@ impl Drop for Cursor<'_> {
 
 /// The memory sink's call-log chunks on transparent huge pages: chunks are carved from
 /// 2 MiB-aligned blocks of their own anonymous mapping advised `MADV_HUGEPAGE`, so that the
-/// recording thread takes one page fault per 2 MiB (256 Ki packed calls) instead of one per
-/// 4 KiB (512 calls): a first touch costs microseconds in a VM guest. Used when the kernel's
+/// recording thread takes one page fault per 2 MiB (512 Ki short calls) instead of one per
+/// 4 KiB (1,024 short calls): a first touch costs microseconds in a VM guest (where, unless
+/// told otherwise, the blocks are on small pages faulted in ahead: `in_guest`). Used when the kernel's
 /// `transparent_hugepage/enabled` is `always` or `madvise` (with `never`, or without THP, the
 /// chunks are as before: heap boxes and mappings of their own). No helper thread, and nothing
 /// of the host's allocator is touched (the blocks are mmap'ed, never malloc'ed).
