@@ -62,6 +62,15 @@ fn wait_running(dir: &Path, threads: usize) {
     std::thread::sleep(Duration::from_millis(200 + nanos % 1000));
 }
 
+/// Start the test program recording on `threads` threads (mode `plain`), wait until every
+/// thread has recorded, and kill it with SIGKILL: its calls are left in its spill file.
+fn kill_plain_run(exe: &Path, dir: &Path, threads: usize) {
+    let child = start(exe, dir, threads, "plain", 0, &[]);
+    wait_running(dir, threads);
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    wait(child);
+}
+
 fn wait(child: Child) -> std::process::Output {
     programs::wait(child)
 }
@@ -269,10 +278,7 @@ fn spill_dir_setting_and_private_files() {
 fn torn_spill_data_keeps_every_complete_call() {
     let dir = scratch("flight_torn");
     let exe = build(&dir);
-    let child = start(&exe, &dir, 1, "plain", 0, &[]);
-    wait_running(&dir, 1);
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    wait(child);
+    kill_plain_run(&exe, &dir, 1);
     let run = spill_dirs(&dir).pop().unwrap();
     let calls = run.join("calls.spill");
     let full = scope_profiler::recover::read_run(&run).unwrap().calls;
@@ -304,10 +310,7 @@ fn torn_spill_data_keeps_every_complete_call() {
 fn a_spill_of_another_format_version_is_named_not_misread() {
     let dir = scratch("flight_other_version");
     let exe = build(&dir);
-    let child = start(&exe, &dir, 1, "plain", 0, &[]);
-    wait_running(&dir, 1);
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    wait(child);
+    kill_plain_run(&exe, &dir, 1);
     let run = spill_dirs(&dir).pop().unwrap();
     assert!(scope_profiler::recover::read_run(&run).unwrap().calls > 0);
     // The 8-byte call format of format 2.
@@ -507,10 +510,7 @@ fn two_killed_runs_are_not_two_ranks() {
     let mut noted = Vec::new();
     for run in 0..2 {
         let _ = std::fs::remove_file(dir.join("side"));
-        let child = start(&exe, &dir, 1, "plain", 0, &[]);
-        wait_running(&dir, 1);
-        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-        wait(child);
+        kill_plain_run(&exe, &dir, 1);
         noted.push(side(&dir).0["work0"]);
         if run == 0 {
             std::thread::sleep(Duration::from_millis(1100)); // a later start time
@@ -599,10 +599,7 @@ fn recover_never_overwrites_a_complete_profile() {
     assert!(out.status.success());
     let file = dir.join("out.h5");
     let before = std::fs::read(&file).unwrap();
-    let child = start(&exe, &dir, 1, "plain", 0, &[]);
-    wait_running(&dir, 1);
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    wait(child);
+    kill_plain_run(&exe, &dir, 1);
     let err = scope_profiler::recover::recover(&file).unwrap_err();
     assert!(err.contains("refusing to overwrite"), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), before, "the earlier profile is untouched");
@@ -623,10 +620,7 @@ fn monotonic_ns() -> i64 {
 fn killed_run(name: &str) -> (PathBuf, BTreeMap<String, u64>) {
     let dir = scratch(name);
     let exe = build(&dir);
-    let child = start(&exe, &dir, 2, "plain", 0, &[]);
-    wait_running(&dir, 2);
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    wait(child);
+    kill_plain_run(&exe, &dir, 2);
     let (completed, _) = side(&dir);
     (dir, completed)
 }
