@@ -324,34 +324,44 @@ impl<T> Clone for Direct<'_, T> {
 impl<T> Copy for Direct<'_, T> {}
 
 pub fn new_column<T: ColumnValue>(group: &hdf5::Group, name: &str, n: usize) -> hdf5::Result<Column<T>> {
+    new_column_in(group, name, n, group.file().ok().as_ref().and_then(direct_fd))
+}
+
+/// `new_column` in a file whose `direct_fd` is `fd` (asked once for all of a file's columns).
+pub fn new_column_in<T: ColumnValue>(group: &hdf5::Group, name: &str, n: usize, fd: Option<std::os::fd::RawFd>) -> hdf5::Result<Column<T>> {
     use hdf5::plist::dataset_create::{AllocTime, FillTime};
     let ds = group.new_dataset::<T>().shape(n).fill_time(FillTime::Never).alloc_time(Some(AllocTime::Early)).create(name)?;
-    let direct = if n > 0 { direct_target(group, &ds, (n as u64).saturating_mul(std::mem::size_of::<T>() as u64)).map(|(fd, offset)| (fd, offset, n)) } else { None };
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    let direct = fd.filter(|_| n > 0).and_then(|fd| direct_at(fd, &ds, bytes)).map(|(fd, offset)| (fd, offset, n));
     Ok(Column { ds, direct, _values: std::marker::PhantomData })
 }
 
-/// The descriptor and offset for writing `ds`'s values directly, if that writes exactly what
-/// HDF5 would: the sec2 driver, a native little-endian type, space allocated.
-pub(crate) fn direct_target(group: &hdf5::Group, ds: &hdf5::Dataset, bytes: u64) -> Option<(std::os::fd::RawFd, u64)> {
+/// HDF5's descriptor of `file`, when its values can be written directly: the sec2 driver on a
+/// little-endian machine. Asked once per file (a copy of the file's access properties each
+/// time it is asked).
+pub(crate) fn direct_fd(file: &hdf5::File) -> Option<std::os::fd::RawFd> {
     if cfg!(target_endian = "big") {
         return None;
     }
-    let file = group.file().ok()?;
     if !matches!(file.access_plist().ok()?.get_driver().ok()?, hdf5::plist::file_access::FileDriver::Sec2) {
         return None;
     }
-    let offset = ds.offset()?;
     let mut handle: *mut std::ffi::c_void = std::ptr::null_mut();
     // SAFETY: for the sec2 driver the handle is a pointer to the driver's `int` descriptor,
-    // valid while the file is open (the column is written before the file is closed).
+    // valid while the file is open (the columns are written before the file is closed).
     let got = hdf5::sync::sync(|| unsafe { hdf5_sys::h5f::H5Fget_vfd_handle(file.id(), hdf5_sys::h5p::H5P_DEFAULT, &mut handle) });
     if got < 0 || handle.is_null() {
         return None;
     }
+    // SAFETY: as above.
     let fd = unsafe { *(handle as *const std::os::raw::c_int) };
-    if fd < 0 {
-        return None;
-    }
+    (fd >= 0).then_some(fd)
+}
+
+/// The descriptor and offset for writing `ds`'s values (`bytes` of them) directly, in a file
+/// whose `direct_fd` is `fd`: native little-endian values (the caller's type), space allocated.
+pub(crate) fn direct_at(fd: std::os::fd::RawFd, ds: &hdf5::Dataset, bytes: u64) -> Option<(std::os::fd::RawFd, u64)> {
+    let offset = ds.offset()?;
     preallocate(fd, offset, bytes);
     Some((fd, offset))
 }

@@ -8,7 +8,7 @@
 //! thread, once all are created (`write_side_by_side`); otherwise one merges while the calling
 //! thread writes through HDF5.
 
-use super::{Column, LayoutWriter, WORKERS, group_name, new_column, put_int, put_str};
+use super::{Column, LayoutWriter, WORKERS, direct_fd, group_name, new_column_in, put_int, put_str};
 use crate::model::{RankProfile, RegionData, Slab};
 use std::collections::HashSet;
 
@@ -21,8 +21,9 @@ impl LayoutWriter for Regions {
         // A region too small to share its merge between the workers is only created here; its
         // calls are written after, side by side with the other small ones (`write_side_by_side`).
         let mut later = Vec::new();
+        let fd = direct_fd(file);
         for region in &profile.regions {
-            if let Some(columns) = write_region(&regions, region, &mut used)? {
+            if let Some(columns) = write_region(&regions, region, &mut used, fd)? {
                 later.push((region, columns));
             }
         }
@@ -43,7 +44,8 @@ type Columns = [Column<i64>; 3];
 
 /// Create `region`'s group and columns and write its calls, or, for a region that one thread
 /// merges and whose columns take direct writes, return the columns for `write_side_by_side`.
-fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>) -> hdf5::Result<Option<Columns>> {
+/// `fd` is the file's `direct_fd`.
+fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<String>, fd: Option<std::os::fd::RawFd>) -> hdf5::Result<Option<Columns>> {
     let g = parent.create_group(&group_name(&region.name, used))?;
     put_str(&g, "tag", &region.name)?;
     if let Some(at) = &region.source {
@@ -60,9 +62,9 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
         put_int(&g, "throttled", 1)?;
     }
     let n = region.calls();
-    let starts = new_column::<i64>(&g, "start_times", n)?;
-    let ends = new_column::<i64>(&g, "end_times", n)?;
-    let threads = new_column::<i64>(&g, "thread_ids", n)?;
+    let starts = new_column_in::<i64>(&g, "start_times", n, fd)?;
+    let ends = new_column_in::<i64>(&g, "end_times", n, fd)?;
+    let threads = new_column_in::<i64>(&g, "thread_ids", n, fd)?;
     let direct = starts.direct().is_some() && ends.direct().is_some() && threads.direct().is_some();
     let columns = [starts, ends, threads];
     if direct && !region.shares_its_merge() {

@@ -30,7 +30,7 @@
 //! through HDF5), or the rank itself through MPI-IO at the dataset's offset in the file.
 
 use super::columnar::Summary;
-use super::{AttrKind, LayoutWriter, Plan, clean, direct_target, pwrite_all, replace_attr, table_attrs};
+use super::{AttrKind, LayoutWriter, Plan, clean, direct_at, direct_fd, pwrite_all, replace_attr, table_attrs};
 use crate::config::Layout;
 use crate::model::{AttrValue, HIST_BUCKETS, RankProfile, Stats};
 use hdf5::types::{TypeDescriptor, VarLenUnicode};
@@ -473,17 +473,64 @@ pub struct RawColumn {
     direct: Option<(std::os::fd::RawFd, u64)>,
 }
 
+/// Makes the layout's datasets: contiguous, allocated at creation, no fill values, with one
+/// creation property list and one datatype per element type for all of them (a dataset
+/// builder makes and closes its own for each: a quarter of what creating one costs).
+struct Maker {
+    dcpl: hdf5::plist::DatasetCreate,
+    types: Vec<(Ty, hdf5::Datatype)>,
+}
+
+impl Maker {
+    fn new() -> hdf5::Result<Maker> {
+        use hdf5::plist::dataset_create::{AllocTime, DatasetCreate, FillTime};
+        let dcpl = DatasetCreate::build().no_chunk().fill_time(FillTime::Never).alloc_time(Some(AllocTime::Early)).finish()?;
+        Ok(Maker { dcpl, types: Vec::new() })
+    }
+
+    fn dataset(&mut self, group: &hdf5::Group, name: &str, ty: Ty, len: u64) -> hdf5::Result<hdf5::Dataset> {
+        let at = match self.types.iter().position(|(t, _)| *t == ty) {
+            Some(at) => at,
+            None => {
+                self.types.push((ty, hdf5::Datatype::from_descriptor(&ty.descriptor().to_c_repr())?));
+                self.types.len() - 1
+            }
+        };
+        let dims: [u64; 2] = [len, HIST_BUCKETS as u64];
+        let rank = if ty == Ty::Hist { 2 } else { 1 };
+        let name = std::ffi::CString::new(name).map_err(|_| hdf5::Error::from(format!("{name:?}: a NUL in a dataset's name")))?;
+        let (group_id, type_id, dcpl_id) = (group.id(), self.types[at].1.id(), self.dcpl.id());
+        let id = hdf5::sync::sync(|| {
+            use hdf5_sys::{h5d, h5p, h5s};
+            // SAFETY: valid identifiers, a NUL-terminated name, `rank` dimensions.
+            unsafe {
+                let space = h5s::H5Screate_simple(rank, dims.as_ptr(), std::ptr::null());
+                if space < 0 {
+                    return -1;
+                }
+                let id = h5d::H5Dcreate2(group_id, name.as_ptr(), type_id, space, h5p::H5P_DEFAULT, dcpl_id, h5p::H5P_DEFAULT);
+                h5s::H5Sclose(space);
+                id
+            }
+        });
+        if id < 0 {
+            return Err(hdf5::Error::from(format!("creating the dataset {name:?}")));
+        }
+        // SAFETY: a dataset just created: its one reference goes to the handle.
+        unsafe { hdf5::from_id::<hdf5::Dataset>(id) }
+    }
+}
+
 impl RawColumn {
-    fn create(group: &hdf5::Group, name: &str, ty: Ty, len: u64) -> hdf5::Result<RawColumn> {
-        use hdf5::plist::dataset_create::{AllocTime, FillTime};
-        let builder = group.new_dataset_builder().empty_as(ty.descriptor());
-        let builder = if ty == Ty::Hist { builder.shape((len as usize, HIST_BUCKETS)) } else { builder.shape(len as usize) };
-        let ds = builder.fill_time(FillTime::Never).alloc_time(Some(AllocTime::Early)).create(name)?;
+    /// A column of `len` elements, made by `maker`; written directly through `fd` when there
+    /// is one (see `direct_fd`).
+    fn create(maker: &mut Maker, group: &hdf5::Group, name: &str, ty: Ty, len: u64, fd: Option<std::os::fd::RawFd>) -> hdf5::Result<RawColumn> {
+        let ds = maker.dataset(group, name, ty, len)?;
         let stored = ds.dtype()?.size() * if ty == Ty::Hist { HIST_BUCKETS } else { 1 };
         if stored != ty.size() {
             return Err(hdf5::Error::from(format!("{name}: {stored} bytes per element in the file, {} expected", ty.size())));
         }
-        let direct = if len > 0 { direct_target(group, &ds, len.saturating_mul(ty.size() as u64)) } else { None };
+        let direct = fd.filter(|_| len > 0).and_then(|fd| direct_at(fd, &ds, len.saturating_mul(ty.size() as u64)));
         Ok(RawColumn { ds, ty, len, direct })
     }
 
@@ -584,12 +631,14 @@ impl Tables {
         let columns = Columns::of(layout, plan);
         let mut groups: HashMap<String, hdf5::Group> = HashMap::new();
         let mut raw = Vec::with_capacity(columns.defs().len());
+        let fd = direct_fd(file);
+        let mut maker = Maker::new()?;
         for d in columns.defs() {
             let (group, name) = d.path.split_once('/').expect("datasets are in groups");
             if !groups.contains_key(group) {
                 groups.insert(group.to_string(), file.create_group(group)?);
             }
-            raw.push(RawColumn::create(&groups[group], name, d.ty, d.len)?);
+            raw.push(RawColumn::create(&mut maker, &groups[group], name, d.ty, d.len, fd)?);
         }
         let names: Vec<String> = plan.attrs.iter().map(|a| a.name.clone()).collect();
         let ranks = match groups.get(RANKS) {
