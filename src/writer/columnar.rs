@@ -356,7 +356,22 @@ const THRESHOLDS: usize = 4;
 /// longer calls (the tail: interrupted calls, outliers) are then looked up one by one.
 #[inline(always)]
 fn count_by_thresholds(u: &[i64], tids: &[i64], b_lo: usize, b_hi: usize, hists: &mut [Vec<u64>]) {
-    const K: usize = THRESHOLDS + 1;
+    // As many boundaries as the calls' buckets have above the shortest's, up to the
+    // thresholds and the tail's: each costs a compare and an add per call.
+    match (b_hi - b_lo).min(THRESHOLDS) {
+        0 => count_by_boundaries::<1>(u, tids, b_lo, b_hi, hists),
+        1 => count_by_boundaries::<2>(u, tids, b_lo, b_hi, hists),
+        2 => count_by_boundaries::<3>(u, tids, b_lo, b_hi, hists),
+        3 => count_by_boundaries::<4>(u, tids, b_lo, b_hi, hists),
+        _ => count_by_boundaries::<{ THRESHOLDS + 1 }>(u, tids, b_lo, b_hi, hists),
+    }
+}
+
+/// `count_by_thresholds` with `K` boundaries above the shortest call's bucket: those of the
+/// `K - 1` buckets above it, and the one above those, past which calls are the tail (none when
+/// `K - 1` reaches `b_hi`).
+#[inline(always)]
+fn count_by_boundaries<const K: usize>(u: &[i64], tids: &[i64], b_lo: usize, b_hi: usize, hists: &mut [Vec<u64>]) {
     // A duration is in bucket b >= 2 or above when it is above 2^(b - 1) - 1; boundaries past
     // bucket 63 are never passed (no duration is above i64::MAX).
     let mut over = [i64::MAX; K];
@@ -397,7 +412,7 @@ fn count_by_thresholds(u: &[i64], tids: &[i64], b_lo: usize, b_hi: usize, hists:
     }
     // The window's buckets: b_lo and the THRESHOLDS above it (those that hold calls); the count
     // above the window is the tail's.
-    let last = (b_hi - b_lo).min(THRESHOLDS);
+    let last = (b_hi - b_lo).min(K - 1);
     for (t, hist) in hists.iter_mut().enumerate() {
         // Calls at or above each boundary from b_lo on: all of them, then the thresholds'.
         let at = |k: usize| if k == 0 { all[t] } else { above[t][k - 1] };
@@ -408,8 +423,8 @@ fn count_by_thresholds(u: &[i64], tids: &[i64], b_lo: usize, b_hi: usize, hists:
     // The tail, above the window, looked up call by call in the runs of 16 calls that hold
     // some of it, until all of it is found (it is rare: the runs' maxima are found four calls
     // at a time, and a run's branch is predicted).
-    let mut left: u64 = above.iter().map(|a| a[THRESHOLDS]).sum();
-    let tail = over[THRESHOLDS];
+    let mut left: u64 = above.iter().map(|a| a[K - 1]).sum();
+    let tail = over[K - 1];
     for (ru, rt) in u.chunks(16).zip(tids.chunks(16)) {
         if left == 0 {
             break;
