@@ -51,11 +51,14 @@ pub fn write_single_at(run: RunContext<'_>, mut profile: RankProfile, mut meta: 
     crate::metadata::apply_detail(run.config, &mut profile);
     meta.extend(clock_summary(0, &profile));
     let written = write_one(&run.config.file_path, run.config.layout, 0, &profile, &meta)?;
-    let mut mpi = crate::model::mpi::Totals::default();
-    mpi.add(profile.mpi.as_ref());
-    let table = crate::spread::Local::of(&profile).table();
-    let no_regions = table.flat.is_empty();
-    report(run.config.verbosity, &written, crate::summary::text(run.config, &table), &mpi, no_regions);
+    // The summary table only when it is printed (verbosity 0: nothing is).
+    if run.config.verbosity > 0 {
+        let mut mpi = crate::model::mpi::Totals::default();
+        mpi.add(profile.mpi.as_ref());
+        let table = crate::spread::Local::of(&profile).table();
+        let no_regions = table.flat.is_empty();
+        report(run.config.verbosity, &written, crate::summary::text(run.config, &table), &mpi, no_regions);
+    }
     profile.release();
     Ok(written)
 }
