@@ -402,7 +402,7 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
             .map(|t| {
                 let mut d = ThreadData::default();
                 let mut now = 1_000_000_000i64 + t as i64 * 7;
-                for i in 0..200_000i64 {
+                for i in 0..400_000i64 {
                     assert!(d.open(0, now));
                     assert!(d.open(1, now + 3));
                     if i % 1000 == 0 {
@@ -432,6 +432,8 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         p.info.thread_os_ids = kept.iter().map(|t| t.1).collect();
         p
     };
+    // The two large regions are shared between two threads (calls of 4 bytes: 800,000 of them).
+    assert!(profile().regions[..2].iter().all(|r| r.shares_its_merge()), "the large regions are large");
     let mut files = BTreeMap::new();
     for layout in [Layout::Regions, Layout::Columnar] {
         files.insert(layout.name(), readable_copy(&write_in_layout(&dir, layout, &profile(), &[])));
@@ -447,6 +449,47 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         w.finish(&file).unwrap();
         drop(w);
         file.close().unwrap();
+        // Columnar, with the first large region merged and encoded ahead on a helper while the
+        // file is made (as a single process's finalize does), the writer going on from none,
+        // some or all of its slabs: the same columns and statistics again.
+        let mut ahead_files = Vec::new();
+        if layout == Layout::Columnar {
+            for most in [0, 2, 1000] {
+                let path = dir.join(format!("columnar_ahead{most}.h5"));
+                let p = profile();
+                std::thread::scope(|scope| {
+                    let mut ahead = scope_profiler::writer::columnar::Ahead::start_with(scope, &p, Plan::of(&p).max_threads, most);
+                    assert!(ahead.is_some(), "a large region to merge ahead");
+                    // Some time for the helper, as making the file gives it.
+                    std::thread::sleep(std::time::Duration::from_millis(30));
+                    scope_profiler::output::write_file(&path, |f| {
+                        let mut w = scope_profiler::writer::layout_writer_ahead(layout, Plan::of(&p), ahead.take());
+                        f.write_metadata(&[])?;
+                        f.write_rank(0, &p, w.as_mut())?;
+                        w.finish(f.file())
+                    })
+                    .unwrap();
+                });
+                ahead_files.push(readable_copy(&path));
+            }
+        }
+        for ahead in &ahead_files {
+            let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(ahead).unwrap());
+            for name in ["events/start_deltas", "events/durations"] {
+                assert!(a.dataset(name).unwrap().read_raw::<i64>().unwrap() == b.dataset(name).unwrap().read_raw::<i64>().unwrap(), "{name}: {}", ahead.display());
+            }
+            for name in ["rank_region_index/event_counts", "rank_region_index/event_offsets"] {
+                assert_eq!(a.dataset(name).unwrap().read_raw::<u64>().unwrap(), b.dataset(name).unwrap().read_raw::<u64>().unwrap(), "{name}: {}", ahead.display());
+            }
+            assert!(a.dataset("events/thread_ids").unwrap().read_raw::<u8>().unwrap() == b.dataset("events/thread_ids").unwrap().read_raw::<u8>().unwrap(), "{}", ahead.display());
+            let stats = |f: &hdf5::File| {
+                let s: Vec<scope_profiler::writer::columnar::Summary> = f.dataset("rank_region_index/summary_statistics").unwrap().read_raw().unwrap();
+                s.iter().map(|s| (s.total, s.minimum, s.maximum, s.first, s.last, s.mean.to_bits(), s.m2.to_bits())).collect::<Vec<_>>()
+            };
+            assert_eq!(stats(&a), stats(&b), "{}", ahead.display());
+            let hists = |f: &hdf5::File| f.dataset("scope_profiler_threads/histograms").unwrap().read_raw::<u64>().unwrap();
+            assert_eq!(hists(&a), hists(&b), "{}", ahead.display());
+        }
         let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(&path).unwrap());
         let same = |name: &str| {
             let (x, y) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());
@@ -489,7 +532,7 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         }).collect();
         let ends: Vec<i64> = starts.iter().zip(&durations[range.clone()]).map(|(s, d)| s + d).collect();
         let threads: Vec<i64> = tids[range].iter().map(|&t| t as i64).collect();
-        assert_eq!(starts.len(), if *name == "outer" { 400_000 } else { 400_400 });
+        assert_eq!(starts.len(), if *name == "outer" { 800_000 } else { 800_800 });
         assert!(starts == r.starts && ends == r.ends && threads == r.thread_ids, "{name}: columns differ");
         // The row's summary statistics (summed by the workers that encoded its slabs) equal
         // those of the calls.
