@@ -577,7 +577,7 @@ pub fn encode_region_onto<E>(region: &RegionData, max_threads: u64, e: &mut Enco
 
 /// Slabs merged and encoded ahead at most (about 1 MiB each, 17 bytes a call): enough for the
 /// few milliseconds in which the file, its metadata and its tables are made.
-const AHEAD_SLABS: usize = 12;
+const AHEAD_SLABS: usize = 8;
 
 /// What the helper of an `Ahead` did: the merge to go on with, the sums of the slabs it
 /// encoded, and those slabs (each with its first call's index in the region).
