@@ -587,7 +587,7 @@ type AheadWork<'a> = (Resume<'a>, Partial, Vec<(usize, Encoded)>);
 /// thread makes the file (HDF5's initialisation, the file, its metadata and tables: about
 /// 4 ms in which the second core would be idle); the region's writer writes those slabs and
 /// goes on with the merge (`EventColumns::write_regions`). Dropped unused (a write that
-/// failed before), it stops the helper at its next slab.
+/// failed before, another file driver), it stops the helper at its next slab.
 pub struct Ahead<'a> {
     region: usize,
     stop: Arc<AtomicBool>,
@@ -635,8 +635,13 @@ impl<'a> Ahead<'a> {
 }
 
 impl Drop for Ahead<'_> {
+    /// Unused: the helper stopped at its next slab and joined here (a helper that panicked,
+    /// left unjoined, would make its scope panic, the written file's result with it).
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(helper) = self.helper.take() {
+            let _ = helper.join();
+        }
     }
 }
 
