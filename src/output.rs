@@ -9,7 +9,7 @@ use crate::metadata::run_metadata;
 use crate::model::{AttrValue, RankProfile, RunFacts};
 use crate::status::{Error, Result, Status};
 use crate::warn;
-use crate::writer::{Plan, ProfileFile, Written, layout_writer_ahead};
+use crate::writer::{Plan, ProfileFile, Written, layout_writer};
 use std::path::{Path, PathBuf};
 
 /// How a write over MPI ended, the same on every rank: `code` 0 (written) or the status code
@@ -65,19 +65,11 @@ pub fn write_single_at(run: RunContext<'_>, mut profile: RankProfile, mut meta: 
 
 /// A file holding one process's data as `rank<rank>/`, in `layout`, with `meta` as `metadata/`.
 fn write_one(target: &Path, layout: crate::config::Layout, rank: usize, profile: &RankProfile, meta: &[(String, AttrValue)]) -> Result<Written> {
-    std::thread::scope(|scope| {
-        // Columnar: the first large region's calls merged and encoded on the second core while
-        // this thread makes the file (taken by the first attempt that gets to that region).
-        let mut ahead = match layout {
-            crate::config::Layout::Columnar => crate::writer::columnar::Ahead::start(scope, profile, Plan::of(profile).max_threads),
-            _ => None,
-        };
-        write_file(target, |file| {
-            let mut w = layout_writer_ahead(layout, Plan::of(profile), ahead.take());
-            file.write_metadata(meta)?;
-            file.write_rank(rank, profile, w.as_mut())?;
-            w.finish(file.file())
-        })
+    write_file(target, |file| {
+        let mut w = layout_writer(layout, Plan::of(profile));
+        file.write_metadata(meta)?;
+        file.write_rank(rank, profile, w.as_mut())?;
+        w.finish(file.file())
     })
 }
 

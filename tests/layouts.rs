@@ -449,47 +449,6 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         w.finish(&file).unwrap();
         drop(w);
         file.close().unwrap();
-        // Columnar, with the first large region merged and encoded ahead on a helper while the
-        // file is made (as a single process's finalize does), the writer going on from none,
-        // some or all of its slabs: the same columns and statistics again.
-        let mut ahead_files = Vec::new();
-        if layout == Layout::Columnar {
-            for most in [0, 2, 1000] {
-                let path = dir.join(format!("columnar_ahead{most}.h5"));
-                let p = profile();
-                std::thread::scope(|scope| {
-                    let mut ahead = scope_profiler::writer::columnar::Ahead::start_with(scope, &p, Plan::of(&p).max_threads, most);
-                    assert!(ahead.is_some(), "a large region to merge ahead");
-                    // Some time for the helper, as making the file gives it.
-                    std::thread::sleep(std::time::Duration::from_millis(30));
-                    scope_profiler::output::write_file(&path, |f| {
-                        let mut w = scope_profiler::writer::layout_writer_ahead(layout, Plan::of(&p), ahead.take());
-                        f.write_metadata(&[])?;
-                        f.write_rank(0, &p, w.as_mut())?;
-                        w.finish(f.file())
-                    })
-                    .unwrap();
-                });
-                ahead_files.push(readable_copy(&path));
-            }
-        }
-        for ahead in &ahead_files {
-            let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(ahead).unwrap());
-            for name in ["events/start_deltas", "events/durations"] {
-                assert!(a.dataset(name).unwrap().read_raw::<i64>().unwrap() == b.dataset(name).unwrap().read_raw::<i64>().unwrap(), "{name}: {}", ahead.display());
-            }
-            for name in ["rank_region_index/event_counts", "rank_region_index/event_offsets"] {
-                assert_eq!(a.dataset(name).unwrap().read_raw::<u64>().unwrap(), b.dataset(name).unwrap().read_raw::<u64>().unwrap(), "{name}: {}", ahead.display());
-            }
-            assert!(a.dataset("events/thread_ids").unwrap().read_raw::<u8>().unwrap() == b.dataset("events/thread_ids").unwrap().read_raw::<u8>().unwrap(), "{}", ahead.display());
-            let stats = |f: &hdf5::File| {
-                let s: Vec<scope_profiler::writer::columnar::Summary> = f.dataset("rank_region_index/summary_statistics").unwrap().read_raw().unwrap();
-                s.iter().map(|s| (s.total, s.minimum, s.maximum, s.first, s.last, s.mean.to_bits(), s.m2.to_bits())).collect::<Vec<_>>()
-            };
-            assert_eq!(stats(&a), stats(&b), "{}", ahead.display());
-            let hists = |f: &hdf5::File| f.dataset("scope_profiler_threads/histograms").unwrap().read_raw::<u64>().unwrap();
-            assert_eq!(hists(&a), hists(&b), "{}", ahead.display());
-        }
         let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(&path).unwrap());
         let same = |name: &str| {
             let (x, y) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());

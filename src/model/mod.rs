@@ -23,7 +23,7 @@ pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
 pub use pages::PageVec;
 pub use samples::SampleProfile;
-pub use slabs::{Buffers, PackedCalls, Resume, SLAB, Slab, SlabPlace, SlabSource, forbid_helper_threads, helper_threads_allowed};
+pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource, forbid_helper_threads, helper_threads_allowed};
 pub use stats::{HIST_BUCKETS, Stats, bucket, bucket_floor};
 
 /// An HDF5 attribute value as we write it.

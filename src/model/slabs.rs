@@ -163,76 +163,18 @@ impl RegionData {
         init: impl Fn() -> W + Sync,
         f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
     ) -> Result<Vec<W>, E> {
-        self.for_each_slab_parallel_from(None, workers, init, f)
-    }
-
-    /// Merge this region's first slabs ahead of their writing (on a helper, while the file is
-    /// being made), handing each to `map` with its place, until `stop` is set or `most` slabs
-    /// were merged; the merge to go on with (`for_each_slab_parallel_from`). None for a region
-    /// that `for_each_slab_parallel` would not share between workers (nothing is merged then).
-    pub fn merge_ahead(&self, stop: &AtomicBool, most: usize, mut map: impl FnMut(SlabPlace, Slab<'_>)) -> Option<Resume<'_>> {
-        let packed = self.packed_and_large()?;
-        let (mut merger, mut next, mut buf) = (packed.merge(), SlabPlace::default(), new_buffers(SLAB));
-        for _ in 0..most {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            if !merger.next_slab(&mut buf) {
-                return Some(Resume { merger, next, finished: true });
-            }
-            let (starts, ends, _) = &*buf;
-            next.first.get_or_insert(Call { start: starts[0], end: ends[0] });
-            let place = next;
-            next.advance(&slab_of(&buf));
-            map(place, slab_of(&buf));
-        }
-        Some(Resume { merger, next, finished: false })
-    }
-
-    /// `for_each_slab_parallel`, going on from a merge begun by `merge_ahead` (of this
-    /// region) when there is one: its slabs are the ones after those `merge_ahead` handed out.
-    pub fn for_each_slab_parallel_from<W: Send, E: Send>(
-        &self,
-        resume: Option<Resume<'_>>,
-        workers: usize,
-        init: impl Fn() -> W + Sync,
-        f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
-    ) -> Result<Vec<W>, E> {
-        let (shared, workers) = match resume {
-            Some(r) if r.finished => return Ok(vec![init()]),
-            Some(r) => (parking_lot::Mutex::new(Some((r.merger, r.next))), if helper_threads_allowed() { workers.max(1) } else { 1 }),
-            None => {
-                let Some(packed) = self.packed_and_large().filter(|_| workers >= 2 && helper_threads_allowed()) else {
-                    return self.for_each_slab_inline(init, f);
-                };
-                (parking_lot::Mutex::new(Some((packed.merge(), SlabPlace::default()))), workers)
-            }
+        let Some(packed) = self.packed_and_large().filter(|_| workers >= 2 && helper_threads_allowed()) else {
+            let (mut w, mut place) = (init(), SlabPlace::default());
+            self.for_each_slab(|s| {
+                place.first.get_or_insert(Call { start: s.starts[0], end: s.ends[0] });
+                f(&mut w, place, s)?;
+                place.advance(&s);
+                Ok(())
+            })?;
+            return Ok(vec![w]);
         };
-        self.share_merge(shared, workers, init, f)
-    }
-
-    /// `for_each_slab_parallel` on the calling thread alone.
-    fn for_each_slab_inline<W, E>(&self, init: impl Fn() -> W, f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E>) -> Result<Vec<W>, E> {
-        let (mut w, mut place) = (init(), SlabPlace::default());
-        self.for_each_slab(|s| {
-            place.first.get_or_insert(Call { start: s.starts[0], end: s.ends[0] });
-            f(&mut w, place, s)?;
-            place.advance(&s);
-            Ok(())
-        })?;
-        Ok(vec![w])
-    }
-
-    /// The workers of `for_each_slab_parallel` taking turns at `shared`: the merge and the
-    /// place of the next slab it gives; None once a worker failed.
-    #[allow(clippy::type_complexity)]
-    fn share_merge<W: Send, E: Send>(
-        &self,
-        shared: parking_lot::Mutex<Option<(Box<dyn SlabSource + Send + '_>, SlabPlace)>>,
-        workers: usize,
-        init: impl Fn() -> W + Sync,
-        f: impl Fn(&mut W, SlabPlace, Slab<'_>) -> Result<(), E> + Sync,
-    ) -> Result<Vec<W>, E> {
+        // The merge and the place of the next slab it gives; None once a worker failed.
+        let shared = parking_lot::Mutex::new(Some((packed.merge(), SlabPlace::default())));
         let work = || -> Result<W, E> {
             let (mut buf, mut w) = (new_buffers(SLAB), init());
             loop {
@@ -275,14 +217,6 @@ impl RegionData {
             result
         })
     }
-}
-
-/// A region's merge begun by `RegionData::merge_ahead`: the merge, the place of the next slab
-/// it gives, and whether it gave its last.
-pub struct Resume<'a> {
-    merger: Box<dyn SlabSource + Send + 'a>,
-    next: SlabPlace,
-    finished: bool,
 }
 
 /// Where a slab sits in its region.

@@ -16,9 +16,7 @@
 //! writes the rows. The collective write over MPI encodes with `encode_region` too.
 
 use super::tables::{DirectBytes, RawColumn, RowData, Tables};
-use crate::model::{Call, HIST_BUCKETS, PageVec, RankProfile, RegionData, Resume, Slab, SlabPlace, Stats, bucket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::model::{Call, HIST_BUCKETS, PageVec, RegionData, Slab, SlabPlace, Stats, bucket};
 
 #[derive(hdf5::H5Type, Clone, Copy, Default, Debug)]
 #[repr(C)]
@@ -575,76 +573,6 @@ pub fn encode_region_onto<E>(region: &RegionData, max_threads: u64, e: &mut Enco
     Ok(sum)
 }
 
-/// Slabs merged and encoded ahead at most (about 1 MiB each, 17 bytes a call): enough for the
-/// few milliseconds in which the file, its metadata and its tables are made.
-const AHEAD_SLABS: usize = 8;
-
-/// What the helper of an `Ahead` did: the merge to go on with, the sums of the slabs it
-/// encoded, and those slabs (each with its first call's index in the region).
-type AheadWork<'a> = (Resume<'a>, Partial, Vec<(usize, Encoded)>);
-
-/// The first large region's calls merged and encoded on a helper thread while the calling
-/// thread makes the file (HDF5's initialisation, the file, its metadata and tables: about
-/// 4 ms in which the second core would be idle); the region's writer writes those slabs and
-/// goes on with the merge (`EventColumns::write_regions`). Dropped unused (a write that
-/// failed before, another file driver), it stops the helper at its next slab.
-pub struct Ahead<'a> {
-    region: usize,
-    stop: Arc<AtomicBool>,
-    helper: Option<std::thread::ScopedJoinHandle<'a, Option<AheadWork<'a>>>>,
-}
-
-impl<'a> Ahead<'a> {
-    /// Start the helper on `profile`'s first region that two threads would share; None when
-    /// there is none or no thread can be had.
-    pub fn start<'env>(scope: &'a std::thread::Scope<'a, 'env>, profile: &'env RankProfile, max_threads: u64) -> Option<Ahead<'a>> {
-        Ahead::start_with(scope, profile, max_threads, AHEAD_SLABS)
-    }
-
-    /// `start`, with at most `most` slabs merged ahead (tests: the writer going on from
-    /// anywhere in the merge).
-    pub fn start_with<'env>(scope: &'a std::thread::Scope<'a, 'env>, profile: &'env RankProfile, max_threads: u64, most: usize) -> Option<Ahead<'a>> {
-        if !crate::model::helper_threads_allowed() {
-            return None;
-        }
-        let region = profile.regions.iter().position(|r| r.shares_its_merge())?;
-        let data = &profile.regions[region];
-        let width = thread_width(max_threads);
-        let stop = Arc::new(AtomicBool::new(false));
-        let halt = stop.clone();
-        let helper = std::thread::Builder::new()
-            .name("sp-merge".into())
-            .spawn_scoped(scope, move || {
-                let (mut p, mut slabs) = (Partial::default(), Vec::with_capacity(most.min(AHEAD_SLABS)));
-                let resume = data.merge_ahead(&halt, most, |place, slab| {
-                    let mut e = Encoded::default();
-                    encode(slab, &place, width, &mut p, &mut e);
-                    slabs.push((place.at, e));
-                })?;
-                Some((resume, p, slabs))
-            })
-            .ok()?;
-        Some(Ahead { region, stop, helper: Some(helper) })
-    }
-
-    /// Stop the helper at its next slab and take what it did (None if it panicked).
-    fn finish(mut self) -> Option<AheadWork<'a>> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.helper.take()?.join().ok().flatten()
-    }
-}
-
-impl Drop for Ahead<'_> {
-    /// Unused: the helper stopped at its next slab and joined here (a helper that panicked,
-    /// left unjoined, would make its scope panic, the written file's result with it).
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(helper) = self.helper.take() {
-            let _ = helper.join();
-        }
-    }
-}
-
 /// The event columns of a file being written by this process.
 pub struct EventColumns<'t> {
     deltas: &'t RawColumn,
@@ -666,8 +594,7 @@ impl<'t> EventColumns<'t> {
     /// threads are encoded and written side by side once the large ones are done, one region
     /// per thread (their places in the columns are known beforehand): a profile of many
     /// moderate regions uses both cores as one large region does.
-    /// `ahead`: one of the regions merged and encoded ahead (see `Ahead`).
-    pub fn write_regions(&self, at: u64, regions: &[RegionData], max_threads: u64, mut ahead: Option<Ahead<'_>>) -> hdf5::Result<Vec<Partial>> {
+    pub fn write_regions(&self, at: u64, regions: &[RegionData], max_threads: u64) -> hdf5::Result<Vec<Partial>> {
         let side_by_side = self.direct().is_some();
         let (mut places, mut sums, mut later) = (Vec::with_capacity(regions.len()), Vec::with_capacity(regions.len()), Vec::new());
         let mut next = at;
@@ -677,12 +604,11 @@ impl<'t> EventColumns<'t> {
                 later.push(i);
                 sums.push(None);
             } else {
-                let ahead = ahead.take_if(|a| a.region == i);
-                sums.push(Some(self.write_region(next, region, max_threads, super::WORKERS, ahead)?));
+                sums.push(Some(self.write_region(next, region, max_threads, super::WORKERS)?));
             }
             next += region.calls() as u64;
         }
-        for (k, p) in super::side_by_side(later.len(), |k| self.write_region(places[later[k]], &regions[later[k]], max_threads, 1, None))? {
+        for (k, p) in super::side_by_side(later.len(), |k| self.write_region(places[later[k]], &regions[later[k]], max_threads, 1))? {
             sums[later[k]] = Some(p);
         }
         // Every region written (`side_by_side` fails otherwise); never a row for calls not written.
@@ -691,43 +617,23 @@ impl<'t> EventColumns<'t> {
 
     /// Encode and write `region`'s calls from event `at` on, on up to `workers` threads; its
     /// sums.
-    fn write_region(&self, at: u64, region: &RegionData, max_threads: u64, workers: usize, ahead: Option<Ahead<'_>>) -> hdf5::Result<Partial> {
+    fn write_region(&self, at: u64, region: &RegionData, max_threads: u64, workers: usize) -> hdf5::Result<Partial> {
         let n = region.calls();
         let mut sum = Partial::default();
         if let Some([d, u, t]) = self.direct() {
-            let write = |first: usize, e: &Encoded| -> hdf5::Result<()> {
-                let at = at + first as u64;
-                d.write(at, plain_bytes(&e.d))?;
-                u.write(at, plain_bytes(&e.u))?;
-                t.write(at, e.thread_bytes())
-            };
-            // The slabs encoded ahead, and the merge to go on with.
-            let (resume, early) = match ahead.and_then(Ahead::finish) {
-                Some((resume, p, slabs)) => {
-                    sum.add(p);
-                    (Some(resume), slabs)
-                }
-                None => (None, Vec::new()),
-            };
-            let early = parking_lot::Mutex::new(early);
-            // Two threads take turns merging; each encodes and writes the slabs it merged,
-            // and one slab encoded ahead before each of its own while there are some.
+            // Two threads take turns merging; each encodes and writes the slabs it merged.
             let width = thread_width(max_threads);
-            let parts = region.for_each_slab_parallel_from(
-                resume,
+            let parts = region.for_each_slab_parallel(
                 workers,
                 || (Partial::default(), Encoded::default()),
                 |(p, e), place, slab| {
-                    if let Some((first, e)) = early.lock().pop() {
-                        write(first, &e)?;
-                    }
                     encode(slab, &place, width, p, e);
-                    write(place.at, e)
+                    let at = at + place.at as u64;
+                    d.write(at, plain_bytes(&e.d))?;
+                    u.write(at, plain_bytes(&e.u))?;
+                    t.write(at, e.thread_bytes())
                 },
             )?;
-            for (first, e) in early.into_inner() {
-                write(first, &e)?;
-            }
             parts.into_iter().for_each(|(p, _)| sum.add(p));
         } else {
             // Merging and encoding on a helper thread, the writes through HDF5 here.

@@ -226,15 +226,9 @@ pub trait LayoutWriter {
 
 /// The writer of `layout`, for a run described by `plan`.
 pub fn layout_writer(layout: Layout, plan: Plan) -> Box<dyn LayoutWriter> {
-    layout_writer_ahead(layout, plan, None)
-}
-
-/// `layout_writer`, taking a region's calls merged and encoded ahead (`columnar::Ahead`, for
-/// the columnar layout; any other drops it).
-pub fn layout_writer_ahead<'a>(layout: Layout, plan: Plan, ahead: Option<columnar::Ahead<'a>>) -> Box<dyn LayoutWriter + 'a> {
     match layout {
         Layout::Regions => Box::new(regions::Regions),
-        Layout::Columnar | Layout::Aggregate => Box::new(tables::Schema3::new(layout, plan, ahead.filter(|_| layout == Layout::Columnar))),
+        Layout::Columnar | Layout::Aggregate => Box::new(tables::Schema3::new(layout, plan)),
     }
 }
 

@@ -668,18 +668,16 @@ impl Tables {
 /// The layout writer of the schema-3 layouts for a file written by this process (one process's
 /// data, every rank's through rank 0, or merged rank files): everything is created at the
 /// first rank, each rank's events and rows are written at the running positions.
-pub struct Schema3<'a> {
+pub struct Schema3 {
     layout: Layout,
     plan: Plan,
     tables: Option<Tables>,
     pos: Positions,
-    /// A region's calls merged and encoded while the file was made (columnar).
-    ahead: Option<super::columnar::Ahead<'a>>,
 }
 
-impl<'a> Schema3<'a> {
-    pub fn new(layout: Layout, plan: Plan, ahead: Option<super::columnar::Ahead<'a>>) -> Schema3<'a> {
-        Schema3 { layout, plan, tables: None, pos: Positions::default(), ahead }
+impl Schema3 {
+    pub fn new(layout: Layout, plan: Plan) -> Schema3 {
+        Schema3 { layout, plan, tables: None, pos: Positions::default() }
     }
 
     fn tables(&mut self, file: &hdf5::File) -> hdf5::Result<&Tables> {
@@ -690,7 +688,7 @@ impl<'a> Schema3<'a> {
     }
 }
 
-impl LayoutWriter for Schema3<'_> {
+impl LayoutWriter for Schema3 {
     fn write_rank(&mut self, file: &hdf5::File, rank: usize, profile: &RankProfile) -> hdf5::Result<()> {
         self.tables(file)?;
         let counts = Positions::counts(&self.plan, profile);
@@ -702,7 +700,7 @@ impl LayoutWriter for Schema3<'_> {
         let tables = self.tables.as_ref().unwrap();
         let rows: Vec<RowData> = if self.layout == Layout::Columnar {
             let events = super::columnar::EventColumns::of(tables);
-            let sums = events.write_regions(self.pos.calls, &profile.regions, self.plan.max_threads, self.ahead.take())?;
+            let sums = events.write_regions(self.pos.calls, &profile.regions, self.plan.max_threads)?;
             profile.regions.iter().zip(sums).map(|(region, p)| super::columnar::row(region, p)).collect()
         } else {
             profile.regions.iter().map(super::aggregate::row).collect()
