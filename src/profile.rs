@@ -575,7 +575,7 @@ mod tests {
         };
         let anchor = |tick, ns| crate::clock::Anchor { tick, ns, half_width: 0 };
         let tsc = Timebase::fit((0..40i64).map(|k| anchor(k * 50_000_000 + k * k, 7_000 + k * 19_230_000)).collect(), Vec::new());
-        for (threads, per_thread, recursing) in [(1, 5_000, false), (2, 150_000, false), (2, 3_000, true), (3, 60_000, false), (5, 4_000, true)] {
+        for (threads, per_thread, recursing) in [(1, 5_000, false), (2, 300_000, false), (2, 3_000, true), (3, 200_000, false), (5, 4_000, true), (2, 300_000, true)] {
             for timebase in [Timebase::monotonic(), tsc.clone()] {
                 let mut runs = Vec::new();
                 let mut all: Vec<(i64, i64, i64)> = Vec::new();
@@ -604,6 +604,8 @@ mod tests {
                 all.sort_by_key(|c| c.0);
                 let region = RegionData { calls: Calls::Packed(Box::new(PackedRuns { runs, timebase: Arc::new(timebase.clone()) })), ..Default::default() };
                 let case = format!("{threads} threads x {per_thread}, recursing {recursing}, {:?}", timebase.report().clock);
+                // The large cases take the threaded paths (at 4 bytes a short call).
+                assert_eq!(region.shares_its_merge(), per_thread * threads >= 600_000, "{case}");
                 let want = Columns {
                     starts: all.iter().map(|c| c.0).collect(),
                     ends: all.iter().map(|c| c.1).collect(),
