@@ -502,20 +502,15 @@ impl Maker {
         let (group_id, type_id, dcpl_id) = (group.id(), self.types[at].1.id(), self.dcpl.id());
         let id = hdf5::sync::sync(|| {
             use hdf5_sys::{h5d, h5p, h5s};
-            // SAFETY: valid identifiers, a NUL-terminated name, `rank` dimensions.
+            // SAFETY: valid identifiers, a NUL-terminated name, `rank` dimensions. HDF5's error
+            // stack is read (`h5check`) before the next call clears it, as a builder's would be.
             unsafe {
-                let space = h5s::H5Screate_simple(rank, dims.as_ptr(), std::ptr::null());
-                if space < 0 {
-                    return -1;
-                }
-                let id = h5d::H5Dcreate2(group_id, name.as_ptr(), type_id, space, h5p::H5P_DEFAULT, dcpl_id, h5p::H5P_DEFAULT);
+                let space = hdf5::h5check(h5s::H5Screate_simple(rank, dims.as_ptr(), std::ptr::null()))?;
+                let id = hdf5::h5check(h5d::H5Dcreate2(group_id, name.as_ptr(), type_id, space, h5p::H5P_DEFAULT, dcpl_id, h5p::H5P_DEFAULT));
                 h5s::H5Sclose(space);
                 id
             }
-        });
-        if id < 0 {
-            return Err(hdf5::Error::from(format!("creating the dataset {name:?}")));
-        }
+        })?;
         // SAFETY: a dataset just created: its one reference goes to the handle.
         unsafe { hdf5::from_id::<hdf5::Dataset>(id) }
     }
@@ -727,5 +722,35 @@ impl LayoutWriter for Schema3 {
         // Close the datasets: the file closes only when its last object does.
         self.tables = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The datasets made with the shared property list are those a builder makes (contiguous,
+    /// allocated, the element type, two dimensions for histograms), and a dataset HDF5 refuses
+    /// comes back with HDF5's own error stack, as a builder's error does (the write's fallback
+    /// decisions read it).
+    #[test]
+    fn made_datasets_are_a_builders_and_refusals_keep_hdf5s_stack() {
+        let dir = std::env::temp_dir().join(format!("sp_maker_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = hdf5::File::create(dir.join("m.h5")).unwrap();
+        let g = file.create_group("g").unwrap();
+        let mut maker = Maker::new().unwrap();
+        let a = maker.dataset(&g, "a", Ty::I64, 10).unwrap();
+        let h = maker.dataset(&g, "h", Ty::Hist, 3).unwrap();
+        let s = maker.dataset(&g, "s", Ty::Summary, 2).unwrap();
+        let e = maker.dataset(&g, "e", Ty::U8, 0).unwrap();
+        assert_eq!((a.shape(), h.shape(), s.shape(), e.shape()), (vec![10], vec![3, HIST_BUCKETS], vec![2], vec![0]));
+        assert_eq!((a.dtype().unwrap().size(), s.dtype().unwrap().size()), (8, std::mem::size_of::<Summary>()));
+        assert!(a.offset().is_some() && h.offset().is_some(), "allocated at creation");
+        assert!(matches!(a.layout(), hdf5::plist::dataset_create::Layout::Contiguous));
+        let refused = maker.dataset(&g, "a", Ty::I64, 10).unwrap_err();
+        assert!(refused.stack().is_some(), "{refused}");
+        drop((a, h, s, e, g, file));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
