@@ -923,6 +923,13 @@ pub mod huge {
     /// `report` from the resident and huge-page bytes of the blocks (None: not read) and the
     /// pricing.
     pub fn describe(pages: Option<(u64, u64)>, pricing: &Pricing) -> String {
+        // In a guest no huge page was asked for, whatever the kernel's pages can be read.
+        if pricing.guest {
+            return format!(
+                "4 KiB (a VM guest: huge pages not asked for, whose first touch can stall a thread for milliseconds there; small pages faulted in {} KiB ahead; SCOPE_PROFILER_HUGE_PAGES=priced tries them)",
+                POPULATE_AHEAD >> 10
+            );
+        }
         let Some((rss, huge)) = pages else {
             let unread = format!(
                 "what the kernel gave was not read: PAGEMAP_SCAN (Linux 6.7 and later) is missing or was refused, and /proc/self/smaps is read only in a process of at most {} MiB",
@@ -934,12 +941,6 @@ pub mod huge {
             };
         };
         let resident = format!("{} of {} KiB resident on 2 MiB pages", huge >> 10, rss >> 10);
-        if pricing.guest {
-            return format!(
-                "4 KiB (a VM guest: huge pages not asked for, whose first touch can stall a thread for milliseconds there; small pages faulted in {} KiB ahead; SCOPE_PROFILER_HUGE_PAGES=priced tries them)",
-                POPULATE_AHEAD >> 10
-            );
-        }
         match pricing.dear {
             Some((touch, small)) => format!(
                 "2 MiB, then 4 KiB (the first touch of huge block {} took {} us, {} us the {SMALL_PER_BLOCK} small pages it replaces: later blocks on small pages; {resident})",
@@ -1073,8 +1074,11 @@ pub mod huge {
             let flags = vm_flags(p as usize);
             assert!(flags.contains(" nh") && !flags.contains(" hg"), "{flags}");
             assert_eq!((a.pricing.huge_blocks, a.pricing.small_page), (0, None), "nothing priced");
-            let text = describe(Some((128 << 10, 0)), &a.pricing);
-            assert!(text.starts_with("4 KiB (a VM guest: huge pages not asked for"), "{text}");
+            // Whether or not the kernel's pages could be read.
+            for pages in [Some((128 << 10, 0)), None] {
+                let text = describe(pages, &a.pricing);
+                assert!(text.starts_with("4 KiB (a VM guest: huge pages not asked for"), "{text}");
+            }
         }
 
         #[test]

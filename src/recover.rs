@@ -943,7 +943,7 @@ struct ChunkAt {
     region: u32,
     thread: u32,
     cap: usize,
-    /// Data words holding calls (read up to the first zero word when the fill is unknown).
+    /// Data units holding calls (read up to the first zero unit when the fill is unknown).
     used: usize,
     calls: usize,
 }
@@ -1029,7 +1029,7 @@ fn read_run_in(run_dir: RunDir) -> Result<RecoveredRun, String> {
         let room = (cap - HDR) * 2;
         let mut data = units(&all[word + HDR..end]);
         // A fill count past the chunk's end is damage in the header: the calls are read as in
-        // a chunk still being filled, up to the first zero word.
+        // a chunk still being filled, up to the first zero unit.
         let fill = if fill > room {
             bad_fill += 1;
             0

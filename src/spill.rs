@@ -547,11 +547,13 @@ impl Dump {
         let n = n as usize;
         if n < want {
             // A short write (a signal, a full disk on the way): the rest as plain writes.
-            // SAFETY: plain old data, viewed as bytes for the write.
-            let bytes = |p: *const u8, len: usize| unsafe { std::slice::from_raw_parts(p, len) };
+            fn bytes<T: Copy>(v: &[T]) -> &[u8] {
+                // SAFETY: integers (plain old data), viewed as their bytes for the write.
+                unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+            }
             let mut all = Vec::with_capacity(want);
-            all.extend_from_slice(bytes(header.as_ptr().cast(), CHUNK_HDR * 8));
-            all.extend_from_slice(bytes(data.as_ptr().cast(), data.len() * 4));
+            all.extend_from_slice(bytes(&header));
+            all.extend_from_slice(bytes(data));
             self.calls.write_all_at(&all[n..], self.at + n as u64)?;
         }
         self.at += words as u64 * 8;
