@@ -193,7 +193,7 @@ fn build_all(logs: &[&[CallLog]]) -> Vec<PathTree> {
         // calling thread works too.
         let mut n = 1;
         for _ in 1..workers {
-            if std::thread::Builder::new().name("sp-callpaths".into()).spawn_scoped(s, work).is_err() {
+            if crate::model::workers::spawn_apart(s, "sp-callpaths", work).is_none() {
                 break;
             }
             n += 1;

@@ -4,9 +4,10 @@
 //! the encoder sends it between ranks, the layout writers store it.
 //!
 //! This module imports nothing of the crate: every stage depends on it, never on another
-//! stage's internals. The one thing in it that is not plain data is how a region's calls are
+//! stage's internals. The things in it that are not plain data are how a region's calls are
 //! handed out slab by slab (`slabs.rs`): calls still packed as the threads recorded them come
-//! as a `PackedCalls`, which the collecting code (`profile.rs`) implements.
+//! as a `PackedCalls`, which the collecting code (`profile.rs`) implements; and how the helper
+//! threads that do so are started (`workers.rs`).
 
 pub mod callpath;
 pub mod counters;
@@ -16,6 +17,7 @@ pub mod pages;
 pub mod samples;
 mod slabs;
 pub mod stats;
+pub mod workers;
 
 pub use callpath::{CallPaths, PathNode, PathTotals, PathTree};
 pub use counters::{AnnotatedRegion, FlopsFormula, PerfRegion, RankCounters};
@@ -23,7 +25,8 @@ pub use likwid::{LikwidRun, RegionResult};
 pub use mpi::MpiProfile;
 pub use pages::PageVec;
 pub use samples::SampleProfile;
-pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource, forbid_helper_threads, helper_threads_allowed};
+pub use slabs::{Buffers, PackedCalls, SLAB, Slab, SlabPlace, SlabSource};
+pub use workers::{forbid_helper_threads, helper_threads_allowed};
 pub use stats::{HIST_BUCKETS, Stats, bucket, bucket_floor};
 
 /// An HDF5 attribute value as we write it.

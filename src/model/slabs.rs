@@ -2,25 +2,8 @@
 //! merged from the threads' packed logs (`PackedCalls`, implemented by the collecting code) on
 //! one, two or more threads, so that merging and writing overlap.
 
+use super::workers::{helper_threads_allowed, lock_busy, spawn_apart, workers};
 use super::{Call, Calls, Columns, PageVec, RegionData};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Whether handing out slabs (and freeing a written profile) may start helper threads. Off for
-/// good once the library is being unloaded or the process exits without `sp_finalize`: the
-/// dynamic loader may hold its lock then (a write inside `dlclose`), and a thread started
-/// while it does can never end (its exit waits for that lock), so the write is done on the
-/// calling thread alone.
-static HELPER_THREADS: AtomicBool = AtomicBool::new(true);
-
-/// No helper threads from now on (see [`HELPER_THREADS`]).
-pub fn forbid_helper_threads() {
-    HELPER_THREADS.store(false, Ordering::SeqCst);
-}
-
-/// Whether helper threads may be started.
-pub fn helper_threads_allowed() -> bool {
-    HELPER_THREADS.load(Ordering::SeqCst)
-}
 
 /// A piece of a region's calls in start order: what the layout writers consume.
 #[derive(Clone, Copy)]
@@ -157,6 +140,7 @@ impl RegionData {
     /// part of a column from any thread (`writer::Column` with direct writes). Each worker
     /// keeps its own state (`init`), returned at the end (the calling thread's first), for
     /// what a writer sums over the slabs. Small regions and a single worker are done inline.
+    /// (Writers ask for no more workers than the calling thread has CPUs: `workers::workers`.)
     pub fn for_each_slab_parallel<W: Send, E: Send>(
         &self,
         workers: usize,
@@ -181,7 +165,8 @@ impl RegionData {
                 let place = {
                     // Taken out while merging: a worker that panics there (the merge half
                     // done) leaves None, and the others stop.
-                    let mut guard = shared.lock();
+                    // Waiting busy, not asleep: see `workers`.
+                    let mut guard = lock_busy(&shared);
                     let Some((mut merger, mut next)) = guard.take() else { return Ok(w) };
                     if !merger.next_slab(&mut buf) {
                         *guard = Some((merger, next));
@@ -203,7 +188,7 @@ impl RegionData {
         };
         std::thread::scope(|scope| {
             // Fewer helpers if threads cannot be had: the calling thread can do it all.
-            let helpers: Vec<_> = (1..workers).filter_map(|_| std::thread::Builder::new().name("sp-merge".into()).spawn_scoped(scope, work).ok()).collect();
+            let helpers: Vec<_> = (1..workers).filter_map(|_| spawn_apart(scope, "sp-merge", work)).collect();
             let mut result = work().map(|w| vec![w]);
             for h in helpers {
                 // A helper that panicked stops nothing but itself; its slabs are missing, which
@@ -245,7 +230,7 @@ fn pipeline<T: Send, E>(
     mut produce: impl FnMut(&mut T) -> bool + Send,
     mut consume: impl FnMut(&T) -> Result<(), E>,
 ) -> Option<Result<(), E>> {
-    if !helper_threads_allowed() {
+    if workers(2) < 2 {
         return None;
     }
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<T>(2);
@@ -255,16 +240,13 @@ fn pipeline<T: Send, E>(
     }
     let produce = &mut produce;
     std::thread::scope(|scope| {
-        let producer = std::thread::Builder::new()
-            .name("sp-merge".into())
-            .spawn_scoped(scope, move || {
-                while let Ok(mut t) = empty_rx.recv() {
-                    if !produce(&mut t) || full_tx.send(t).is_err() {
-                        break;
-                    }
+        let producer = spawn_apart(scope, "sp-merge", move || {
+            while let Ok(mut t) = empty_rx.recv() {
+                if !produce(&mut t) || full_tx.send(t).is_err() {
+                    break;
                 }
-            })
-            .ok()?;
+            }
+        })?;
         let mut result = Ok(());
         for t in full_rx.iter() {
             result = consume(&t);

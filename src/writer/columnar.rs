@@ -604,7 +604,7 @@ impl<'t> EventColumns<'t> {
                 later.push(i);
                 sums.push(None);
             } else {
-                sums.push(Some(self.write_region(next, region, max_threads, super::WORKERS)?));
+                sums.push(Some(self.write_region(next, region, max_threads, super::workers())?));
             }
             next += region.calls() as u64;
         }

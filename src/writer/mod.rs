@@ -245,7 +245,12 @@ pub fn replace_attr(loc: &hdf5::Location, name: &str, value: &AttrValue) -> hdf5
 /// two, as many as the pipeline of the HDF5 path uses, so finalize takes no more cores.
 pub const WORKERS: usize = 2;
 
-/// `each(i)` for every i below `count`, on `WORKERS` threads side by side (the calling one
+/// `WORKERS`, or fewer where the calling thread may use fewer CPUs (`model::workers`).
+pub fn workers() -> usize {
+    crate::model::workers::workers(WORKERS)
+}
+
+/// `each(i)` for every i below `count`, on `workers()` threads side by side (the calling one
 /// among them), each taking the next i as it is done with one; what each gave, with its i, in
 /// no particular order. For work whose writes go straight to the file (`pwrite` at places
 /// known beforehand, from any thread: no HDF5 call). With fewer than two items, or no helper
@@ -262,12 +267,13 @@ pub(crate) fn side_by_side<T: Send>(count: usize, each: impl Fn(usize) -> hdf5::
             done.push((i, each(i)?));
         }
     };
-    if count < 2 || !crate::model::helper_threads_allowed() {
+    let threads = workers();
+    if count < 2 || threads < 2 {
         return work();
     }
     std::thread::scope(|scope| {
         // Fewer helpers if threads cannot be had: the calling thread can do it all.
-        let helpers: Vec<_> = (1..WORKERS).filter_map(|_| std::thread::Builder::new().name("sp-write".into()).spawn_scoped(scope, work).ok()).collect();
+        let helpers: Vec<_> = (1..threads).filter_map(|_| crate::model::workers::spawn_apart(scope, "sp-write", work)).collect();
         let mut all = work();
         for h in helpers {
             let theirs = h.join().unwrap_or_else(|_| Err(hdf5::Error::from("internal error while writing the calls (a panic was caught)")));

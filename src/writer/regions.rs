@@ -8,7 +8,7 @@
 //! thread, once all are created (`write_side_by_side`); otherwise one merges while the calling
 //! thread writes through HDF5.
 
-use super::{Column, LayoutWriter, WORKERS, direct_fd, group_name, new_column_in, put_int, put_str};
+use super::{Column, LayoutWriter, direct_fd, group_name, new_column_in, put_int, put_str};
 use crate::model::{RankProfile, RegionData, Slab};
 use std::collections::HashSet;
 
@@ -73,7 +73,7 @@ fn write_region(parent: &hdf5::Group, region: &RegionData, used: &mut HashSet<St
     let mut at = 0;
     if let [Some(s), Some(e), Some(t)] = columns.each_ref().map(|c| c.direct()) {
         // Written with pwrite from any thread: merging and writing share the cores.
-        let written = region.for_each_slab_parallel::<usize, hdf5::Error>(WORKERS, || 0, |written, place, slab| {
+        let written = region.for_each_slab_parallel::<usize, hdf5::Error>(super::workers(), || 0, |written, place, slab| {
             s.write_at(place.at, slab.starts)?;
             e.write_at(place.at, slab.ends)?;
             t.write_at(place.at, slab.thread_ids)?;
