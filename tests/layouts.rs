@@ -388,7 +388,8 @@ fn sptool_inspects_and_exports_every_layout() {
 /// recorded calls (two threads, nesting, recursion) written in the regions and the columnar
 /// layout give identical columns, call for call, and the same totals through the Python reader.
 /// Forty small regions beside them (1 to 2,000 calls, one with none) are written side by side
-/// on two threads with direct writes, one after another through HDF5: the same bytes.
+/// on two threads with direct writes, one after another through HDF5: the same bytes. Written
+/// from a thread bound to one CPU (no helper at all), the same bytes again.
 #[test]
 fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
     use scope_profiler::profile::{ThreadRecord, merge};
@@ -449,28 +450,51 @@ fn pipelined_finalize_writes_identical_calls_in_regions_and_columnar() {
         w.finish(&file).unwrap();
         drop(w);
         file.close().unwrap();
-        let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(&path).unwrap());
-        let same = |name: &str| {
-            let (x, y) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());
-            if name.ends_with("thread_ids") && layout == Layout::Columnar {
-                assert!(x.read_raw::<u8>().unwrap() == y.read_raw::<u8>().unwrap(), "{name}");
-            } else {
-                assert!(x.read_raw::<i64>().unwrap() == y.read_raw::<i64>().unwrap(), "{name}");
-            }
-        };
-        match layout {
-            Layout::Regions => {
-                let regions = a.group("rank0/regions").unwrap().member_names().unwrap();
-                assert_eq!(regions.len(), names.len() - 1, "every region with calls: {regions:?}");
-                regions.iter().flat_map(|r| ["start_times", "end_times", "thread_ids"].map(|c| format!("rank0/regions/{r}/{c}"))).for_each(|d| same(&d))
-            }
-            _ => {
-                ["events/start_deltas", "events/durations", "events/thread_ids"].iter().for_each(|d| same(d));
-                let stats = |f: &hdf5::File| {
-                    let s: Vec<scope_profiler::writer::columnar::Summary> = f.dataset("rank_region_index/summary_statistics").unwrap().read_raw().unwrap();
-                    s.iter().map(|s| (s.total, s.minimum, s.maximum, s.first, s.last, s.mean.to_bits(), s.m2.to_bits())).collect::<Vec<_>>()
-                };
-                assert_eq!(stats(&a), stats(&b));
+        // The same from a thread that may run on one CPU only (a rank bound to a core): no
+        // helper, every slab merged and written by that thread.
+        let one_cpu = dir.join("one_cpu");
+        std::fs::create_dir_all(&one_cpu).unwrap();
+        let bound = std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: a zeroed set with one CPU of this thread's mask; sets this thread's own mask.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+                    let first = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)).unwrap();
+                    let mut one: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(first, &mut one);
+                    assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one), 0);
+                }
+                assert_eq!(scope_profiler::model::workers::workers(2), 1, "bound to one CPU: no helper");
+                readable_copy(&write_in_layout(&one_cpu, layout, &profile(), &[]))
+            })
+            .join()
+            .unwrap()
+        });
+        for other in [path, bound] {
+            let (a, b) = (hdf5::File::open(&files[layout.name()]).unwrap(), hdf5::File::open(&other).unwrap());
+            let same = |name: &str| {
+                let (x, y) = (a.dataset(name).unwrap(), b.dataset(name).unwrap());
+                if name.ends_with("thread_ids") && layout == Layout::Columnar {
+                    assert!(x.read_raw::<u8>().unwrap() == y.read_raw::<u8>().unwrap(), "{name}");
+                } else {
+                    assert!(x.read_raw::<i64>().unwrap() == y.read_raw::<i64>().unwrap(), "{name}");
+                }
+            };
+            match layout {
+                Layout::Regions => {
+                    let regions = a.group("rank0/regions").unwrap().member_names().unwrap();
+                    assert_eq!(regions.len(), names.len() - 1, "every region with calls: {regions:?}");
+                    regions.iter().flat_map(|r| ["start_times", "end_times", "thread_ids"].map(|c| format!("rank0/regions/{r}/{c}"))).for_each(|d| same(&d))
+                }
+                _ => {
+                    ["events/start_deltas", "events/durations", "events/thread_ids"].iter().for_each(|d| same(d));
+                    let stats = |f: &hdf5::File| {
+                        let s: Vec<scope_profiler::writer::columnar::Summary> = f.dataset("rank_region_index/summary_statistics").unwrap().read_raw().unwrap();
+                        s.iter().map(|s| (s.total, s.minimum, s.maximum, s.first, s.last, s.mean.to_bits(), s.m2.to_bits())).collect::<Vec<_>>()
+                    };
+                    assert_eq!(stats(&a), stats(&b));
+                }
             }
         }
     }
