@@ -185,7 +185,9 @@ fn with_thread_stop<R: Default>(f: impl FnOnce(&mut ThreadData, i64, Option<&Cou
         return with_new_thread(|data, cs| f(data, clock::now_stop(), cs));
     }
     let end = clock::now_stop();
-    with_buffer(p, |data, cs| f(data, end, cs))
+    // Inlined by request: a stop's body is large enough that the compiler otherwise calls it
+    // (a call, a second stack frame and its register saves on every stop).
+    with_buffer(p, #[inline(always)] |data, cs| f(data, end, cs))
 }
 
 /// `with_thread` for a thread that has its buffer at `p`.

@@ -251,7 +251,7 @@ pub fn start_id(id: u32) -> Result<()> {
 
 #[inline(always)]
 pub fn stop_id(id: u32) -> Result<()> {
-    with_thread_stop(|data, end, cs| {
+    with_thread_stop(#[inline(always)] |data, end, cs| {
         if !data.knows_region(id, || REGISTRY.count()) {
             return Err(invalid_handle(id));
         }
