@@ -17,17 +17,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
 /// somewhere, and the stack must not grow without bound in a loop).
 pub const MAX_DEPTH: usize = 4096;
 
-#[derive(Debug, Clone, Copy)]
-pub struct OpenCall {
-    pub id: u32,
-    /// Clock ticks (`clock::now`), converted to ns at collect time.
-    pub start: i64,
-    /// Time spent in the recorded calls directly inside this one (for its exclusive time).
-    pub child: i64,
-    /// Its node in the thread's call-path tree (statistics-only layout): `UNRESOLVED` until
-    /// needed, `FOLDED` set when recursion folded it into an ancestor's node.
-    pub node: u32,
-}
+pub use crate::model::OpenCall;
 
 /// `OpenCall::node` not looked up yet.
 pub const UNRESOLVED: u32 = u32::MAX;
@@ -218,19 +208,58 @@ impl ThreadData {
     /// only statistics are kept, the call itself.
     #[inline(always)]
     fn record(&mut self, id: u32, call: OpenCall, end: i64) {
+        let (parent, parent_start) = match self.open.last_mut() {
+            Some(p) => {
+                p.child = p.child.wrapping_add(end.wrapping_sub(call.start));
+                (p.id, p.start)
+            }
+            None => (PARENT_TOP, i64::MIN),
+        };
+        self.record_inside(id, call, end, parent, parent_start);
+    }
+
+    /// Take the innermost open call off the stack unrecorded, if it is a call of `id` (its
+    /// call-path node looked up as its stop would), for `record_detached` to record later;
+    /// `outermost`: only if it is the only open call.
+    pub fn detach(&mut self, id: u32, outermost: bool) -> Option<OpenCall> {
+        if self.open.last().is_none_or(|top| top.id != id) || (outermost && self.open.len() != 1) {
+            return None;
+        }
+        let mut call = self.open.pop()?;
+        if !self.keep_calls && call.node == UNRESOLVED {
+            call.node = self.path_node(id);
+        }
+        Some(call)
+    }
+
+    /// Put a call `detach` took off back on top of the stack (room for it was there).
+    pub fn reattach(&mut self, call: OpenCall) {
+        self.open.push(call);
+    }
+
+    /// Record a call `detach` took off the stack, ending at `end`: inside `parent` (another
+    /// detached call, whose child time grows by its duration), or with None at the top (it
+    /// was the outermost open call).
+    pub fn record_detached(&mut self, call: OpenCall, end: i64, parent: Option<&mut OpenCall>) {
+        let (parent, parent_start) = match parent {
+            Some(p) => {
+                p.child = p.child.wrapping_add(end.wrapping_sub(call.start));
+                (p.id, p.start)
+            }
+            None => (PARENT_TOP, i64::MIN),
+        };
+        self.record_inside(call.id, call, end, parent, parent_start);
+    }
+
+    /// `record` inside the call `parent` that started at `parent_start`.
+    #[inline(always)]
+    fn record_inside(&mut self, id: u32, call: OpenCall, end: i64, parent: u32, parent_start: i64) {
         let i = id as usize;
         if i >= self.logs.len() {
             self.grow(i);
         }
         let duration = end.wrapping_sub(call.start);
         let exclusive = duration.wrapping_sub(call.child);
-        let (parent, parent_start) = match self.open.last_mut() {
-            Some(p) => {
-                p.child = p.child.wrapping_add(duration);
-                (p.id, p.start)
-            }
-            None => (PARENT_TOP, i64::MIN),
-        };
         // SAFETY: `grow` keeps `cells` as long as `logs` (> i); the cell lives in `self.stats`.
         let cell = unsafe { &**self.cells.get_unchecked(i) };
         if self.keep_calls {

@@ -259,7 +259,7 @@ unsafe extern "C" fn on_implicit_task(
             if initial && team.is_none() {
                 return;
             }
-            record(|r| openmp::implicit_task_begin(r, team));
+            record(|r| openmp::implicit_task_begin(r, team, index != 0));
         }
         SCOPE_END => {
             let end = clock::now_stop();

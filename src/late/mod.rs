@@ -24,9 +24,9 @@ pub mod teams;
 pub mod thread;
 
 pub use teams::{Hold, Team};
-pub use thread::{FnState, OmpOpen, Packed, ThreadLate, id_of, local_of};
+pub use thread::{Detached, FnState, OmpOpen, Packed, ThreadLate, id_of, local_of};
 
-use crate::model::SourceLocation;
+use crate::model::{OpenCall, SourceLocation};
 use crate::registry::{MAX_NAME_LEN, Registry};
 use crate::status::Result;
 use crate::symbols::{Module, Symbolizer, fallback_name, loaded_modules, pretty_function};
@@ -64,6 +64,17 @@ pub trait Recording {
     fn skip_site(&mut self, addr: u64);
     /// A new region with a provisional name.
     fn register(&mut self, provisional: &str) -> Result<u32>;
+    /// Take the innermost open call off the thread's stack unrecorded if it is a call of `id`
+    /// (`outermost`: and the only one open), to be recorded later (`record_detached`). None
+    /// where calls are recorded at their end only (counter sources read at each stop).
+    fn detach(&mut self, _id: u32, _outermost: bool) -> Option<OpenCall> {
+        None
+    }
+    /// Record a call `detach` took off, ending at `end`, inside `parent` (another detached
+    /// call) or, with None, at the top of the thread's calls.
+    fn record_detached(&mut self, _call: OpenCall, _end: i64, _parent: Option<&mut OpenCall>) {}
+    /// Put a call `detach` took off back on top of the thread's stack.
+    fn reattach(&mut self, _call: OpenCall) {}
 }
 
 /// How a construct is labelled: `c` in C and C++ sources, `fortran` in Fortran ones.

@@ -4,6 +4,7 @@
 //! (it lives in the thread's `ThreadData`).
 
 use super::teams::{Hold, Holds, Ring};
+use crate::model::OpenCall;
 use rustc_hash::FxHashMap;
 
 /// Slots of the direct-mapped cache in front of `seen` (16 bytes each).
@@ -42,6 +43,15 @@ pub struct FnState {
     pub ticks: i64,
 }
 
+/// An OpenMP region taken off the thread's stacks when the runtime reported its end late
+/// (`ThreadLate::detached`): its entry, its call (None: not recorded), when the end was reported.
+#[derive(Debug)]
+pub struct Detached {
+    pub open: OmpOpen,
+    pub call: Option<OpenCall>,
+    pub end: i64,
+}
+
 /// An OpenMP region open on this thread (see `openmp`).
 #[derive(Debug)]
 pub struct OmpOpen {
@@ -54,6 +64,8 @@ pub struct OmpOpen {
     pub extra: u64,
     /// The team of an implicit task (this thread's hold on it).
     pub team: Option<Hold>,
+    /// An implicit task of a worker thread (not the team's primary).
+    pub worker: bool,
 }
 
 pub struct ThreadLate {
@@ -73,6 +85,11 @@ pub struct ThreadLate {
     /// The code pointer of the last worksharing construct this thread began (names a barrier
     /// the runtime reports without one: the one at the end of a GCC loop).
     pub omp_last_work: u64,
+    /// A worker's part of a parallel region and the barrier that ended it, whose ends the
+    /// runtime reported late (`openmp`): taken off the stack unrecorded, innermost first, each
+    /// with the time its end was reported; recorded once the team's end is in this core's
+    /// cache, at the thread's next end of an OpenMP region (or at finalize).
+    pub detached: Vec<Detached>,
     /// The teams this thread is in (declared after `omp`, whose holds are dropped first).
     pub holds: Holds,
     /// The slots of the teams this thread makes as a primary thread.
@@ -90,6 +107,7 @@ impl Default for ThreadLate {
             throttled_seen: 0,
             omp: Vec::new(),
             omp_last_work: 0,
+            detached: Vec::new(),
             holds: Holds::default(),
             teams: Ring::default(),
         }

@@ -60,6 +60,19 @@ impl std::fmt::Display for SourceLocation {
     }
 }
 
+/// A call open on a thread's stack (`recorder.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct OpenCall {
+    pub id: u32,
+    /// Clock ticks (`clock::now`), converted to ns at collect time.
+    pub start: i64,
+    /// Time spent in the recorded calls directly inside this one (for its exclusive time).
+    pub child: i64,
+    /// Its node in the thread's call-path tree (statistics-only layout): `UNRESOLVED` until
+    /// needed, `FOLDED` set when recursion folded it into an ancestor's node.
+    pub node: u32,
+}
+
 /// One completed call: clock ticks as recorded (`calllog.rs`), nanoseconds once collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {

@@ -28,7 +28,7 @@
 //! `omp teams` (their initial tasks), without the one-thread region libomp runs each team in.
 
 use crate::config::env;
-use crate::late::{self, Hold, Label, OmpOpen, Recording, Team, What, id_of};
+use crate::late::{self, Detached, Hold, Label, OmpOpen, Recording, Team, What, id_of};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What the user asked for with `SCOPE_PROFILER_OPENMP`.
@@ -290,10 +290,11 @@ const OPEN_TASK: u8 = 5;
 /// Open the region of `key` and push it on the thread's stack (a region not recorded is
 /// pushed too, so that its end finds it).
 #[inline(always)]
-fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<Hold>) {
+fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<Hold>, worker: bool) {
+    reattach_partial(rec);
     let id = id_of(late::lookup(rec, key, || What::Construct(label(kind_of(key)))));
     let id = if id != late::NOT_RECORDED && rec.start(id) { id } else { late::NOT_RECORDED };
-    rec.late().omp.push(OmpOpen { what, id, extra, team });
+    rec.late().omp.push(OmpOpen { what, id, extra, team, worker });
 }
 
 /// When the team of the innermost implicit task on this thread ended (0: it runs).
@@ -301,11 +302,126 @@ fn team_end(omp: &[OmpOpen]) -> i64 {
     omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).and_then(|o| o.team.as_ref()).map_or(0, |h| h.team().end())
 }
 
+/// A worker's end of the barrier that ends its part of a parallel region (its wait, the
+/// barrier), then of the part itself, which the runtime reports when the worker is next given
+/// work: each ends at the team's end, which the team's primary thread wrote in a line this
+/// core must then fetch from the other's, on the path of the next region (the worker reaches
+/// its end barrier only after). So they are taken off the stacks unrecorded (`detach`), the
+/// team's line is prefetched, and they are recorded at the worker's next end of an OpenMP
+/// region, with the same ends, parents and times as if recorded here. Only the chain
+/// [part, implicit barrier, its wait] at the bottom of the thread's calls, without counter
+/// sources; anything else is closed at once. True if `what`'s entry was taken off.
+fn detach_late<R: Recording>(rec: &mut R, what: u8, end: i64) -> bool {
+    if what == OPEN_WAIT {
+        settle(rec);
+    }
+    let l = rec.late();
+    let n = l.omp.len();
+    let (expected, done) = match what {
+        OPEN_WAIT => (3, 0),
+        OPEN_SYNC => (2, l.detached.len()),
+        _ => (1, l.detached.len()),
+    };
+    // The chain so far: what is above `what` is detached already (a barrier without a wait
+    // entry is not taken off: its end closes it as usual).
+    if n != expected || done != 3 - expected {
+        return false;
+    }
+    let bottom = &l.omp[0];
+    if bottom.what != OPEN_IMPLICIT || !bottom.worker || bottom.team.is_none() || l.omp[n - 1].what != what {
+        return false;
+    }
+    if n >= 2 && kind_of(l.omp[1].extra) & !IN_PARALLEL != BARRIER_IMPLICIT {
+        return false;
+    }
+    let id = l.omp[n - 1].id;
+    let call = if id == late::NOT_RECORDED {
+        None
+    } else {
+        match rec.detach(id, what == OPEN_IMPLICIT) {
+            Some(c) => Some(c),
+            None => return false,
+        }
+    };
+    let l = rec.late();
+    let Some(open) = l.omp.pop() else { return false };
+    if what == OPEN_IMPLICIT {
+        if let Some(h) = &open.team {
+            h.team().prefetch_end();
+        }
+    }
+    l.detached.push(Detached { open, call, end });
+    true
+}
+
+/// Before anything else is opened on this thread: a chain of late ends not taken off to its
+/// part (the part's end did not follow) goes back on the stacks, to be closed as usual.
+#[inline(always)]
+fn reattach_partial<R: Recording>(rec: &mut R) {
+    let l = rec.late();
+    if !l.detached.is_empty() && l.detached.last().is_some_and(|d| d.open.what != OPEN_IMPLICIT) {
+        reattach(rec);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn reattach<R: Recording>(rec: &mut R) {
+    let detached = std::mem::take(&mut rec.late().detached);
+    let ends: Vec<(u8, i64)> = detached.iter().map(|d| (d.open.what, d.end)).collect();
+    for d in detached.into_iter().rev() {
+        if let Some(c) = d.call {
+            rec.reattach(c);
+        }
+        rec.late().omp.push(d.open);
+    }
+    for (what, end) in ends {
+        close(rec, what, end, |_| true);
+    }
+}
+
+/// Before an OpenMP region's end is recorded on this thread: record the detached chain (or
+/// put a partial one back and close it).
+#[inline(always)]
+fn settle<R: Recording>(rec: &mut R) {
+    if !rec.late().detached.is_empty() {
+        settle_now(rec);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn settle_now<R: Recording>(rec: &mut R) {
+    if rec.late().detached.last().is_some_and(|d| d.open.what != OPEN_IMPLICIT) {
+        reattach(rec);
+        return;
+    }
+    let mut chain = std::mem::take(&mut rec.late().detached);
+    record_chain(&mut chain, |c, e, p| rec.record_detached(c, e, p));
+}
+
+/// Record a complete detached chain (innermost first, the part last): each call inside the
+/// next one recorded, the outermost at the top of the thread's calls; each ends at the
+/// team's end where that came before the end the runtime reported.
+fn record_chain(chain: &mut Vec<Detached>, mut record: impl FnMut(crate::model::OpenCall, i64, Option<&mut crate::model::OpenCall>)) {
+    let ended = chain.last().and_then(|d| d.open.team.as_ref()).map_or(0, |h| h.team().end());
+    for i in 0..chain.len() {
+        let Some(call) = chain[i].call else { continue };
+        let end = if ended > 0 && ended < chain[i].end { ended } else { chain[i].end };
+        let (_, outer) = chain.split_at_mut(i + 1);
+        let parent = outer.iter_mut().find_map(|d| d.call.as_mut());
+        record(call, end, parent);
+    }
+    // The entries (and the part's hold on its team) go after the team's last read.
+    chain.clear();
+}
+
 /// Close the innermost open entry of `what` (that `matches`) at `end`. Entries above it, whose
 /// end never came, are dropped (the recorder counts their calls as dropped). The end of a
 /// worker's part of a parallel region, reported after the team ended, is the team's end.
 #[inline]
 fn close<R: Recording>(rec: &mut R, what: u8, mut end: i64, matches: impl Fn(&OmpOpen) -> bool) {
+    settle(rec);
     let omp = &mut rec.late().omp;
     let found = match omp.last() {
         Some(top) if top.what == what && matches(top) => Some(omp.len() - 1),
@@ -332,6 +448,31 @@ fn close<R: Recording>(rec: &mut R, what: u8, mut end: i64, matches: impl Fn(&Om
 /// the run. A region of the program's own open inside stops the closing (its calls and the
 /// OpenMP ones around it stay open, as any region the run left open).
 pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
+    let Some(l) = data.late.as_mut() else { return };
+    let mut detached = std::mem::take(&mut l.detached);
+    if detached.last().is_some_and(|d| d.open.what == OPEN_IMPLICIT) {
+        record_chain(&mut detached, |c, e, p| data.record_detached(c, e, p));
+    } else if !detached.is_empty() {
+        // A partial chain: back on the stacks, each closed at the end reported for it (or
+        // the team's, where that came first).
+        let ends: Vec<(u32, i64)> = detached.iter().map(|d| (d.open.id, d.end)).collect();
+        for d in detached.into_iter().rev() {
+            if let Some(c) = d.call {
+                data.reattach(c);
+            }
+            if let Some(l) = data.late.as_mut() {
+                l.omp.push(d.open);
+            }
+        }
+        for (id, end) in ends {
+            let Some(l) = data.late.as_mut() else { break };
+            let ended = team_end(&l.omp);
+            l.omp.pop();
+            if id != late::NOT_RECORDED {
+                data.close(id, if ended > 0 && ended < end { ended } else { end });
+            }
+        }
+    }
     let Some(l) = data.late.as_mut() else { return };
     let mut omp = std::mem::take(&mut l.omp);
     let mut keep = omp.len();
@@ -380,7 +521,8 @@ fn current_parallel(omp: &[OmpOpen]) -> (u8, u64) {
 }
 
 /// A thread begins its part of a parallel region (`team`: None if the region began unseen).
-pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<&'static Team>) {
+pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<&'static Team>, worker: bool) {
+    reattach_partial(rec);
     let key = team.map_or(late::key(PARALLEL, 0), |t| t.key());
     let l = rec.late();
     l.omp_last_work = 0;
@@ -390,11 +532,11 @@ pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<&'static Team
         // pointer: part of the league's `omp teams` call on this thread, not a region of its own.
         if let Some(league) = l.omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).filter(|o| kind_of(o.extra) & !IN_PARALLEL == TEAMS) {
             let extra = league.extra;
-            l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: late::NOT_RECORDED, extra, team });
+            l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: late::NOT_RECORDED, extra, team, worker });
             return;
         }
     }
-    open(rec, OPEN_IMPLICIT, key, key, team);
+    open(rec, OPEN_IMPLICIT, key, key, team, worker);
 }
 
 /// A thread's part of a parallel region ends; `initial`: the runtime says it is an initial
@@ -403,6 +545,10 @@ pub fn implicit_task_begin<R: Recording>(rec: &mut R, team: Option<&'static Team
 /// region's end that workers' parts reported late are closed at; `parallel_end` then needs
 /// no clock read of its own).
 pub fn implicit_task_end<R: Recording>(rec: &mut R, end: i64, initial: bool, primary: bool) {
+    if !initial && !primary && detach_late(rec, OPEN_IMPLICIT, end) {
+        rec.late().omp_last_work = 0;
+        return;
+    }
     let inner = rec.late().omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT);
     if initial && !inner.is_some_and(|o| kind_of(o.extra) & !IN_PARALLEL == TEAMS) {
         return;
@@ -423,7 +569,7 @@ pub fn sync_begin<R: Recording>(rec: &mut R, kind: i32, codeptr: u64) {
         end_single(rec, None);
     }
     let key = sync_key(rec.late(), kind, codeptr);
-    open(rec, OPEN_SYNC, key, key, None);
+    open(rec, OPEN_SYNC, key, key, None, false);
 }
 
 /// A `single` whose end the runtime does not report (GCC's GOMP_single_start has no end)
@@ -483,6 +629,9 @@ fn sync_key(l: &mut late::ThreadLate, kind: i32, codeptr: u64) -> u64 {
 }
 
 pub fn sync_end<R: Recording>(rec: &mut R, end: i64) {
+    if detach_late(rec, OPEN_SYNC, end) {
+        return;
+    }
     close(rec, OPEN_SYNC, end, |_| true);
 }
 
@@ -494,10 +643,13 @@ pub fn wait_begin<R: Recording>(rec: &mut R, kind: i32, codeptr: u64) {
         _ => sync_key(l, kind, codeptr),
     };
     let key = late::key(kind_of(sync).saturating_add(WAIT), addr_of(sync));
-    open(rec, OPEN_WAIT, key, 0, None);
+    open(rec, OPEN_WAIT, key, 0, None, false);
 }
 
 pub fn wait_end<R: Recording>(rec: &mut R, end: i64) {
+    if detach_late(rec, OPEN_WAIT, end) {
+        return;
+    }
     close(rec, OPEN_WAIT, end, |_| true);
 }
 
@@ -516,7 +668,7 @@ pub fn work_begin<R: Recording>(rec: &mut R, wstype: i32, codeptr: u64) {
         // ompt_work_single_other, and any kind this version does not know
         _ => {
             end_single(rec, None);
-            rec.late().omp.push(OmpOpen { what: OPEN_WORK, id: late::NOT_RECORDED, extra: 0, team: None });
+            rec.late().omp.push(OmpOpen { what: OPEN_WORK, id: late::NOT_RECORDED, extra: 0, team: None, worker: false });
             return;
         }
     };
@@ -534,7 +686,7 @@ pub fn work_begin<R: Recording>(rec: &mut R, wstype: i32, codeptr: u64) {
             _ => late::key(kind | IN_PARALLEL, current_parallel(&l.omp).1),
         }
     };
-    open(rec, OPEN_WORK, key, kind as u64, None);
+    open(rec, OPEN_WORK, key, kind as u64, None, false);
 }
 
 pub fn work_end<R: Recording>(rec: &mut R, end: i64) {
@@ -576,7 +728,7 @@ pub fn task_schedule<R: Recording>(rec: &mut R, prior: (u64, u64), status: i32, 
         close(rec, OPEN_TASK, end, |o| o.extra == prior.0);
     }
     if next.0 != 0 && is_task(next.1) {
-        open(rec, OPEN_TASK, next.1, next.0, None);
+        open(rec, OPEN_TASK, next.1, next.0, None, false);
     }
 }
 
@@ -617,7 +769,7 @@ mod tests {
         assert!(is_task(task_key(0)) && !is_task(team_key(&[], 5, false)) && !is_task(0));
         let mut l = late::ThreadLate::default();
         // A worker's implicit barrier without a code pointer: the parallel construct's.
-        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None });
+        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None, worker: false });
         assert_eq!(sync_key(&mut l, 2, 0), late::key(BARRIER_IMPLICIT, 0x500));
         assert_eq!(sync_key(&mut l, 2, 0x600), late::key(BARRIER_IMPLICIT, 0x600));
         // GCC: an explicit barrier has its call's pointer; a loop's end barrier has none.
@@ -641,13 +793,13 @@ mod tests {
         RUNTIME_HI.store(0x7001_0000, Ordering::Relaxed);
         assert!(in_runtime(0x7000_0000) && in_runtime(0x7000_ffff) && !in_runtime(0x7001_0000) && !in_runtime(0x500) && !in_runtime(0));
         let mut l = late::ThreadLate::default();
-        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None });
+        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL, 0x500), team: None, worker: false });
         // A tail-called GOMP_barrier: the parallel region's, marked; the program's own are not.
         assert_eq!(sync_key(&mut l, 4, 0x7000_0115), late::key(BARRIER | IN_PARALLEL, 0x500));
         assert_eq!(sync_key(&mut l, 2, 0x7000_0115), late::key(BARRIER_IMPLICIT | IN_PARALLEL, 0x500));
         assert_eq!(sync_key(&mut l, 4, 0x700), late::key(BARRIER, 0x700));
         // Inside a region keyed by its enclosing one, the worker's implicit barrier is too.
-        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL | IN_PARALLEL, 0x500), team: None });
+        l.omp.push(OmpOpen { what: OPEN_IMPLICIT, id: 0, extra: late::key(PARALLEL | IN_PARALLEL, 0x500), team: None, worker: false });
         assert_eq!(sync_key(&mut l, 2, 0), late::key(BARRIER_IMPLICIT | IN_PARALLEL, 0x500));
         RUNTIME_LO.store(0, Ordering::Relaxed);
         RUNTIME_HI.store(0, Ordering::Relaxed);

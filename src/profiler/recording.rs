@@ -27,6 +27,19 @@ impl crate::late::Recording for Recorder<'_> {
         close_call(self.data, id, end, self.cs).is_ok()
     }
 
+    fn detach(&mut self, id: u32, outermost: bool) -> Option<crate::model::OpenCall> {
+        // With counter sources each stop reads them: recorded at once.
+        if self.cs.is_some() { None } else { self.data.detach(id, outermost) }
+    }
+
+    fn record_detached(&mut self, call: crate::model::OpenCall, end: i64, parent: Option<&mut crate::model::OpenCall>) {
+        self.data.record_detached(call, end, parent);
+    }
+
+    fn reattach(&mut self, call: crate::model::OpenCall) {
+        self.data.reattach(call);
+    }
+
     #[inline(always)]
     fn innermost_start(&self, id: u32) -> Option<i64> {
         self.data.open.last().filter(|c| c.id == id).map(|c| c.start)
