@@ -624,6 +624,78 @@ impl ThreadBuffer {
     }
 }
 
+/// A thread's recorder for unit tests: what the profiler's `Recorder` does, without the
+/// process's profiler (no counter sources). Calls start at `now`, or at the clock's time.
+#[cfg(test)]
+pub mod testing {
+    use super::ThreadData;
+    use crate::late::{Recording, ThreadLate};
+    use crate::model::OpenCall;
+
+    pub struct Mock {
+        pub data: ThreadData,
+        pub late: ThreadLate,
+        pub skip: super::SiteSkip,
+        pub next_id: u32,
+        /// The start time of the next calls (None: the clock's).
+        pub now: Option<i64>,
+        /// Whether it takes calls off the stack when asked (`Recording::detach`).
+        pub detaching: bool,
+    }
+
+    impl Mock {
+        pub fn new() -> Mock {
+            Mock::with(true)
+        }
+
+        /// `keep_calls`: every call kept (false: statistics and call paths only).
+        pub fn with(keep_calls: bool) -> Mock {
+            Mock { data: ThreadData::for_thread(0, keep_calls), late: ThreadLate::default(), skip: Default::default(), next_id: 0, now: None, detaching: true }
+        }
+    }
+
+    impl Recording for Mock {
+        fn start(&mut self, id: u32) -> bool {
+            if !self.data.has_room() {
+                return false;
+            }
+            self.data.push_open(id, self.now.unwrap_or_else(crate::clock::now));
+            true
+        }
+        fn stop(&mut self, id: u32, end: i64) -> bool {
+            self.data.close(id, end) || {
+                let _ = self.data.close_out_of_order(id, end);
+                false
+            }
+        }
+        fn innermost_start(&self, id: u32) -> Option<i64> {
+            self.data.open.last().filter(|c| c.id == id).map(|c| c.start)
+        }
+        fn late(&mut self) -> &mut ThreadLate {
+            &mut self.late
+        }
+        fn dropped(&mut self, id: u32) {
+            self.data.count_dropped(id);
+        }
+        fn skip_site(&mut self, addr: u64) {
+            self.skip.insert(addr);
+        }
+        fn register(&mut self, _provisional: &str) -> crate::status::Result<u32> {
+            self.next_id += 1;
+            Ok(self.next_id)
+        }
+        fn detach(&mut self, id: u32, outermost: bool) -> Option<OpenCall> {
+            if self.detaching { self.data.detach(id, outermost) } else { None }
+        }
+        fn record_detached(&mut self, call: OpenCall, end: i64, parent: Option<&mut OpenCall>) {
+            self.data.record_detached(call, end, parent);
+        }
+        fn reattach(&mut self, call: OpenCall) {
+            self.data.reattach(call);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -343,53 +343,9 @@ pub fn throttled(names: &[String]) -> std::collections::HashSet<String> {
 mod tests {
     use super::*;
     use crate::clock;
-
-    /// A thread's recorder for the test: what the profiler's `Recorder` does, without the
-    /// process's profiler (no counter sources).
-    struct Mock {
-        data: ThreadData,
-        late: ThreadLate,
-        skip: crate::recorder::SiteSkip,
-        next_id: u32,
-    }
-
-    impl Recording for Mock {
-        fn start(&mut self, id: u32) -> bool {
-            if !self.data.has_room() {
-                return false;
-            }
-            self.data.push_open(id, clock::now());
-            true
-        }
-        fn stop(&mut self, id: u32, end: i64) -> bool {
-            self.data.close(id, end) || {
-                let _ = self.data.close_out_of_order(id, end);
-                false
-            }
-        }
-        fn innermost_start(&self, id: u32) -> Option<i64> {
-            self.data.open.last().filter(|c| c.id == id).map(|c| c.start)
-        }
-        fn late(&mut self) -> &mut ThreadLate {
-            &mut self.late
-        }
-        fn dropped(&mut self, id: u32) {
-            self.data.count_dropped(id);
-        }
-        fn skip_site(&mut self, addr: u64) {
-            self.skip.insert(addr);
-        }
-        fn register(&mut self, _provisional: &str) -> crate::status::Result<u32> {
-            self.next_id += 1;
-            Ok(self.next_id)
-        }
-    }
+    use crate::recorder::testing::Mock;
 
     impl Mock {
-        fn new() -> Mock {
-            Mock { data: ThreadData::for_thread(0, true), late: ThreadLate::default(), skip: Default::default(), next_id: 0 }
-        }
-
         /// A hook as the adapter runs it: the skip table, then (if `fast`) the fast path, then
         /// the generic one.
         fn hook(&mut self, fast: bool, addr: u64, entry: bool) {

@@ -804,4 +804,74 @@ mod tests {
         RUNTIME_LO.store(0, Ordering::Relaxed);
         RUNTIME_HI.store(0, Ordering::Relaxed);
     }
+
+    /// A worker's late ends (its wait at the barrier that ends a parallel region, the barrier,
+    /// its part), taken off its stacks and recorded at its next OpenMP end or at finalize,
+    /// leave what recording them at once leaves: the same calls, ends (the team's), parents,
+    /// exclusive times and call paths, a last chain cut short by finalize too. And they are
+    /// taken off (recorded one region late): without that the two recorders would not differ
+    /// in between and the test would fail.
+    #[test]
+    fn a_workers_late_ends_recorded_later_are_recorded_as_at_once() {
+        use crate::recorder::testing::Mock;
+        let mut ring = late::teams::Ring::default();
+        for keep_calls in [true, false] {
+            let (mut at_once, mut later) = (Mock::with(keep_calls), Mock::with(keep_calls));
+            at_once.detaching = false;
+            let user = 40;
+            for r in 0..4i64 {
+                let t = 1000 * (r + 1);
+                let team = ring.take(late::key(PARALLEL, 0x7a_5000));
+                for m in [&mut at_once, &mut later] {
+                    m.now = Some(t);
+                    implicit_task_begin(m, Some(team), true);
+                    m.now = Some(t + 10);
+                    assert!(m.start(user));
+                    assert!(m.stop(user, t + 20));
+                    m.now = Some(t + 30);
+                    sync_begin(m, 2, 0);
+                    m.now = Some(t + 40);
+                    wait_begin(m, 2, 0);
+                }
+                // The primary thread ends the team; the runtime reports the worker's ends when
+                // the next region wakes it (the last run: only the wait's, then finalize).
+                team.set_end(t + 60);
+                team.ended();
+                for m in [&mut at_once, &mut later] {
+                    wait_end(m, t + 900);
+                    if r < 3 {
+                        sync_end(m, t + 901);
+                        implicit_task_end(m, t + 902, false, false);
+                    }
+                }
+                if r == 0 {
+                    // The parallel construct is the first region these recorders registered (id 1).
+                    let parts = |m: &Mock| m.data.stats().get(1).map_or(0, |s| s.count);
+                    assert_eq!((parts(&at_once), parts(&later)), (1, 0), "the first part is recorded at once by one, later by the other");
+                    assert_eq!(later.late.detached.len(), 3);
+                }
+            }
+            for m in [&mut at_once, &mut later] {
+                m.data.late = Some(Box::new(std::mem::take(&mut m.late)));
+                close_ended(&mut m.data, 99_999);
+            }
+            let ids = at_once.next_id.max(user);
+            for id in 1..=ids {
+                let (a, b) = (at_once.data.stats().get(id), later.data.stats().get(id));
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "region {id}'s statistics (calls kept: {keep_calls})");
+                if keep_calls && (id as usize) < at_once.data.logs().len() {
+                    let (la, lb) = (&at_once.data.logs()[id as usize], &later.data.logs()[id as usize]);
+                    assert_eq!((la.columns(), la.parent), (lb.columns(), lb.parent), "region {id}'s calls");
+                }
+            }
+            assert_eq!(format!("{:?}", at_once.data.paths), format!("{:?}", later.data.paths));
+            assert_eq!(at_once.data.on_one_path(), later.data.on_one_path());
+            assert!(at_once.data.open.is_empty() && later.data.open.is_empty());
+            if keep_calls {
+                // The worker's parts end at the team's end, not when the runtime reported them.
+                let part = &later.data.logs()[1];
+                assert_eq!(part.columns().1, vec![1060, 2060, 3060, 4060]);
+            }
+        }
+    }
 }
