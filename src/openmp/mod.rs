@@ -874,4 +874,40 @@ mod tests {
             }
         }
     }
+
+    /// A chain of late ends cut short by something opened on the thread (here a barrier's
+    /// begin after the wait's late end) goes back on the stacks and is closed as at once.
+    #[test]
+    fn a_partial_chain_goes_back_when_something_opens() {
+        use crate::recorder::testing::Mock;
+        let mut ring = late::teams::Ring::default();
+        let (mut at_once, mut later) = (Mock::new(), Mock::new());
+        at_once.detaching = false;
+        let team = ring.take(late::key(PARALLEL, 0x7a_7000));
+        for m in [&mut at_once, &mut later] {
+            m.now = Some(100);
+            implicit_task_begin(m, Some(team), true);
+            m.now = Some(130);
+            sync_begin(m, 2, 0);
+            m.now = Some(140);
+            wait_begin(m, 2, 0);
+        }
+        team.set_end(160);
+        team.ended();
+        for m in [&mut at_once, &mut later] {
+            wait_end(m, 900);
+            m.now = Some(950);
+            sync_begin(m, 3, 0x7a_7100);
+            assert!(m.late.detached.is_empty());
+            m.data.late = Some(Box::new(std::mem::take(&mut m.late)));
+            close_ended(&mut m.data, 2000);
+        }
+        for id in 1..=at_once.next_id.max(4) {
+            let (a, b) = (&at_once.data.logs().get(id as usize), &later.data.logs().get(id as usize));
+            assert_eq!(a.map(|l| (l.columns(), l.parent)), b.map(|l| (l.columns(), l.parent)), "region {id}'s calls");
+            assert_eq!(format!("{:?}", at_once.data.stats().get(id)), format!("{:?}", later.data.stats().get(id)));
+        }
+        // The wait ended at the team's end in both.
+        assert!(at_once.data.logs().iter().any(|l| l.columns() == (vec![140], vec![160])));
+    }
 }
