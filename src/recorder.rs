@@ -240,6 +240,7 @@ impl ThreadData {
     /// Record a call `detach` took off the stack, ending at `end`: inside `parent` (another
     /// detached call, whose child time grows by its duration), or with None at the top (it
     /// was the outermost open call).
+    #[inline(always)]
     pub fn record_detached(&mut self, call: OpenCall, end: i64, parent: Option<&mut OpenCall>) {
         let (parent, parent_start) = match parent {
             Some(p) => {

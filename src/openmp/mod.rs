@@ -311,7 +311,19 @@ fn team_end(omp: &[OmpOpen]) -> i64 {
 /// region, with the same ends, parents and times as if recorded here. Only the chain
 /// [part, implicit barrier, its wait] at the bottom of the thread's calls, without counter
 /// sources; anything else is closed at once. True if `what`'s entry was taken off.
+#[inline(always)]
 fn detach_late<R: Recording>(rec: &mut R, what: u8, end: i64) -> bool {
+    // The common refusals first: not a worker's part at the bottom of its OpenMP regions, not
+    // the implicit barrier that ends it.
+    let omp = &rec.late().omp;
+    if omp.first().is_none_or(|b| !b.worker) || omp.get(1).is_some_and(|s| kind_of(s.extra) & !IN_PARALLEL != BARRIER_IMPLICIT) {
+        return false;
+    }
+    detach_worker_late(rec, what, end)
+}
+
+#[inline(never)]
+fn detach_worker_late<R: Recording>(rec: &mut R, what: u8, end: i64) -> bool {
     if what == OPEN_WAIT {
         settle(rec);
     }
@@ -398,6 +410,8 @@ fn settle_now<R: Recording>(rec: &mut R) {
     }
     let mut chain = std::mem::take(&mut rec.late().detached);
     record_chain(&mut chain, |c, e, p| rec.record_detached(c, e, p));
+    // Its room is used again by the next chain (no allocation per region).
+    rec.late().detached = chain;
 }
 
 /// Record a complete detached chain (innermost first, the part last): each call inside the
