@@ -2,8 +2,9 @@
 //!
 //! A run of a parallel region (a team) is one slot of its primary thread's ring: the
 //! construct's key, which the team's threads read when they begin their parts, and the team's
-//! end, which a worker reads when the runtime reports its part's end late (when the worker is
-//! next given work, or at shutdown). Two things keep the slot's cache lines from going back
+//! end, which a worker needs when the runtime reports its part's end late (when the worker is
+//! next given work, or at shutdown): it prefetches the end then and reads it at its next end of
+//! an OpenMP region (`openmp`, the detached ends). Two things keep the slot's cache lines from going back
 //! and forth between the cores of a team on every region:
 //!
 //! - no thread writes a line another thread writes: a thread notes the teams it is in (its
