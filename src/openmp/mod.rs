@@ -313,15 +313,20 @@ fn team_end(omp: &[OmpOpen]) -> i64 {
 /// sources; anything else is closed at once. True if `what`'s entry was taken off.
 #[inline(always)]
 fn detach_late<R: Recording>(rec: &mut R, what: u8, end: i64) -> bool {
-    // The common refusals first: not a worker's part at the bottom of its OpenMP regions, not
-    // the implicit barrier that ends it.
+    // The common refusals first: not a worker's part at the bottom of its OpenMP regions (only
+    // a worker's implicit task has `worker` set), or not inside the barrier that ends it: the
+    // worker's end-of-region barrier has no code pointer of its own and is keyed by the
+    // parallel construct, a worksharing construct's by its own (its end is not late).
     let omp = &rec.late().omp;
-    if omp.first().is_none_or(|b| !b.worker) || omp.get(1).is_some_and(|s| kind_of(s.extra) & !IN_PARALLEL != BARRIER_IMPLICIT) {
+    let Some(part) = omp.first().filter(|b| b.worker && b.team.is_some()) else { return false };
+    if omp.get(1).is_some_and(|s| kind_of(s.extra) & !IN_PARALLEL != BARRIER_IMPLICIT || addr_of(s.extra) != addr_of(part.extra)) {
         return false;
     }
     detach_worker_late(rec, what, end)
 }
 
+/// `detach_late` past its first checks: the chain [part, barrier, wait] taken off from the top,
+/// one entry per late end.
 #[inline(never)]
 fn detach_worker_late<R: Recording>(rec: &mut R, what: u8, end: i64) -> bool {
     if what == OPEN_WAIT {
@@ -336,14 +341,7 @@ fn detach_worker_late<R: Recording>(rec: &mut R, what: u8, end: i64) -> bool {
     };
     // The chain so far: what is above `what` is detached already (a barrier without a wait
     // entry is not taken off: its end closes it as usual).
-    if n != expected || done != 3 - expected {
-        return false;
-    }
-    let bottom = &l.omp[0];
-    if bottom.what != OPEN_IMPLICIT || !bottom.worker || bottom.team.is_none() || l.omp[n - 1].what != what {
-        return false;
-    }
-    if n >= 2 && kind_of(l.omp[1].extra) & !IN_PARALLEL != BARRIER_IMPLICIT {
+    if n != expected || done != 3 - expected || l.omp[n - 1].what != what {
         return false;
     }
     let id = l.omp[n - 1].id;
@@ -923,5 +921,29 @@ mod tests {
         }
         // The wait ended at the team's end in both.
         assert!(at_once.data.logs().iter().any(|l| l.columns() == (vec![140], vec![160])));
+    }
+
+    /// A worker's end of a worksharing construct's barrier (keyed by its own code pointer) is
+    /// not late: recorded at once, nothing taken off; the barrier that ends its part is.
+    #[test]
+    fn only_the_barrier_ending_a_workers_part_is_taken_off() {
+        use crate::recorder::testing::Mock;
+        let mut ring = late::teams::Ring::default();
+        let mut m = Mock::new();
+        let team = ring.take(late::key(PARALLEL, 0x7a_8000));
+        m.now = Some(100);
+        implicit_task_begin(&mut m, Some(team), true);
+        let barrier_ends = |m: &mut Mock, codeptr: u64, at: i64| {
+            m.now = Some(at);
+            sync_begin(m, 2, codeptr);
+            wait_begin(m, 2, codeptr);
+            wait_end(m, at + 5);
+            sync_end(m, at + 6);
+        };
+        barrier_ends(&mut m, 0x7a_8100, 200);
+        assert!(m.late.detached.is_empty(), "a loop's barrier taken off: {:?}", m.late.detached);
+        assert_eq!(m.data.open.len(), 1, "only the part is open");
+        barrier_ends(&mut m, 0, 300);
+        assert_eq!(m.late.detached.len(), 2, "the barrier ending the part is taken off");
     }
 }
