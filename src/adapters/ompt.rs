@@ -138,14 +138,33 @@ fn record(f: impl FnOnce(&mut recording::Recorder<'_>)) {
 /// before anything else is done for it.
 #[inline(always)]
 fn scoped(endpoint: c_int, begin: impl FnOnce(&mut recording::Recorder<'_>), end: impl FnOnce(&mut recording::Recorder<'_>, i64)) {
+    scoped_or_late(endpoint, false, begin, end)
+}
+
+/// `scoped`, where an end that is `late` is not read: its time is the team's
+/// (`openmp::UNREAD`).
+#[inline(always)]
+fn scoped_or_late(endpoint: c_int, late: bool, begin: impl FnOnce(&mut recording::Recorder<'_>), end: impl FnOnce(&mut recording::Recorder<'_>, i64)) {
     match endpoint {
         SCOPE_BEGIN => record(begin),
+        SCOPE_END if late => record(|r| end(r, openmp::UNREAD)),
         SCOPE_END => {
             let t = clock::now_stop();
             record(|r| end(r, t));
         }
         _ => {}
     }
+}
+
+/// Whether a sync region's end (or its wait's) is that of the barrier that ends a worker's part
+/// of a parallel region, as libomp reports it when the worker is next given work: an implicit
+/// barrier with no region (it ended) and no code pointer (a worker's end barrier has none). Its
+/// end is the team's, so the clock is not read for it (`openmp::UNREAD`); where the team's end
+/// is not known when it is recorded, the clock is read then.
+#[inline(always)]
+fn ends_a_workers_part(kind: c_int, parallel_data: *const ompt_data_t, codeptr: *const c_void) -> bool {
+    // ompt_sync_region_barrier_implicit, _implicit_parallel
+    matches!(kind, 2 | 9) && parallel_data.is_null() && codeptr.is_null()
 }
 
 /// The value of a data word the runtime hands us, 0 for NULL.
@@ -261,6 +280,8 @@ unsafe extern "C" fn on_implicit_task(
             }
             record(|r| openmp::implicit_task_begin(r, team, index != 0));
         }
+        // A worker's part: reported after its team ended, at the team's end (`openmp::UNREAD`).
+        SCOPE_END if index != 0 && !initial => record(|r| openmp::implicit_task_end(r, openmp::UNREAD, false, false)),
         SCOPE_END => {
             let end = clock::now_stop();
             record(|r| openmp::implicit_task_end(r, end, initial, index == 0));
@@ -269,18 +290,20 @@ unsafe extern "C" fn on_implicit_task(
     }
 }
 
-unsafe extern "C" fn on_sync_region(kind: c_int, endpoint: c_int, _parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, codeptr_ra: *const c_void) {
+unsafe extern "C" fn on_sync_region(kind: c_int, endpoint: c_int, parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, codeptr_ra: *const c_void) {
     if !openmp::active() {
         return;
     }
-    scoped(endpoint, |r| openmp::sync_begin(r, kind, codeptr_ra as u64), |r, end| openmp::sync_end(r, end));
+    let late = ends_a_workers_part(kind, parallel_data, codeptr_ra);
+    scoped_or_late(endpoint, late, |r| openmp::sync_begin(r, kind, codeptr_ra as u64), |r, end| openmp::sync_end(r, end));
 }
 
-unsafe extern "C" fn on_sync_region_wait(kind: c_int, endpoint: c_int, _parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, codeptr_ra: *const c_void) {
+unsafe extern "C" fn on_sync_region_wait(kind: c_int, endpoint: c_int, parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, codeptr_ra: *const c_void) {
     if !openmp::active() {
         return;
     }
-    scoped(endpoint, |r| openmp::wait_begin(r, kind, codeptr_ra as u64), |r, end| openmp::wait_end(r, end));
+    let late = ends_a_workers_part(kind, parallel_data, codeptr_ra);
+    scoped_or_late(endpoint, late, |r| openmp::wait_begin(r, kind, codeptr_ra as u64), |r, end| openmp::wait_end(r, end));
 }
 
 unsafe extern "C" fn on_work(wstype: c_int, endpoint: c_int, _parallel_data: *mut ompt_data_t, _task_data: *mut ompt_data_t, _count: u64, codeptr_ra: *const c_void) {

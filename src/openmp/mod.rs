@@ -297,6 +297,26 @@ fn open<R: Recording>(rec: &mut R, what: u8, key: u64, extra: u64, team: Option<
     rec.late().omp.push(OmpOpen { what, id, extra, team, worker });
 }
 
+/// The end of a worker's part of a parallel region (or of the barrier that ends it) that the
+/// callback did not read the clock for: the runtime reports it after the team ended (libomp:
+/// when the worker is next given work), and it is the team's end (`late_end`), read from the
+/// team when the end is recorded; the clock is read only where the team's end is not known.
+/// (A clock never reads this: it is 292 years of nanoseconds.)
+pub const UNREAD: i64 = i64::MAX;
+
+/// The end of a call ended at `end` (or `UNREAD`) inside a team that ended at `ended` (0: it
+/// runs): the team's end where that came first, else `end`, else (`UNREAD`) `now`.
+#[inline(always)]
+fn late_end(end: i64, ended: i64, now: impl FnOnce() -> i64) -> i64 {
+    if ended > 0 && ended < end {
+        ended
+    } else if end == UNREAD {
+        now()
+    } else {
+        end
+    }
+}
+
 /// When the team of the innermost implicit task on this thread ended (0: it runs).
 fn team_end(omp: &[OmpOpen]) -> i64 {
     omp.iter().rev().find(|o| o.what == OPEN_IMPLICIT).and_then(|o| o.team.as_ref()).map_or(0, |h| h.team().end())
@@ -407,7 +427,8 @@ fn settle_now<R: Recording>(rec: &mut R) {
         return;
     }
     let mut chain = std::mem::take(&mut rec.late().detached);
-    record_chain(&mut chain, |c, e, p| rec.record_detached(c, e, p));
+    let now = if chain.iter().any(|d| d.end == UNREAD) { crate::clock::now() } else { UNREAD };
+    record_chain(&mut chain, now, |c, e, p| rec.record_detached(c, e, p));
     // Its room is used again by the next chain (no allocation per region).
     rec.late().detached = chain;
 }
@@ -415,11 +436,11 @@ fn settle_now<R: Recording>(rec: &mut R) {
 /// Record a complete detached chain (innermost first, the part last): each call inside the
 /// next one recorded, the outermost at the top of the thread's calls; each ends at the
 /// team's end where that came before the end the runtime reported.
-fn record_chain(chain: &mut Vec<Detached>, mut record: impl FnMut(crate::model::OpenCall, i64, Option<&mut crate::model::OpenCall>)) {
+fn record_chain(chain: &mut Vec<Detached>, now: i64, mut record: impl FnMut(crate::model::OpenCall, i64, Option<&mut crate::model::OpenCall>)) {
     let ended = chain.last().and_then(|d| d.open.team.as_ref()).map_or(0, |h| h.team().end());
     for i in 0..chain.len() {
         let Some(call) = chain[i].call else { continue };
-        let end = if ended > 0 && ended < chain[i].end { ended } else { chain[i].end };
+        let end = late_end(chain[i].end, ended, || now);
         let (_, outer) = chain.split_at_mut(i + 1);
         let parent = outer.iter_mut().find_map(|d| d.call.as_mut());
         record(call, end, parent);
@@ -432,7 +453,7 @@ fn record_chain(chain: &mut Vec<Detached>, mut record: impl FnMut(crate::model::
 /// end never came, are dropped (the recorder counts their calls as dropped). The end of a
 /// worker's part of a parallel region, reported after the team ended, is the team's end.
 #[inline]
-fn close<R: Recording>(rec: &mut R, what: u8, mut end: i64, matches: impl Fn(&OmpOpen) -> bool) {
+fn close<R: Recording>(rec: &mut R, what: u8, end: i64, matches: impl Fn(&OmpOpen) -> bool) {
     settle(rec);
     let omp = &mut rec.late().omp;
     let found = match omp.last() {
@@ -440,12 +461,8 @@ fn close<R: Recording>(rec: &mut R, what: u8, mut end: i64, matches: impl Fn(&Om
         _ => omp.iter().rposition(|o| o.what == what && matches(o)),
     };
     let Some(pos) = found else { return };
-    if what != OPEN_TASK && what != OPEN_WORK {
-        let ended = team_end(&omp[..=pos]);
-        if ended > 0 && ended < end {
-            end = ended;
-        }
-    }
+    let ended = if what != OPEN_TASK && what != OPEN_WORK { team_end(&omp[..=pos]) } else { 0 };
+    let end = late_end(end, ended, crate::clock::now);
     let id = omp[pos].id;
     omp.truncate(pos);
     if id != late::NOT_RECORDED {
@@ -463,7 +480,7 @@ pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
     let Some(l) = data.late.as_mut() else { return };
     let mut detached = std::mem::take(&mut l.detached);
     if detached.last().is_some_and(|d| d.open.what == OPEN_IMPLICIT) {
-        record_chain(&mut detached, |c, e, p| data.record_detached(c, e, p));
+        record_chain(&mut detached, now, |c, e, p| data.record_detached(c, e, p));
     } else if !detached.is_empty() {
         // A partial chain: back on the stacks, each closed at the end reported for it (or
         // the team's, where that came first).
@@ -481,7 +498,7 @@ pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
             let ended = team_end(&l.omp);
             l.omp.pop();
             if id != late::NOT_RECORDED {
-                data.close(id, if ended > 0 && ended < end { ended } else { end });
+                data.close(id, late_end(end, ended, || now));
             }
         }
     }
@@ -849,11 +866,14 @@ mod tests {
                 // the next region wakes it (the last run: only the wait's, then finalize).
                 team.set_end(t + 60);
                 team.ended();
-                for m in [&mut at_once, &mut later] {
-                    wait_end(m, t + 900);
+                // One is given the ends read (later than the team's end), the other none, as the
+                // callbacks give a worker's late ends (`UNREAD`): both record the team's end.
+                for (m, read) in [(&mut at_once, true), (&mut later, false)] {
+                    let at = |dt: i64| if read { t + dt } else { UNREAD };
+                    wait_end(m, at(900));
                     if r < 3 {
-                        sync_end(m, t + 901);
-                        implicit_task_end(m, t + 902, false, false);
+                        sync_end(m, at(901));
+                        implicit_task_end(m, at(902), false, false);
                     }
                 }
                 if r == 0 {
@@ -884,6 +904,35 @@ mod tests {
                 let part = &later.data.logs()[1];
                 assert_eq!(part.columns().1, vec![1060, 2060, 3060, 4060]);
             }
+        }
+    }
+
+    /// A late end whose time was not read (`UNREAD`) where the team's end is not known (a
+    /// runtime that reports a worker's ends before its primary thread's): the clock is read
+    /// then, at once or when a chain taken off is recorded; never the marker itself.
+    #[test]
+    fn an_unread_end_without_the_teams_end_is_read_when_recorded() {
+        use crate::recorder::testing::Mock;
+        let mut ring = late::teams::Ring::default();
+        for detaching in [false, true] {
+            let mut m = Mock::new();
+            m.detaching = detaching;
+            let team = ring.take(late::key(PARALLEL, 0x7a_6000));
+            let before = crate::clock::now();
+            m.now = Some(before);
+            implicit_task_begin(&mut m, Some(team), true);
+            sync_begin(&mut m, 2, 0);
+            wait_begin(&mut m, 2, 0);
+            wait_end(&mut m, UNREAD);
+            sync_end(&mut m, UNREAD);
+            implicit_task_end(&mut m, UNREAD, false, false);
+            assert_eq!(m.late.detached.len(), if detaching { 3 } else { 0 });
+            m.data.late = Some(Box::new(std::mem::take(&mut m.late)));
+            close_ended(&mut m.data, crate::clock::now());
+            let after = crate::clock::now();
+            let ends: Vec<i64> = (1..=3).flat_map(|id| m.data.logs()[id].columns().1).collect();
+            assert_eq!(ends.len(), 3, "taken off: {detaching}");
+            assert!(ends.iter().all(|&e| (before..=after).contains(&e)), "ends {ends:?} not read in [{before}, {after}] (taken off: {detaching})");
         }
     }
 
