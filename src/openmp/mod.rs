@@ -427,8 +427,7 @@ fn settle_now<R: Recording>(rec: &mut R) {
         return;
     }
     let mut chain = std::mem::take(&mut rec.late().detached);
-    let now = if chain.iter().any(|d| d.end == UNREAD) { crate::clock::now() } else { UNREAD };
-    record_chain(&mut chain, now, |c, e, p| rec.record_detached(c, e, p));
+    record_chain(&mut chain, crate::clock::now, |c, e, p| rec.record_detached(c, e, p));
     // Its room is used again by the next chain (no allocation per region).
     rec.late().detached = chain;
 }
@@ -436,11 +435,13 @@ fn settle_now<R: Recording>(rec: &mut R) {
 /// Record a complete detached chain (innermost first, the part last): each call inside the
 /// next one recorded, the outermost at the top of the thread's calls; each ends at the
 /// team's end where that came before the end the runtime reported.
-fn record_chain(chain: &mut Vec<Detached>, now: i64, mut record: impl FnMut(crate::model::OpenCall, i64, Option<&mut crate::model::OpenCall>)) {
+fn record_chain(chain: &mut Vec<Detached>, now: impl FnOnce() -> i64, mut record: impl FnMut(crate::model::OpenCall, i64, Option<&mut crate::model::OpenCall>)) {
     let ended = chain.last().and_then(|d| d.open.team.as_ref()).map_or(0, |h| h.team().end());
+    // The clock only for ends not read where the team's end is not known (never on libomp).
+    let read = if ended <= 0 && chain.iter().any(|d| d.end == UNREAD) { now() } else { UNREAD };
     for i in 0..chain.len() {
         let Some(call) = chain[i].call else { continue };
-        let end = late_end(chain[i].end, ended, || now);
+        let end = late_end(chain[i].end, ended, || read);
         let (_, outer) = chain.split_at_mut(i + 1);
         let parent = outer.iter_mut().find_map(|d| d.call.as_mut());
         record(call, end, parent);
@@ -480,7 +481,7 @@ pub fn close_ended(data: &mut crate::recorder::ThreadData, now: i64) {
     let Some(l) = data.late.as_mut() else { return };
     let mut detached = std::mem::take(&mut l.detached);
     if detached.last().is_some_and(|d| d.open.what == OPEN_IMPLICIT) {
-        record_chain(&mut detached, now, |c, e, p| data.record_detached(c, e, p));
+        record_chain(&mut detached, || now, |c, e, p| data.record_detached(c, e, p));
     } else if !detached.is_empty() {
         // A partial chain: back on the stacks, each closed at the end reported for it (or
         // the team's, where that came first).
