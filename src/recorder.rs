@@ -19,6 +19,20 @@ pub const MAX_DEPTH: usize = 4096;
 
 pub use crate::model::OpenCall;
 
+/// A call from `start` to `end` recorded inside `parent` (None: at the top of the thread's
+/// calls): the parent's child time grows by its duration; the parent's id and start, for the
+/// call's log and the one-path check.
+#[inline(always)]
+fn enclose(parent: Option<&mut OpenCall>, start: i64, end: i64) -> (u32, i64) {
+    match parent {
+        Some(p) => {
+            p.child = p.child.wrapping_add(end.wrapping_sub(start));
+            (p.id, p.start)
+        }
+        None => (PARENT_TOP, i64::MIN),
+    }
+}
+
 /// `OpenCall::node` not looked up yet.
 pub const UNRESOLVED: u32 = u32::MAX;
 /// Bit of `OpenCall::node`: the call is folded into an ancestor's node (recursion).
@@ -208,13 +222,7 @@ impl ThreadData {
     /// only statistics are kept, the call itself.
     #[inline(always)]
     fn record(&mut self, id: u32, call: OpenCall, end: i64) {
-        let (parent, parent_start) = match self.open.last_mut() {
-            Some(p) => {
-                p.child = p.child.wrapping_add(end.wrapping_sub(call.start));
-                (p.id, p.start)
-            }
-            None => (PARENT_TOP, i64::MIN),
-        };
+        let (parent, parent_start) = enclose(self.open.last_mut(), call.start, end);
         self.record_inside(id, call, end, parent, parent_start);
     }
 
@@ -242,13 +250,7 @@ impl ThreadData {
     /// was the outermost open call).
     #[inline(always)]
     pub fn record_detached(&mut self, call: OpenCall, end: i64, parent: Option<&mut OpenCall>) {
-        let (parent, parent_start) = match parent {
-            Some(p) => {
-                p.child = p.child.wrapping_add(end.wrapping_sub(call.start));
-                (p.id, p.start)
-            }
-            None => (PARENT_TOP, i64::MIN),
-        };
+        let (parent, parent_start) = enclose(parent, call.start, end);
         self.record_inside(call.id, call, end, parent, parent_start);
     }
 
