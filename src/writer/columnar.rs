@@ -241,24 +241,22 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
         let d = ends[0] - starts[0];
         (p.minimum, p.maximum, p.start_minimum, p.end_maximum) = (d, d, starts[0], ends[0]);
     }
-    // A part at a time, so that its passes find it in the cache. The columns, each in a loop
-    // of its own (they vectorize). Wrapping: the times of a recovered run come from a spill file
-    // that may be damaged (in range, each, but not necessarily with differences and sums that
-    // fit); wrong statistics for impossible calls, never a panic. Same instructions in a
-    // release build.
+    // A part at a time, so that its second pass finds it in the cache: the first pass reads
+    // the calls once, writes the three columns and finds the part's bounds (one loop: it
+    // vectorizes); the second counts the moments and histograms, which need those bounds.
+    // Wrapping: the times of a recovered run come from a spill file that may be damaged (in
+    // range, each, but not necessarily with differences and sums that fit); wrong statistics
+    // for impossible calls, never a panic. Same instructions in a release build.
     for i in (0..n).step_by(PART) {
         let j = (i + PART).min(n);
         let (starts, ends, tids) = (&starts[i..j], &ends[i..j], &tids[i..j]);
-        match width {
-            1 => fill_onto(&mut e.t8, tids, |t| t as u8),
-            2 => fill_onto(&mut e.t16, tids, |t| t as u16),
-            _ => fill_onto(&mut e.t32, tids, |t| t as u32),
-        }
-        fill_pairs_onto(&mut e.u, ends, starts, |b, a| b.wrapping_sub(a));
-        e.d.push(starts[0].wrapping_sub(prev));
-        fill_pairs_onto(&mut e.d, &starts[1..], &starts[..j - i - 1], |b, a| b.wrapping_sub(a));
+        let bounds = match width {
+            1 => columns_onto(starts, ends, tids, prev, &mut e.u, &mut e.d, &mut e.t8, |t| t as u8),
+            2 => columns_onto(starts, ends, tids, prev, &mut e.u, &mut e.d, &mut e.t16, |t| t as u16),
+            _ => columns_onto(starts, ends, tids, prev, &mut e.u, &mut e.d, &mut e.t32, |t| t as u32),
+        };
         prev = starts[j - i - 1];
-        summarize(&e.u[base + i..base + j], starts, ends, tids, shift, p);
+        summarize(&e.u[base + i..base + j], tids, bounds, shift, p);
     }
     p.count += n as u64;
     if let Some(&d) = e.u.last() {
@@ -270,24 +268,70 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
 /// cache, where a slab's columns would not fit).
 const PART: usize = 4096;
 
-/// Add the statistics of some calls (their durations `u`, starts, ends and threads) to `p`:
-/// total, extremes, moments and histograms (but not the count).
+/// What the first pass over some calls finds: their durations' sum, shortest and longest
+/// (they bound the moments and histograms), earliest start, latest end, lowest and highest
+/// thread.
+#[derive(Clone, Copy)]
+struct Bounds {
+    total: i64,
+    lo: i64,
+    hi: i64,
+    start_minimum: i64,
+    end_maximum: i64,
+    t_lo: i64,
+    t_hi: i64,
+}
+
+/// Append the calls' durations to `u`, their gaps (the first from `prev`) to `d` and their
+/// narrowed threads to `t`, in one pass that also finds their `Bounds`.
 #[inline(always)]
-fn summarize(u: &[i64], starts: &[i64], ends: &[i64], tids: &[i64], shift: i64, p: &mut Partial) {
+#[allow(clippy::too_many_arguments)]
+fn columns_onto<T: Copy>(starts: &[i64], ends: &[i64], tids: &[i64], prev: i64, u: &mut PageVec<i64>, d: &mut PageVec<i64>, t: &mut PageVec<T>, narrow: impl Fn(i64) -> T) -> Bounds {
+    let n = starts.len().min(ends.len()).min(tids.len());
+    let (starts, ends, tids) = (&starts[..n], &ends[..n], &tids[..n]);
+    let (lu, ld, lt) = (u.len(), d.len(), t.len());
+    u.reserve(n);
+    d.reserve(n);
+    t.reserve(n);
+    let mut b = Bounds { total: 0, lo: i64::MAX, hi: i64::MIN, start_minimum: i64::MAX, end_maximum: i64::MIN, t_lo: i64::MAX, t_hi: i64::MIN };
+    {
+        let (uo, dout, to) = (&mut u.spare_capacity_mut()[..n], &mut d.spare_capacity_mut()[..n], &mut t.spare_capacity_mut()[..n]);
+        let mut before = prev;
+        for i in 0..n {
+            let (a, e, k) = (starts[i], ends[i], tids[i]);
+            dout[i].write(a.wrapping_sub(before));
+            before = a;
+            let dur = e.wrapping_sub(a);
+            uo[i].write(dur);
+            to[i].write(narrow(k));
+            b.total = b.total.wrapping_add(dur);
+            b.lo = b.lo.min(dur);
+            b.hi = b.hi.max(dur);
+            b.start_minimum = b.start_minimum.min(a);
+            b.end_maximum = b.end_maximum.max(e);
+            b.t_lo = b.t_lo.min(k);
+            b.t_hi = b.t_hi.max(k);
+        }
+    }
+    // SAFETY: the n spare values after each column's length were written (reserve made the room).
+    unsafe {
+        u.set_len(lu + n);
+        d.set_len(ld + n);
+        t.set_len(lt + n);
+    }
+    b
+}
+
+/// Add the statistics of some calls (their durations `u`, threads, and what the first pass
+/// found of them) to `p`: total, extremes, moments and histograms (but not the count).
+#[inline(always)]
+fn summarize(u: &[i64], tids: &[i64], b: Bounds, shift: i64, p: &mut Partial) {
     if u.is_empty() {
         return;
     }
-    let (mut total, mut start_minimum, mut end_maximum) = (p.total, p.start_minimum, p.end_maximum);
-    // These calls' own shortest and longest (they bound the moments and histograms below).
-    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-    for ((&d, &a), &b) in u.iter().zip(starts).zip(ends) {
-        total = total.wrapping_add(d);
-        lo = lo.min(d);
-        hi = hi.max(d);
-        start_minimum = start_minimum.min(a);
-        end_maximum = end_maximum.max(b);
-    }
-    (p.total, p.start_minimum, p.end_maximum) = (total, start_minimum, end_maximum);
+    let (lo, hi) = (b.lo, b.hi);
+    p.total = p.total.wrapping_add(b.total);
+    (p.start_minimum, p.end_maximum) = (p.start_minimum.min(b.start_minimum), p.end_maximum.max(b.end_maximum));
     (p.minimum, p.maximum) = (p.minimum.min(lo), p.maximum.max(hi));
     // The moments, exact: sums of the differences from the shift and of their squares.
     let (s1, s2) = match hi.checked_sub(shift).zip(shift.checked_sub(lo)) {
@@ -325,7 +369,7 @@ fn summarize(u: &[i64], starts: &[i64], ends: &[i64], tids: &[i64], shift: i64, 
     p.s2 = p.s2.wrapping_add(s2);
     // A histogram for every thread up to these calls' highest (a thread without calls keeps
     // zeros, which is what it is written as).
-    let (t_lo, t_hi) = tids.iter().fold((i64::MAX, i64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+    let (t_lo, t_hi) = (b.t_lo, b.t_hi);
     let threads = t_hi.max(0) as usize + 1;
     if p.hists.len() < threads {
         p.hists.resize(threads, Vec::new());
@@ -488,31 +532,6 @@ fn count_in_runs(u: &[i64], tids: &[i64], hists: &mut [Vec<u64>]) {
             *c += 1;
         }
     }
-}
-
-/// `f` of each of `values` appended to `out`.
-#[inline(always)]
-fn fill_onto<T: Copy, U: Copy>(out: &mut PageVec<U>, values: &[T], f: impl Fn(T) -> U) {
-    let len = out.len();
-    out.reserve(values.len());
-    for (slot, &v) in out.spare_capacity_mut().iter_mut().zip(values) {
-        slot.write(f(v));
-    }
-    // SAFETY: the values.len() spare values after `len` were written (reserve made the room).
-    unsafe { out.set_len(len + values.len()) };
-}
-
-/// `f(a[i], b[i])` for each i appended to `out`.
-#[inline(always)]
-fn fill_pairs_onto(out: &mut PageVec<i64>, a: &[i64], b: &[i64], f: impl Fn(i64, i64) -> i64) {
-    let n = a.len().min(b.len());
-    let len = out.len();
-    out.reserve(n);
-    for ((slot, &x), &y) in out.spare_capacity_mut().iter_mut().zip(&a[..n]).zip(&b[..n]) {
-        slot.write(f(x, y));
-    }
-    // SAFETY: the n spare values after `len` were written (reserve made the room).
-    unsafe { out.set_len(len + n) };
 }
 
 /// Bytes per thread id in `events/thread_ids` for a run of `max_threads` threads.
@@ -766,10 +785,19 @@ mod tests {
             // The dispatch (AVX2 where the CPU has it) and the baseline build.
             for (name, encoder) in [("dispatched", encode as fn(Slab<'_>, &SlabPlace, usize, &mut Partial, &mut Encoded)), ("baseline", encode_passes)] {
                 let (mut p, mut e) = (Partial::default(), Encoded::default());
-                encoder(Slab { starts: &starts, ends: &ends, thread_ids: &tids }, &place, 1, &mut p, &mut e);
+                // Thread ids in each width the files use.
+                let width = [1, 2, 4][round / 3 % 3];
+                encoder(Slab { starts: &starts, ends: &ends, thread_ids: &tids }, &place, width, &mut p, &mut e);
                 assert_eq!((&e.d[..], &e.u[..]), (&d[..], &u[..]), "round {round} {name}");
-                assert_eq!(e.t8.iter().map(|&t| t as i64).collect::<Vec<_>>(), tids, "round {round} {name}");
+                let narrow: Vec<i64> = match width {
+                    1 => e.t8.iter().map(|&t| t as i64).collect(),
+                    2 => e.t16.iter().map(|&t| t as i64).collect(),
+                    _ => e.t32.iter().map(|&t| t as i64).collect(),
+                };
+                assert_eq!(narrow, tids, "round {round} {name} width {width}");
                 assert_eq!((p.total, p.minimum, p.maximum, p.s1, p.s2, p.count), (total, min, max, s1, s2, n as u64), "round {round} {name}");
+                let (start_minimum, end_maximum) = (*starts.iter().min().unwrap(), *ends.iter().max().unwrap());
+                assert_eq!((p.start_minimum, p.end_maximum), (start_minimum, end_maximum), "round {round} {name}");
                 for (t, h) in hists.iter().enumerate() {
                     let got = p.hists.get(t).filter(|h| !h.is_empty()).cloned().unwrap_or_else(|| vec![0; HIST_BUCKETS]);
                     assert_eq!(&got, h, "round {round} {name} thread {t}");
