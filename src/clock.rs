@@ -569,6 +569,40 @@ pub struct Converter<'a> {
 }
 
 impl Converter<'_> {
+    /// `convert_in_place`, for ticks the caller found in order (`in_order`) or not; whether
+    /// the converted values are in order. The conversion inside the fast window is monotone
+    /// (`convert_window`), so a block in order that lies inside it only needs its first and
+    /// last values compared (which catches a sum past `i64::MAX`); any other block is checked
+    /// value by value once converted.
+    #[inline(always)]
+    pub fn convert_in_place_ordered(&mut self, ticks: &mut [i64], in_order: bool) -> bool {
+        let Some((&first, &last)) = ticks.first().zip(ticks.last()) else { return true };
+        if self.identity {
+            return in_order;
+        }
+        let span = self.hi.wrapping_sub(self.base_tick) as u64;
+        let inside = |t: i64| (t.wrapping_sub(self.base_tick) as u64) < span;
+        if in_order && inside(first) && inside(last) && self.mul_hi <= u32::MAX as i64 {
+            self.convert_window(ticks);
+            return ticks[0] <= ticks[ticks.len() - 1];
+        }
+        self.convert_in_place(ticks);
+        ticks.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]))
+    }
+
+    /// `convert_window` with the current window (its checks done by the caller).
+    #[inline(always)]
+    fn convert_window(&self, ticks: &mut [i64]) {
+        let (base_tick, base_ns, h, l) = (self.base_tick, self.base_ns, self.mul_hi as u32, self.mul_lo as u32);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            unsafe { convert_window_avx2(ticks, base_tick, base_ns, h, l) };
+            return;
+        }
+        convert_window(ticks, base_tick, base_ns, h, l);
+    }
+
     /// Convert a block of ticks in place: ticks -> `CLOCK_MONOTONIC` ns, each as
     /// `Timebase::to_ns` converts it.
     #[inline(always)]
@@ -583,14 +617,7 @@ impl Converter<'_> {
         let (lo, hi) = ticks.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         let fits = ((lo.wrapping_sub(base_tick)) as u64) < span && ((hi.wrapping_sub(base_tick)) as u64) < span;
         if fits && self.mul_hi <= u32::MAX as i64 {
-            let (base_ns, h, l) = (self.base_ns, self.mul_hi as u32, self.mul_lo as u32);
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2.
-                unsafe { convert_window_avx2(ticks, base_tick, base_ns, h, l) };
-                return;
-            }
-            convert_window(ticks, base_tick, base_ns, h, l);
+            self.convert_window(ticks);
             return;
         }
         let (mut base_tick, mut span, mut base_ns, mut mul_hi, mut mul_lo) =
@@ -939,6 +966,36 @@ impl Timebase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A block converted with the order found on its ticks gives the values and the order of
+    /// the block converted and then checked value by value: in order and not, inside one
+    /// segment and across several, for the identity, and past `i64::MAX` (a damaged timebase).
+    #[test]
+    fn converting_in_order_keeps_the_order_found_after_converting() {
+        let anchor = |tick, ns| Anchor { tick, ns, half_width: 0 };
+        let tsc = Timebase::fit((0..20i64).map(|k| anchor(k * 1_000_000 + k * k, 5_000 + k * 384_615)).collect(), Vec::new());
+        let near_max = Timebase::fit(vec![anchor(0, i64::MAX - 1_000), anchor(1_000, i64::MAX - 600)], Vec::new());
+        let blocks: Vec<Vec<i64>> = vec![
+            (0..512).map(|i| 10 + i * 3).collect(),
+            (0..512).map(|i| 999_000 + i * 7).collect(),
+            (0..512).map(|i| i * 40_000).collect(),
+            (0..512).map(|i| 10 + (i * 7919) % 1000).collect(),
+            vec![5, 5, 5, 4],
+            vec![7],
+            (0..64).map(|i| 500 + i * 100).collect(),
+        ];
+        for (name, tb) in [("tsc", &tsc), ("identity", &Timebase::monotonic()), ("near i64::MAX", &near_max)] {
+            let (mut a, mut b) = (tb.converter(), tb.converter());
+            for (k, block) in blocks.iter().enumerate() {
+                let in_order = block.windows(2).all(|w| w[0] <= w[1]);
+                let (mut x, mut y) = (block.clone(), block.clone());
+                let ordered = a.convert_in_place_ordered(&mut x, in_order);
+                b.convert_in_place(&mut y);
+                assert_eq!(x, y, "{name} block {k}");
+                assert_eq!(ordered, y.windows(2).all(|w| w[0] <= w[1]), "{name} block {k}");
+            }
+        }
+    }
 
     #[test]
     fn monotonic_and_in_nanoseconds() {

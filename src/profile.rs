@@ -126,11 +126,14 @@ impl<'a> Source<'a> {
                 take
             }
         };
-        self.to_ns.0.convert_in_place(&mut self.starts[..n]);
+        // Whether the starts are in order is found on the ticks (one pass, which also spares
+        // the conversion its search for the block's extremes), then kept or checked again by
+        // the conversion (`convert_in_place_ordered`).
+        let in_order = self.starts[..n].windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]));
+        self.sorted = self.to_ns.0.convert_in_place_ordered(&mut self.starts[..n], in_order);
         self.to_ns.1.convert_in_place(&mut self.ends[..n]);
         // The bound after the block (see `merge_exact`).
         self.starts[n] = i64::MAX;
-        self.sorted = self.starts[..=n].windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]));
         (self.pos, self.len) = (0, n);
         n > 0
     }
