@@ -237,6 +237,14 @@ fn encode_passes(slab: Slab<'_>, place: &SlabPlace, width: usize, p: &mut Partia
     let base = e.u.len();
     e.u.reserve(n);
     e.d.reserve(n);
+    // The thread ids' column too, at once: grown part by part it doubles past the slab's size
+    // (a region of 50,000 calls would end on a 64 KiB mapping of its own, mapped and unmapped
+    // for each such region).
+    match width {
+        1 => e.t8.reserve(n),
+        2 => e.t16.reserve(n),
+        _ => e.t32.reserve(n),
+    }
     p.first = p.first.or(place.first);
     let shift = place.first.map_or(0, |c| c.end.wrapping_sub(c.start));
     let mut prev = place.prev_start.unwrap_or(0);
