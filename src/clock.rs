@@ -580,14 +580,21 @@ impl Converter<'_> {
         if self.identity {
             return in_order;
         }
-        let span = self.hi.wrapping_sub(self.base_tick) as u64;
-        let inside = |t: i64| (t.wrapping_sub(self.base_tick) as u64) < span;
-        if in_order && inside(first) && inside(last) && self.mul_hi <= u32::MAX as i64 {
+        if in_order && self.window_holds(first, last) {
             self.convert_window(ticks);
             return ticks[0] <= ticks[ticks.len() - 1];
         }
         self.convert_in_place(ticks);
-        ticks.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]))
+        in_order_values(ticks)
+    }
+
+    /// Whether ticks from `lo` to `hi` lie in the fast window, with the slope's halves below
+    /// 2^32 (`convert_window` converts them).
+    #[inline(always)]
+    fn window_holds(&self, lo: i64, hi: i64) -> bool {
+        let span = self.hi.wrapping_sub(self.base_tick) as u64;
+        let inside = |t: i64| (t.wrapping_sub(self.base_tick) as u64) < span;
+        inside(lo) && inside(hi) && self.mul_hi <= u32::MAX as i64
     }
 
     /// `convert_window` with the current window (its checks done by the caller).
@@ -612,11 +619,8 @@ impl Converter<'_> {
         }
         // Mostly the whole block lies in the window: then a loop without branches that the
         // compiler vectorizes (both products are 32 x 32 -> 64 bits there; see `split_span`).
-        let span = self.hi.wrapping_sub(self.base_tick) as u64;
-        let base_tick = self.base_tick;
         let (lo, hi) = ticks.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-        let fits = ((lo.wrapping_sub(base_tick)) as u64) < span && ((hi.wrapping_sub(base_tick)) as u64) < span;
-        if fits && self.mul_hi <= u32::MAX as i64 {
+        if self.window_holds(lo, hi) {
             self.convert_window(ticks);
             return;
         }
@@ -650,6 +654,13 @@ impl Converter<'_> {
         self.hi = base_tick.saturating_add(span);
         Timebase::project(base_ns, base_tick, tick, mul)
     }
+}
+
+/// Whether `values` are in order (each at most the next): an OR of the pairs out of order,
+/// which vectorizes without packing.
+#[inline(always)]
+pub fn in_order_values(values: &[i64]) -> bool {
+    values.iter().zip(values.get(1..).unwrap_or(&[])).fold(0i64, |bad, (&a, &b)| bad | (b < a) as i64) == 0
 }
 
 /// `Converter::convert_in_place` for a block inside the fast window, with the slope's halves
@@ -988,6 +999,7 @@ mod tests {
             let (mut a, mut b) = (tb.converter(), tb.converter());
             for (k, block) in blocks.iter().enumerate() {
                 let in_order = block.windows(2).all(|w| w[0] <= w[1]);
+                assert_eq!(in_order_values(block), in_order, "block {k}");
                 let (mut x, mut y) = (block.clone(), block.clone());
                 let ordered = a.convert_in_place_ordered(&mut x, in_order);
                 b.convert_in_place(&mut y);

@@ -127,11 +127,9 @@ impl<'a> Source<'a> {
             }
         };
         // Whether the starts are in order is found on the ticks (one pass, which also spares
-        // the conversion its search for the block's extremes; an OR of the pairs out of order,
-        // which vectorizes without packing), then kept or checked again by the conversion
-        // (`convert_in_place_ordered`).
-        let s = &self.starts[..n];
-        let in_order = s.iter().zip(s.get(1..).unwrap_or(&[])).fold(0i64, |bad, (&a, &b)| bad | (b < a) as i64) == 0;
+        // the conversion its search for the block's extremes), then kept or checked again by
+        // the conversion (`convert_in_place_ordered`).
+        let in_order = crate::clock::in_order_values(&self.starts[..n]);
         self.sorted = self.to_ns.0.convert_in_place_ordered(&mut self.starts[..n], in_order);
         self.to_ns.1.convert_in_place(&mut self.ends[..n]);
         // The bound after the block (see `merge_exact`).

@@ -413,11 +413,18 @@ fn summarize(u: &[i64], tids: &[i64], b: Bounds, shift: i64, p: &mut Partial) {
 const TAIL_SHARE: usize = 64;
 
 /// The longest duration inside the thresholds' window of a part whose shortest call is in
-/// bucket `b_lo` and whose calls span more buckets than the window: the tail is above it.
+/// bucket `b_lo` and whose calls span more buckets than the window: the tail is above it (the
+/// top boundary of `count_by_boundaries` with `THRESHOLDS + 1` boundaries).
 fn tail_bound(b_lo: usize) -> i64 {
-    // The window's top boundary (`count_by_boundaries` with `THRESHOLDS + 1` boundaries).
     let b = b_lo + THRESHOLDS + 1;
-    if b <= 63 { (1i64 << (b - 1)) - 1 } else { i64::MAX }
+    if b <= 63 { below_bucket(b) } else { i64::MAX }
+}
+
+/// The longest duration below bucket `b` (1..=63): a duration is in bucket b or above when it
+/// is above this.
+#[inline(always)]
+fn below_bucket(b: usize) -> i64 {
+    (1i64 << (b - 1)) - 1
 }
 
 /// Threads, and buckets above the shortest call's, up to which a slab's histograms are counted
@@ -457,7 +464,7 @@ fn count_by_boundaries<const K: usize>(u: &[i64], tids: &[i64], b_lo: usize, b_h
     // bucket 63 are never passed (no duration is above i64::MAX).
     let mut over = [i64::MAX; K];
     for (k, b) in (b_lo + 1..=(b_lo + K).min(63)).enumerate() {
-        over[k] = (1i64 << (b - 1)) - 1;
+        over[k] = below_bucket(b);
     }
     let threads = hists.len();
     let mut all = [0u64; FIELD_THREADS];
