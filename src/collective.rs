@@ -76,12 +76,22 @@ pub fn write(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
 
 /// The first failure over all ranks: (status code, rank), (0, -1) when none. Collective.
 fn agree(ctx: &MpiContext, mine: &Option<Error>) -> Result<(i32, i64)> {
-    let (code, rank) = match mine {
-        Some(e) => (e.status.code().min(-1) as i64, ctx.rank as i64),
-        None => (0, i64::MAX),
-    };
-    let all = ctx.comm.allreduce(&[code, rank], mpi_comm::MIN)?;
-    Ok((all[0] as i32, if all[0] == 0 { -1 } else { all[1] }))
+    let all = ctx.comm.allreduce(&claim(ctx.rank, mine), mpi_comm::MIN)?;
+    Ok(decided(all[0], all[1]))
+}
+
+/// This rank's part of `agree`'s reduction (a minimum): its status code and rank when it
+/// failed, (0, i64::MAX) when not.
+fn claim(rank: i32, mine: &Option<Error>) -> [i64; 2] {
+    match mine {
+        Some(e) => [e.status.code().min(-1) as i64, rank as i64],
+        None => [0, i64::MAX],
+    }
+}
+
+/// What `agree`'s reduction decided: the first failure's (status code, rank), (0, -1) when none.
+fn decided(code: i64, rank: i64) -> (i32, i64) {
+    (code as i32, if code == 0 { -1 } else { rank })
 }
 
 fn outcome(code: i32, rank: i64, step: &str, mine: &Option<Error>) -> Outcome {
@@ -156,28 +166,35 @@ fn write_all(run: RunContext<'_>, ctx: &MpiContext, profile: &RankProfile, censu
     // Every rank opens it: on one node by its path, and if any rank cannot (another file
     // system at that path in its mount namespace, say), every rank through MPI-IO instead.
     let (mut way, mut opened) = (way, Target::open(way, comm, &path, id, ctx.rank));
-    if way == Way::OneNode && comm.allreduce(&[i64::from(opened.is_ok())], mpi_comm::MIN)?.first() != Some(&1) {
-        match opened {
-            Ok(f) => {
-                let _ = f.close();
+    let injected = fault("open", ctx.rank).then(|| failed("test fault injected while opening the file".into()));
+    // On one node one reduction answers both questions: could every rank open the file by its
+    // path, and did any fail (there, only by an injected fault: opening by path fails only as
+    // "not by its path", which sends every rank to MPI-IO and its own agreement below).
+    let mut agreed = None;
+    if way == Way::OneNode {
+        let [code, rank] = claim(ctx.rank, &injected);
+        let all = comm.allreduce(&[i64::from(opened.is_ok()), code, rank], mpi_comm::MIN)?;
+        if all.first() == Some(&1) {
+            agreed = Some(decided(all[1], all[2]));
+        } else {
+            match opened {
+                Ok(f) => {
+                    let _ = f.close();
+                }
+                Err(e) => warn::once("collective-by-path", &format!("rank {}: {e}; every rank writes through MPI-IO instead", ctx.rank)),
             }
-            Err(e) => warn::once("collective-by-path", &format!("rank {}: {e}; every rank writes through MPI-IO instead", ctx.rank)),
+            way = Way::MpiIo;
+            opened = Target::open(way, comm, &path, id, ctx.rank);
         }
-        way = Way::MpiIo;
-        opened = Target::open(way, comm, &path, id, ctx.rank);
     }
-    let mut mine: Option<Error> = None;
-    let file = match opened {
-        Ok(f) => Some(f),
-        Err(e) => {
-            mine = Some(e);
-            None
-        }
+    let (file, mine) = match opened {
+        Ok(f) => (Some(f), injected),
+        Err(e) => (None, injected.or(Some(e))),
     };
-    if fault("open", ctx.rank) {
-        mine = Some(failed("test fault injected while opening the file".into()));
-    }
-    let (code, rank) = agree(ctx, &mine)?;
+    let (code, rank) = match agreed {
+        Some(both) => both,
+        None => agree(ctx, &mine)?,
+    };
     if code != 0 {
         if let Some(f) = file {
             let _ = f.close();

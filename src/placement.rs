@@ -225,7 +225,6 @@ impl Placement {
             hook(&path);
         }
         drop(list);
-        safe_file::sync_parent(&path);
         let Placement { dir, note, name, .. } = self;
         // The earlier file, swapped in under the profile's name, goes with the directory.
         let earlier_name = [name.as_os_str()];

@@ -157,7 +157,10 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
         say_traffic(&config, &ctx, collective);
         let _ = std::io::stderr().flush();
         let _ = std::io::stdout().flush();
-        let _ = ctx.comm.barrier();
+        // Nothing follows at verbosity 0 (rank 0's, on every rank): no barrier to order it.
+        if summary.is_some() {
+            let _ = ctx.comm.barrier();
+        }
         // The launcher reads each rank's stdout and stderr from separate pipes, in no fixed
         // order: at verbosity 2 (where every rank has printed notes) rank 0 gives it a moment
         // to pass the notes on before the table follows on stdout.

@@ -195,12 +195,6 @@ impl Drop for TempFile {
     }
 }
 
-/// Flush the directory entry of `dest` (after [`PrivateDir::move_out`] or
-/// [`PrivateDir::move_out_new`] put a file there).
-pub fn sync_parent(dest: &Path) {
-    sync_dir(parent_dir(dest));
-}
-
 fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
@@ -381,7 +375,9 @@ impl PrivateDir {
     }
 
     /// Rename `name` onto `dest`, replacing a regular file or symlink there (never writing into
-    /// it or following it). The rename is not yet flushed: [`sync_parent`] does that.
+    /// it or following it). Nor is the directory flushed after it, for the reason a sealed file
+    /// is not (see [`PrivateDir::seal`]): the new entry is in the kernel's cache, which outlives
+    /// the process however it ends, and flushing it alone would not make the file's data durable.
     pub fn move_out(&self, name: &OsStr, dest: &Path) -> io::Result<()> {
         check_replaceable(dest)?;
         let (n, d) = (cname(name)?, cstr(dest)?);
