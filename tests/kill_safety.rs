@@ -852,7 +852,9 @@ fn big_mpirun_attempt(attempt: usize) -> Result<(), String> {
     // figures for 30-50 M calls: BENCHMARKS.md section 21). "work" on two paths, so that the
     // call paths are swept from the calls (on one path they come from the statistics at once).
     let child = start_mpirun(&dir, np, 2, &["--bind-to", "none"], &["FLIGHT_LOOP_BATCH=7000", "FLIGHT_LOOP_PACE_US=40000", "FLIGHT_LOOP_VERBOSITY=2", "FLIGHT_LOOP_TWO_PATHS=1"]);
-    std::thread::sleep(Duration::from_millis(1000));
+    // About 170,000 calls a second on each worker (a batch, its side file's fsync, the pace):
+    // 1.5 s and the second the ranks take to see the signal put each well above 2^18.
+    std::thread::sleep(Duration::from_millis(1500));
     let before: Vec<BTreeMap<String, u64>> = (0..np).map(|r| side_of_rank(&dir, r)).collect();
     kill(&child, libc::SIGTERM);
     let out = wait_bounded(child, 60);
