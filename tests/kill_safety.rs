@@ -69,11 +69,21 @@ fn side_text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+fn poll_until(what: &str, done: impl FnMut() -> bool) {
+    poll_every(20, what, done);
+}
+
+/// `poll_until` for a stage of the write that may last only milliseconds on a fast machine
+/// (a check that is cheap: a file's existence, a header).
+fn poll_closely(what: &str, done: impl FnMut() -> bool) {
+    poll_every(1, what, done);
+}
+
+fn poll_every(ms: u64, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(90);
     while !done() {
         assert!(Instant::now() < deadline, "gave up after 90 s waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
@@ -587,7 +597,7 @@ fn sigkill_while_the_calls_are_written_keeps_the_statistics() {
     // Unpaced: about a million calls, whose write takes far longer than the polling below.
     let (child, before) = unpaced_loop_terminated(&exe, &dir);
     let file = dir.join("out.h5");
-    poll_until("the statistics to be in place", || file.exists());
+    poll_closely("the statistics to be in place", || file.exists());
     kill(&child, libc::SIGKILL);
     let out = wait_bounded(child, 60);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{}", text(&out.stderr));
@@ -817,9 +827,16 @@ fn complete_dump(dir: &Path, rank: Option<usize>) -> Option<PathBuf> {
     let prefix = rank.map_or(".out.spill.".to_string(), |r| format!(".out.spill.r{r}."));
     std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let calls = p.join("calls.spill");
-        name.starts_with(&prefix)
-            && std::fs::read(&calls).is_ok_and(|b| b.len() >= 40 && u64::from_le_bytes(b[24..32].try_into().unwrap()) == b.len() as u64)
+        // Complete: the length its header gives is the file's (only the header is read).
+        let complete = || -> std::io::Result<bool> {
+            use std::io::Read;
+            let mut f = std::fs::File::open(p.join("calls.spill"))?;
+            let mut head = [0u8; 32];
+            f.read_exact(&mut head)?;
+            let len = f.metadata()?.len();
+            Ok(len >= 40 && u64::from_le_bytes(head[24..32].try_into().unwrap()) == len)
+        };
+        name.starts_with(&prefix) && complete().unwrap_or(false)
     })
 }
 
@@ -944,7 +961,7 @@ fn a_dump_left_beside_its_runs_complete_file_is_removed_by_recover() {
     let dir = scratch("kill_dump_beside_complete");
     let exe = build(&dir, &[]);
     let (child, _) = unpaced_loop_terminated(&exe, &dir);
-    poll_until("the raw dump to be complete", || complete_dump(&dir, None).is_some());
+    poll_closely("the raw dump to be complete", || complete_dump(&dir, None).is_some());
     kill(&child, libc::SIGSTOP);
     let dump = complete_dump(&dir, None).unwrap();
     let aside = dir.join("dump-copy");
@@ -992,7 +1009,7 @@ fn a_raw_dump_cut_short_is_recovered_with_its_loss_said() {
     let exe = build(&dir, &[]);
     let (child, before) = unpaced_loop_terminated(&exe, &dir);
     // Once the dump is complete (after the call paths, before the layout, which takes far longer).
-    poll_until("the raw dump to be complete", || complete_dump(&dir, None).is_some());
+    poll_closely("the raw dump to be complete", || complete_dump(&dir, None).is_some());
     kill(&child, libc::SIGKILL);
     let out = wait_bounded(child, 60);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{}", text(&out.stderr));
