@@ -105,6 +105,43 @@ impl Local {
     }
 }
 
+/// The minima and maxima over the ranks, from one element-wise minimum: each rank's totals,
+/// its totals complemented (`!t` reverses the order exactly, so the minimum of `!t` is `!` the
+/// maximum of `t`, for every i64), its shortest call (i64::MAX where it has none) and its
+/// longest call complemented (i64::MAX where it has none: a rank without calls never wins).
+#[derive(Debug, PartialEq)]
+struct Extremes {
+    mins: Vec<i64>,
+    maxs: Vec<i64>,
+    call_mins: Vec<Option<i64>>,
+    call_maxs: Vec<Option<i64>>,
+}
+
+impl Extremes {
+    fn encode(values: &[Values]) -> Vec<i64> {
+        let mut v = Vec::with_capacity(4 * values.len());
+        v.extend(values.iter().map(|x| x.total));
+        v.extend(values.iter().map(|x| !x.total));
+        v.extend(values.iter().map(|x| x.call_min.unwrap_or(i64::MAX)));
+        v.extend(values.iter().map(|x| x.call_max.map_or(i64::MAX, |m| !m)));
+        v
+    }
+
+    /// From the reduction of `n` rows' `encode`s; None if it is not that long.
+    fn decode(min: &[i64], n: usize) -> Option<Extremes> {
+        if min.len() != 4 * n {
+            return None;
+        }
+        let some = |x: i64| (x != i64::MAX).then_some(x);
+        Some(Extremes {
+            mins: min[..n].to_vec(),
+            maxs: min[n..2 * n].iter().map(|m| !m).collect(),
+            call_mins: min[2 * n..3 * n].iter().map(|&m| some(m)).collect(),
+            call_maxs: min[3 * n..].iter().map(|&m| some(m).map(|m| !m)).collect(),
+        })
+    }
+}
+
 /// Bytes a list of keys may take on the wire (names and paths only).
 const MAX_KEY_BYTES: u64 = 1 << 30;
 
@@ -155,11 +192,17 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
     let extra: Vec<&Key> = local.keys.iter().filter(|k| !known.contains(k)).collect();
     let mine = if extra.is_empty() { Vec::new() } else { serde_json::to_vec(&extra).unwrap_or_default() };
     drop(known);
-    let longest = comm.allreduce(&[mine.len() as u64], mpi_comm::MAX)?[0];
+    // One reduction (a maximum) gives the longest list of names only some ranks have, and, when
+    // there is none (the common case: every rank's names are among rank 0's), whether every rank
+    // has the same names: each says whether it failed, and its count and its count negated.
+    let n = keys.len() as i64;
+    let first = comm.allreduce(&[mine.len().min(i64::MAX as usize) as i64, -i64::from(failed.is_none()), n, -n], mpi_comm::MAX)?;
+    let longest = first[0].max(0) as u64;
     if longest > MAX_KEY_BYTES {
         // The same on every rank: all stop here.
         return Err(Error::new(Status::Mpi, "summary: too many region names"));
     }
+    let mut agreed = longest == 0 && first[1] == -1 && first[2] == n && first[3] == -n;
     if longest > 0 {
         let slot = 8 + longest as usize;
         let mut buf = vec![0u8; slot];
@@ -193,11 +236,15 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
             });
         }
     }
-    // 3. Every rank has the same names, or all stop here together.
-    let n = keys.len() as i64;
-    let ok = if failed.is_some() { 0 } else { 1 };
-    let agree = comm.allreduce(&[ok, n, -n], mpi_comm::MIN)?;
-    if agree[0] == 0 || agree[1] != n || agree[2] != -n {
+    // 3. Every rank has the same names, or all stop here together (after the names gathered in
+    // step 2, a reduction of its own; without them, the one above decided).
+    if longest > 0 {
+        let n = keys.len() as i64;
+        let ok = if failed.is_some() { 0 } else { 1 };
+        let agree = comm.allreduce(&[ok, n, -n], mpi_comm::MIN)?;
+        agreed = agree[0] == 1 && agree[1] == n && agree[2] == -n;
+    }
+    if !agreed {
         return Err(failed.unwrap_or_else(|| Error::new(Status::Mpi, "summary: the ranks disagree on the region names")));
     }
     // 4. This rank's values in the common order; sums, minima, maxima over the ranks.
@@ -210,19 +257,18 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
     sums.extend(mine.iter().map(|v| v.calls.min(i64::MAX as u64) as i64));
     sums.extend(mine.iter().map(|v| v.open.min(i64::MAX as u64) as i64));
     let sums = comm.allreduce(&sums, mpi_comm::SUM)?;
+    // Minima and maxima in one reduction (a minimum, `Extremes`).
     let totals: Vec<i64> = mine.iter().map(|v| v.total).collect();
-    let mins = comm.allreduce(&totals, mpi_comm::MIN)?;
-    let maxs = comm.allreduce(&totals, mpi_comm::MAX)?;
+    let ext = comm.allreduce(&Extremes::encode(&mine), mpi_comm::MIN)?;
+    let Some(Extremes { mins, maxs, call_mins, call_maxs }) = Extremes::decode(&ext, n) else {
+        return Err(Error::new(Status::Mpi, "summary: a reduction returned the wrong length"));
+    };
     let rank = comm.rank() as i64;
     let at_max: Vec<i64> = totals.iter().zip(&maxs).map(|(t, m)| if t == m { rank } else { i64::MAX }).collect();
     let max_rank = comm.allreduce(&at_max, mpi_comm::MIN)?;
     let mut shares: Vec<f64> = mine.iter().map(|v| local.share(v.total).unwrap_or(0.0)).collect();
     shares.push(if local.wall_ns > 0 { 1.0 } else { 0.0 });
     let shares = comm.allreduce(&shares, mpi_comm::SUM)?;
-    let mut call_ext: Vec<i64> = mine.iter().map(|v| v.call_min.unwrap_or(i64::MAX)).collect();
-    call_ext.extend(mine.iter().map(|v| v.call_max.map_or(i64::MIN, |m| -m)));
-    // Shortest call: the minimum; longest: the minimum of the negated maxima (one reduction).
-    let call_ext = comm.allreduce(&call_ext, mpi_comm::MIN)?;
     if !root {
         return Ok(None);
     }
@@ -239,8 +285,8 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
             max_ns: maxs[i],
             max_rank: max_rank[i],
             share: (with_wall > 0.0).then(|| shares[i] / with_wall),
-            call_min_ns: (call_ext[i] != i64::MAX).then_some(call_ext[i]),
-            call_max_ns: (call_ext[n + i] != i64::MIN && call_ext[n + i] <= 0).then(|| -call_ext[n + i]),
+            call_min_ns: call_mins[i],
+            call_max_ns: call_maxs[i],
         };
         if k[0] == "f" { t.flat.push(row) } else { t.tree.push(row) }
     }
@@ -251,6 +297,34 @@ pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> 
 mod tests {
     use super::*;
     use crate::model::{CallPaths, PathNode, RegionData};
+
+    /// One element-wise minimum of every rank's `encode` gives each row's minimum and maximum
+    /// total and shortest and longest call, over the ranks that have calls; for any i64.
+    #[test]
+    fn extremes_from_one_minimum() {
+        let v = |total: i64, calls: Option<(i64, i64)>| Values { total, call_min: calls.map(|c| c.0), call_max: calls.map(|c| c.1), ..Default::default() };
+        // Three ranks, four rows: ordinary values, the i64 extremes, a row one rank has no call
+        // of, and a row no rank has a call of.
+        let ranks = [
+            vec![v(5, Some((1, 4))), v(i64::MIN, Some((i64::MIN + 1, 0))), v(7, None), v(0, None)],
+            vec![v(9, Some((2, 9))), v(i64::MAX, Some((-3, i64::MAX - 1))), v(3, Some((2, 3))), v(-4, None)],
+            vec![v(-2, Some((0, 1))), v(0, Some((5, 5))), v(8, Some((1, 6))), v(2, None)],
+        ];
+        let encoded: Vec<Vec<i64>> = ranks.iter().map(|r| Extremes::encode(r)).collect();
+        let min: Vec<i64> = (0..encoded[0].len()).map(|i| encoded.iter().map(|e| e[i]).min().unwrap()).collect();
+        let got = Extremes::decode(&min, 4).unwrap();
+        let over = |row: usize, f: &dyn Fn(&Values) -> Option<i64>, pick: fn(i64, i64) -> i64| ranks.iter().filter_map(|r| f(&r[row])).reduce(pick);
+        for row in 0..4 {
+            assert_eq!(got.mins[row], over(row, &|x| Some(x.total), i64::min).unwrap(), "row {row}");
+            assert_eq!(got.maxs[row], over(row, &|x| Some(x.total), i64::max).unwrap(), "row {row}");
+            assert_eq!(got.call_mins[row], over(row, &|x| x.call_min, i64::min), "row {row}");
+            assert_eq!(got.call_maxs[row], over(row, &|x| x.call_max, i64::max), "row {row}");
+        }
+        assert_eq!((got.maxs[1], got.mins[1]), (i64::MAX, i64::MIN));
+        assert_eq!((got.call_mins[2], got.call_maxs[2]), (Some(1), Some(6)));
+        assert_eq!((got.call_mins[3], got.call_maxs[3]), (None, None));
+        assert!(Extremes::decode(&min[1..], 4).is_none());
+    }
 
     #[test]
     fn local_rows_of_a_profile() {
