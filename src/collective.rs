@@ -595,7 +595,7 @@ mod tests {
     #[test]
     fn the_ranks_write_by_themselves_only_on_one_node() {
         let census = |kernel: Option<&str>, mpiio: bool| {
-            let settings = crate::unify::Settings { layout: "columnar".into(), collective: true, mpiio, verbosity: 0, reference: None };
+            let settings = crate::unify::Settings { layout: "columnar".into(), collective: true, mpiio, verbosity: 0, summary: false, reference: None };
             Census { kernel: kernel.map(String::from), ..Census::of(0, &RankProfile::default(), "n1", settings) }
         };
         let k = Some("0b0c5e6d-1f2a-4c3b-9d8e-7f6a5b4c3d2e");

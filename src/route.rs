@@ -141,10 +141,9 @@ fn write_over_mpi(run: RunContext<'_>, ctx: MpiContext, mut profile: RankProfile
     // barrier that every rank enters once its lines are written: the launcher, which forwards
     // each rank's output as it comes, then has no line of any rank to put inside the table.
     let summary = (config.verbosity >= 1).then(|| {
-        // Any rank asking for the table makes every rank take part (`spread::reduce`).
-        let wants = config.summary != crate::config::SummaryMode::Off;
+        // Rank 0, which prints the table, decides for every rank (the census carries it).
         let reduce_started = std::time::Instant::now();
-        let table = crate::spread::reduce(&ctx.comm, &local, wants);
+        let table = crate::spread::reduce(&ctx.comm, &local, census.settings.summary);
         (mpi_totals(&ctx, &profile), table, reduce_started.elapsed())
     });
     {

@@ -145,14 +145,11 @@ impl Extremes {
 /// Bytes a list of keys may take on the wire (names and paths only).
 const MAX_KEY_BYTES: u64 = 1 << 30;
 
+/// Rank 0's `bytes` on every rank (one broadcast when they are a few kilobytes).
 fn bcast_bytes(comm: &Comm, bytes: &mut Vec<u8>) -> Result<()> {
-    let mut len = bytes.len() as u64;
-    comm.bcast_value(&mut len, 0)?;
-    if len > MAX_KEY_BYTES {
-        return Err(Error::new(Status::Mpi, format!("summary: {len} bytes of region names announced")));
-    }
-    bytes.resize(len as usize, 0);
-    comm.bcast(bytes, 0)
+    let mine = (comm.rank() == 0).then(|| std::mem::take(bytes));
+    *bytes = comm.bcast_bytes_at_most(mine, 0, MAX_KEY_BYTES).map_err(|e| Error::new(Status::Mpi, format!("summary: region names: {e}")))?;
+    Ok(())
 }
 
 fn decode_keys(bytes: &[u8]) -> Result<Vec<Key>> {
@@ -164,12 +161,12 @@ fn decode_keys(bytes: &[u8]) -> Result<Vec<Key>> {
 }
 
 /// Combine every rank's `local` into the table, on rank 0 (None elsewhere, and everywhere when
-/// no rank `wants` it). Collective: every rank of `comm` calls it, in the same place.
-pub fn reduce(comm: &Comm, local: &Local, wants: bool) -> Result<Option<Table>> {
+/// the table is not `wanted`). Collective: every rank of `comm` calls it, in the same place,
+/// with the same `wanted` (rank 0's setting, which the census carries to every rank).
+pub fn reduce(comm: &Comm, local: &Local, wanted: bool) -> Result<Option<Table>> {
     let size = comm.size().max(1) as usize;
     let root = comm.rank() == 0;
-    // Any rank that prints makes everyone take part (a rank's settings may differ).
-    if comm.allreduce(&[wants as i64], mpi_comm::MAX)?[0] == 0 {
+    if !wanted {
         return Ok(None);
     }
     // A step that fails on one rank must not leave the others waiting in the next collective:

@@ -28,6 +28,9 @@ pub struct Settings {
     /// MPI-IO asked for (`SCOPE_PROFILER_COLLECTIVE_IO=mpiio`), even on one node.
     pub mpiio: bool,
     pub verbosity: u32,
+    /// Rank 0 prints the summary table (its `SCOPE_PROFILER_SUMMARY` is not `off`): every rank
+    /// takes part in the summary's reductions, or none does.
+    pub summary: bool,
     /// Tests only (`SCOPE_PROFILER_TEST_REFERENCE`): after a collective write, write the same
     /// data through rank 0 to this path too, the reference the collective file must equal.
     pub reference: Option<String>,
@@ -44,6 +47,7 @@ impl Settings {
             collective: config.collective,
             mpiio: config.collective_io == crate::config::CollectiveIo::MpiIo,
             verbosity: config.verbosity,
+            summary: config.summary != crate::config::SummaryMode::Off,
             reference: std::env::var(ENV_REFERENCE).ok().filter(|p| !p.is_empty()),
         }
     }
@@ -150,7 +154,7 @@ mod tests {
         if r == 2 {
             p.counters.annotated.push(Default::default());
         }
-        let settings = Settings { layout: if r == 0 { "columnar" } else { "regions" }.into(), collective: true, mpiio: false, verbosity: r as u32, reference: None };
+        let settings = Settings { layout: if r == 0 { "columnar" } else { "regions" }.into(), collective: true, mpiio: false, verbosity: r as u32, summary: r == 0, reference: None };
         Census::of(r, &p, host, settings)
     }
 

@@ -465,6 +465,29 @@ fn flat_summary_off_and_one_process() {
     }
 }
 
+/// Rank 0 prints the table, and its `SCOPE_PROFILER_SUMMARY` is every rank's (the census
+/// carries it): off on rank 0 alone, no table (and no rank waits in a reduction the others
+/// skip); on on rank 0 alone, the whole table, as with it on everywhere.
+#[test]
+fn rank_0s_summary_setting_is_every_ranks() {
+    let dir = scratch("call_paths_rank0_setting");
+    let exe = build(&dir);
+    // Rank 0's value, the others' value.
+    let script = r#"if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then SCOPE_PROFILER_SUMMARY=$1; else SCOPE_PROFILER_SUMMARY=$2; fi; export SCOPE_PROFILER_SUMMARY; shift 2; exec "$@""#;
+    for (rank0, others) in [("off", "flat"), ("flat", "off")] {
+        let file = dir.join(format!("{rank0}_{others}.h5"));
+        let args = ["-c", script, "sh", rank0, others, exe.to_str().unwrap(), file.to_str().unwrap()];
+        let (stdout, stderr) = mpirun_args(RANKS, Path::new("sh"), &args, &[]);
+        assert!(stdout.contains("profile written to"), "{rank0}/{others}:\n{stdout}\n{stderr}");
+        if rank0 == "off" {
+            assert!(!stdout.contains("scope_profiler summary"), "rank 0 says off:\n{stdout}");
+        } else {
+            assert!(stdout.contains("scope_profiler summary (regions; 4 ranks"), "{stdout}");
+            check_summary(&stdout, &file, true);
+        }
+    }
+}
+
 /// A rank that recorded nothing takes every collective step of the summary all the same: rank
 /// 0 (which then has no name of its own: every name comes from the others) or another.
 #[test]

@@ -240,6 +240,12 @@ impl Comm {
     /// block holding the length and the first bytes, and a second one for the rest only when
     /// they do not fit (most broadcasts of small data are one operation).
     pub fn bcast_bytes(&self, bytes: Option<Vec<u8>>, root: i32) -> Result<Vec<u8>> {
+        self.bcast_bytes_at_most(bytes, root, u64::MAX)
+    }
+
+    /// `bcast_bytes`, where more than `max` bytes is an error on every rank (root included,
+    /// before the second broadcast and before any allocation of that size).
+    pub fn bcast_bytes_at_most(&self, bytes: Option<Vec<u8>>, root: i32, max: u64) -> Result<Vec<u8>> {
         const FIRST: usize = 4096;
         let mut block = vec![0u8; FIRST];
         let mine = if self.rank == root { bytes.unwrap_or_default() } else { Vec::new() };
@@ -249,7 +255,11 @@ impl Comm {
             block[8..8 + n].copy_from_slice(&mine[..n]);
         }
         self.bcast(&mut block, root)?;
-        let len = u64::from_le_bytes(block[..8].try_into().unwrap()) as usize;
+        let announced = u64::from_le_bytes(block[..8].try_into().unwrap());
+        if announced > max {
+            return Err(Error::new(Status::Mpi, format!("{announced} bytes broadcast, more than the {max} expected")));
+        }
+        let len = announced as usize;
         if len <= FIRST - 8 {
             block.truncate(8 + len);
             block.drain(..8);
