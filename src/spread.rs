@@ -142,6 +142,19 @@ impl Extremes {
     }
 }
 
+/// This rank's part of the agreement on the names (a maximum over the ranks): 0 if it failed,
+/// else -1; its count of names; that count negated.
+fn agreement(failed: bool, names: usize) -> [i64; 3] {
+    let n = names.min(i64::MAX as usize) as i64;
+    [if failed { 0 } else { -1 }, n, -n]
+}
+
+/// Whether the maximum of every rank's `agreement` says that no rank failed and every rank has
+/// these `names`.
+fn agreed(max: &[i64], names: usize) -> bool {
+    max == agreement(false, names)
+}
+
 /// Bytes a list of keys may take on the wire (names and paths only).
 const MAX_KEY_BYTES: u64 = 1 << 30;
 
@@ -192,14 +205,14 @@ pub fn reduce(comm: &Comm, local: &Local, wanted: bool) -> Result<Option<Table>>
     // One reduction (a maximum) gives the longest list of names only some ranks have, and, when
     // there is none (the common case: every rank's names are among rank 0's), whether every rank
     // has the same names: each says whether it failed, and its count and its count negated.
-    let n = keys.len() as i64;
-    let first = comm.allreduce(&[mine.len().min(i64::MAX as usize) as i64, -i64::from(failed.is_none()), n, -n], mpi_comm::MAX)?;
+    let [a, b, c] = agreement(failed.is_some(), keys.len());
+    let first = comm.allreduce(&[mine.len().min(i64::MAX as usize) as i64, a, b, c], mpi_comm::MAX)?;
     let longest = first[0].max(0) as u64;
     if longest > MAX_KEY_BYTES {
         // The same on every rank: all stop here.
         return Err(Error::new(Status::Mpi, "summary: too many region names"));
     }
-    let mut agreed = longest == 0 && first[1] == -1 && first[2] == n && first[3] == -n;
+    let mut same = longest == 0 && agreed(&first[1..], keys.len());
     if longest > 0 {
         let slot = 8 + longest as usize;
         let mut buf = vec![0u8; slot];
@@ -236,12 +249,9 @@ pub fn reduce(comm: &Comm, local: &Local, wanted: bool) -> Result<Option<Table>>
     // 3. Every rank has the same names, or all stop here together (after the names gathered in
     // step 2, a reduction of its own; without them, the one above decided).
     if longest > 0 {
-        let n = keys.len() as i64;
-        let ok = if failed.is_some() { 0 } else { 1 };
-        let agree = comm.allreduce(&[ok, n, -n], mpi_comm::MIN)?;
-        agreed = agree[0] == 1 && agree[1] == n && agree[2] == -n;
+        same = agreed(&comm.allreduce(&agreement(failed.is_some(), keys.len()), mpi_comm::MAX)?, keys.len());
     }
-    if !agreed {
+    if !same {
         return Err(failed.unwrap_or_else(|| Error::new(Status::Mpi, "summary: the ranks disagree on the region names")));
     }
     // 4. This rank's values in the common order; sums, minima, maxima over the ranks.
@@ -294,6 +304,18 @@ pub fn reduce(comm: &Comm, local: &Local, wanted: bool) -> Result<Option<Table>>
 mod tests {
     use super::*;
     use crate::model::{CallPaths, PathNode, RegionData};
+
+    /// The maximum of the ranks' `agreement`s says yes only when no rank failed and every
+    /// rank counts the same names.
+    #[test]
+    fn agreement_on_the_names() {
+        let max = |parts: &[[i64; 3]]| -> Vec<i64> { (0..3).map(|i| parts.iter().map(|p| p[i]).max().unwrap()).collect() };
+        assert!(agreed(&max(&[agreement(false, 5), agreement(false, 5)]), 5));
+        assert!(!agreed(&max(&[agreement(false, 5), agreement(true, 5)]), 5));
+        assert!(!agreed(&max(&[agreement(false, 5), agreement(false, 4)]), 5));
+        assert!(!agreed(&max(&[agreement(false, 5), agreement(false, 6)]), 5));
+        assert!(!agreed(&[-1, 5], 5));
+    }
 
     /// One element-wise minimum of every rank's `encode` gives each row's minimum and maximum
     /// total and shortest and longest call, over the ranks that have calls; for any i64.

@@ -45,3 +45,38 @@ fn no_rank_prints_inside_rank_0s_summary_table() {
         assert!(notes.iter().all(|&i| i < first), "run {attempt}: notes after the table:\n{output}");
     }
 }
+
+/// A summary whose region names take more than one broadcast block (4 KB; 150 names of 31
+/// characters, twice: flat and as paths), as do the census's: every region is in rank 0's
+/// table, each with every rank's calls.
+#[test]
+fn a_summary_of_many_regions_over_mpi() {
+    let dir = scratch("mpi_summary_many");
+    let exe = compile_with("mpicc", &["-std=c99", "-D_GNU_SOURCE"], "mpi_summary_order", &["tests/c/mpi_summary_order.c"], &dir, &[]);
+    let (ranks, regions) = (3, 150);
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &ranks.to_string()])
+        .arg(&exe)
+        .arg(dir.join("many.h5"))
+        .arg(regions.to_string())
+        .current_dir(&dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("SCOPE_PROFILER_VERBOSE", "1")
+        .env("SCOPE_PROFILER_SUMMARY", "flat")
+        .env("SCOPE_PROFILER_SUMMARY_ROWS", "all")
+        .env("COLUMNS", "199")
+        .stdin(Stdio::null());
+    let out = run(&mut cmd);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{cmd:?} failed\n{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("scope_profiler summary (regions; {ranks} ranks")), "{stdout}\n{stderr}");
+    // Rank r made 200 (r + 1) calls of each region.
+    let calls: usize = (0..ranks).map(|r| 200 * (r + 1)).sum();
+    for r in 0..regions {
+        let name = format!("region {r:02} of the summary table");
+        let row = stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("no row for {name}:\n{stdout}"));
+        let first = row[name.len()..].split_whitespace().next().unwrap_or("");
+        assert_eq!(first, calls.to_string(), "{row}");
+    }
+}
